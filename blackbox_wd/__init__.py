@@ -1,0 +1,7 @@
+"""bbwd: training-free hallucination detection with Wasserstein distances of teacher token states."""
+
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.pipeline import Detector, Result, Settings
+
+__all__ = ["BBWDError", "Detector", "Result", "Settings"]
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from blackbox_wd.cli import main
+
+main()

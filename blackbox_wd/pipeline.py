@@ -1,0 +1,155 @@
+"""The one path from a prompt to scores: samples -> token states -> D -> AvgWD, EigenWD."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
+from blackbox_wd.scores import DEFAULT_ALPHA, P_NORM, avg_wd, eigen_wd, median_bandwidth
+from blackbox_wd.teachers.hf import HFTeacher, load_teacher
+from blackbox_wd.teachers.registry import EMBEDDED
+from blackbox_wd.transport import pairwise_w2
+
+
+class Sampler(Protocol):
+    """Anything that draws K responses for a prompt."""
+
+    def sample(self, messages: Messages, params: SamplingParams) -> SampleSet: ...
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that determines a score; reported with every result."""
+
+    teacher: str = EMBEDDED
+    target: str | None = None  # None: white-box, sample from the teacher itself
+    k: int = 10
+    temperature: float = 0.5
+    top_p: float = 1.0
+    max_tokens: int = 128
+    seed: int | None = 0
+    layer: int | None = None  # None: floor(L / 2)
+    alpha: float = DEFAULT_ALPHA
+    p: float = P_NORM
+    device: str = "auto"
+    dtype: str = "auto"
+    base_url: str | None = None
+    api_key_env: str | None = None
+    cache: bool = True
+    cache_dir: str | None = None
+    concurrency: int = 16
+    token_budget: int = 16384
+
+    @property
+    def white_box(self) -> bool:
+        """True when the target is the teacher itself."""
+        return self.target is None or (self.target == self.teacher and self.base_url is None)
+
+    def sampling(self) -> SamplingParams:
+        """The sampling part of the settings."""
+        return SamplingParams(self.k, self.temperature, self.top_p, self.max_tokens, self.seed)
+
+
+@dataclass
+class Result:
+    """Scores of one prompt with the responses, D and the exact settings that produced them."""
+
+    prompt: Messages
+    responses: list[str]
+    token_counts: list[int]
+    D: np.ndarray
+    avg_wd: float
+    eigen_wd: float
+    settings: dict[str, Any]
+    usage: Usage = field(default_factory=Usage)
+    timings: dict[str, float] = field(default_factory=dict)
+    baselines: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (D as nested lists)."""
+        out = asdict(self)
+        out["D"] = self.D.tolist()
+        return out
+
+
+def as_messages(prompt: str | Messages) -> Messages:
+    """A prompt string becomes a single user message; a message list is checked and passed on."""
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise BBWDError("prompt is empty")
+        return [{"role": "user", "content": prompt}]
+    if not prompt or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in prompt):
+        raise BBWDError("messages must be a non-empty list of {role, content} objects")
+    return prompt
+
+
+def scores_from_states(states: list[TokenStates], alpha: float, p: float) -> tuple[np.ndarray, float, float]:
+    """D, AvgWD and EigenWD from the projected token states of the K responses."""
+    d = pairwise_w2([s.states for s in states])
+    return d, avg_wd(d), eigen_wd(d, alpha, p)
+
+
+class Detector:
+    """Scores prompts with a teacher and a target sampler under fixed settings."""
+
+    def __init__(self, teacher: HFTeacher, sampler: Sampler, settings: Settings) -> None:
+        if settings.k < 2:
+            raise BBWDError(f"k must be at least 2 (got {settings.k}): a distance needs two responses")
+        self.teacher = teacher
+        self.sampler = sampler
+        self.settings = settings
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Detector":
+        """Load the teacher and build the sampler the settings name."""
+        if settings.k < 2:
+            raise BBWDError(f"k must be at least 2 (got {settings.k}): a distance needs two responses")
+        from blackbox_wd.clients import make_sampler
+
+        teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget)
+        return cls(teacher, make_sampler(settings, teacher), settings)
+
+    def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
+        """The settings as run: resolved layer, projection and kernel bandwidth included."""
+        out = asdict(self.settings)
+        out.update(target=self.settings.target or self.settings.teacher, white_box=self.settings.white_box,
+                   layer=self.teacher.layer, n_layers=self.teacher.n_layers, proj_dim=self.teacher.proj_dim,
+                   proj_seed=self.teacher.proj_seed, device=str(self.teacher.device))
+        if d is not None:
+            out["bandwidth"] = median_bandwidth(d)
+        return out
+
+    def _teacher_input(self, sample: Sample) -> str | tuple[int, ...]:
+        """Reuse the sampled token ids when the sampler is this teacher's own model."""
+        if sample.token_ids is not None and getattr(self.sampler, "teacher", None) is self.teacher:
+            return sample.token_ids
+        return sample.text
+
+    def score(self, prompt: str | Messages, responses: list[str] | None = None) -> Result:
+        """Sample K responses (unless given), teacher-force them, and score."""
+        messages = as_messages(prompt)
+        t0 = time.perf_counter()
+        sample_set = SampleSet([Sample(r) for r in responses]) if responses is not None else \
+            self.sampler.sample(messages, self.settings.sampling())
+        return self.score_samples(messages, sample_set, {"sample": time.perf_counter() - t0})
+
+    def score_samples(self, messages: Messages, sample_set: SampleSet,
+                      timings: dict[str, float] | None = None) -> Result:
+        """Teacher-force and score samples that are already drawn."""
+        timings = dict(timings or {})
+        samples = sample_set.samples
+        if len(samples) < 2:
+            raise BBWDError(f"need at least 2 responses, got {len(samples)}")
+        t0 = time.perf_counter()
+        states = self.teacher.encode(messages, [self._teacher_input(s) for s in samples])
+        t1 = time.perf_counter()
+        d, avg, eig = scores_from_states(states, self.settings.alpha, self.settings.p)
+        timings.update(teacher=t1 - t0, transport=time.perf_counter() - t1)
+        return Result(prompt=messages, responses=[s.text for s in samples],
+                      token_counts=[s.n_tokens for s in states], D=d, avg_wd=avg, eigen_wd=eig,
+                      settings=self.reported_settings(d), usage=sample_set.usage, timings=timings)

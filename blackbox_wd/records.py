@@ -1,0 +1,79 @@
+"""Plain data passed between the stages: samples in, token states out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampled response of the target model.
+
+    ``token_ids`` are set only by a local sampler whose tokenizer is the teacher's (white-box);
+    ``token_logprobs`` only when the target API returned per-token log-probabilities.
+    """
+
+    text: str
+    token_ids: tuple[int, ...] | None = None
+    token_logprobs: tuple[float, ...] | None = None
+    finish_reason: str | None = None
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How the K responses are drawn from the target."""
+
+    k: int = 10
+    temperature: float = 0.5
+    top_p: float = 1.0
+    max_tokens: int = 128
+    seed: int | None = 0
+
+
+@dataclass
+class Usage:
+    """API token and request counts for one or more prompts."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_completion_tokens: int = 0
+    requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+
+    def add(self, other: "Usage") -> None:
+        """Accumulate ``other`` into this object."""
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class SampleSet:
+    """The K samples drawn for one prompt, with what drawing them cost."""
+
+    samples: list[Sample]
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class TokenStates:
+    """Teacher-forced view of one response.
+
+    ``states``: (m, 128) projected mid-layer states of the response tokens (no prompt, no EOS).
+    ``last``: (d,) unprojected mid-layer state of the last response token (sentence embedding).
+    ``logprobs``: (m,) teacher log-probabilities of the response tokens, when asked for.
+    """
+
+    states: np.ndarray
+    last: np.ndarray
+    logprobs: np.ndarray | None = None
+
+    @property
+    def n_tokens(self) -> int:
+        """Number of response tokens."""
+        return int(self.states.shape[0])
