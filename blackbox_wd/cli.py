@@ -22,6 +22,14 @@ def _root() -> None:
     """bbwd: score prompts, JSONL logs and datasets for hallucination."""
 
 
+def quiet_libraries() -> None:
+    """Keep transformers' progress bars and warnings off the terminal: bbwd reports what it did."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def fail(message: str) -> None:
     """Print one error line to stderr and exit with code 2."""
     typer.echo(f"error: {message}", err=True)
@@ -81,14 +89,16 @@ def score(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Score one prompt: sample K responses, teacher-force them, print D, AvgWD and EigenWD."""
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.pipeline import Detector, as_messages
 
+    quiet_libraries()
     settings = Settings(teacher=teacher, target=target, k=k, temperature=temperature, top_p=top_p,
                         max_tokens=max_tokens, seed=seed, layer=layer, alpha=alpha, device=device,
                         dtype=dtype, base_url=base_url, api_key_env=api_key_env, cache=not no_cache,
                         cache_dir=cache_dir, concurrency=concurrency)
     try:
-        result = Detector.from_settings(settings).score(prompt)
+        messages = as_messages(prompt)
+        result = Detector.from_settings(settings).score(messages)
     except BBWDError as exc:
         fail(str(exc))
     if as_json:

@@ -28,9 +28,13 @@ def wd_kernel(d: np.ndarray, alpha: float = DEFAULT_ALPHA) -> np.ndarray:
 
 
 def spectrum_ratio(s: np.ndarray, p: float = P_NORM) -> float:
-    """||s||_p / ||s||_2 of a non-negative spectrum; 1 for rank one, larger as it spreads."""
+    """||s||_p / ||s||_2 of a non-negative spectrum; 1 for rank one, larger as it spreads.
+
+    Values below the rank tolerance of ``numpy.linalg.matrix_rank`` (len(s) * eps * max(s)) are
+    rounding noise of zero singular values and are dropped: with p = 0.1 they would count.
+    """
     s = np.asarray(s, dtype=float)
-    s = s[s > 0]
+    s = s[s > s.max() * len(s) * np.finfo(float).eps]
     # Scale by the largest value first: (sum s^p)^(1/p) overflows nothing and stays exact.
     t = s / s.max()
     return float(np.sum(t**p) ** (1.0 / p) / np.sqrt(np.sum(t**2)))

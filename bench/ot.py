@@ -1,0 +1,113 @@
+"""Exact pairwise W2 per prompt: naive ot.dist + ot.emd2 loop vs blackbox_wd.transport.pairwise_w2.
+
+Random 128-d token sets with norms ~30 (a shared prompt offset, a per-response shift and per-token
+spread); m_i ~ U[0.5M, 1.5M] ("mixed") or m_i = M ("equal"). Each round draws a fresh prompt and
+times on it, in alternating order, the reference with BLAS as the old code ran it (default threads),
+the reference with BLAS pinned to one thread (the stronger baseline), and the optimised path; the
+table gives medians of ms per prompt and ratios of the medians.
+
+    python bench/ot.py            # full grid, ~3-5 min on 2 cores
+    python bench/ot.py --quick    # smoke run, a few seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+# This file is bench/ot.py: take its folder off the path so that `import ot` finds POT, not itself.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+import numpy as np  # noqa: E402
+import ot  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+sys.path.append(str(_HERE))
+from _common import table, timed  # noqa: E402
+
+from blackbox_wd.transport import pairwise_w2  # noqa: E402
+
+DIM = 128
+NORM = 30.0
+
+
+def naive_pairwise(clouds: list[np.ndarray]) -> np.ndarray:
+    """The reference: a Python loop of ot.dist + ot.emd2 over the pairs, float64."""
+    k = len(clouds)
+    d = np.zeros((k, k))
+    for i in range(k):
+        for j in range(i + 1, k):
+            x, y = clouds[i], clouds[j]
+            a, b = np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y))
+            cost = ot.emd2(a, b, ot.dist(x, y, metric="sqeuclidean"), numItermax=10_000_000)
+            d[i, j] = d[j, i] = np.sqrt(max(cost, 0.0))
+    return d
+
+
+def prompt(rng: np.random.Generator, k: int, m: int, equal: bool) -> list[np.ndarray]:
+    """K token-state clouds of one synthetic prompt."""
+    offset = rng.normal(size=DIM)
+    offset *= NORM / np.linalg.norm(offset)
+    sizes = [m] * k if equal else rng.integers(max(1, m // 2), 3 * m // 2 + 1, size=k)
+    spread = 0.5 * NORM / np.sqrt(DIM)
+    return [offset + 0.3 * spread * rng.normal(size=DIM) + spread * rng.normal(size=(n, DIM)) for n in sizes]
+
+
+def repeats(k: int, m: int, quick: bool) -> int:
+    """Rounds per configuration: fewer where one naive prompt takes seconds."""
+    if quick:
+        return 2
+    return {16: 7, 64: 5, 256: 3, 512: 2}[m] if k == 10 else {16: 7, 64: 5, 256: 2, 512: 1}[m]
+
+
+def main() -> None:
+    """Run the grid and print one Markdown table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="K=10, M in {16, 64}, 2 rounds")
+    args = ap.parse_args()
+    ks = [10] if args.quick else [10, 20]
+    ms = [16, 64] if args.quick else [16, 64, 256, 512]
+    rng = np.random.default_rng(0)
+    rows, worst = [], 0.0
+    for kind in ("mixed", "equal"):
+        for k in ks:
+            for m in ms:
+                t_def, t_pin, t_opt = [], [], []
+                for r in range(repeats(k, m, args.quick)):
+                    clouds = prompt(rng, k, m, kind == "equal")
+                    iu = np.triu_indices(k, 1)
+
+                    def ref_pinned() -> tuple[float, np.ndarray]:
+                        with threadpool_limits(1, "blas"):
+                            return timed(lambda: naive_pairwise(clouds))
+
+                    def ref_default() -> tuple[float, np.ndarray]:  # BLAS threads as the old code ran
+                        return timed(lambda: naive_pairwise(clouds))
+
+                    def optimised() -> tuple[float, np.ndarray]:
+                        return timed(lambda: pairwise_w2(clouds))
+
+                    fns = [ref_pinned, ref_default, optimised]
+                    got = {fn.__name__: fn() for fn in (fns if r % 2 == 0 else fns[::-1])}
+                    t_pin.append(got["ref_pinned"][0])
+                    t_def.append(got["ref_default"][0])
+                    t_opt.append(got["optimised"][0])
+                    ref, opt = got["ref_pinned"][1], got["optimised"][1]
+                    worst = max(worst, float(np.max(np.abs(opt[iu] - ref[iu]) / ref[iu])))
+                rows.append([kind, k, m, len(t_opt), f"{np.median(t_def):.1f}", f"{np.median(t_pin):.1f}",
+                             f"{np.median(t_opt):.1f}", f"{np.median(t_def) / np.median(t_opt):.2f}x",
+                             f"{np.median(t_pin) / np.median(t_opt):.2f}x"])
+                print(" ".join(map(str, rows[-1])), file=sys.stderr, flush=True)
+    print(f"POT {ot.__version__}, numpy {np.__version__}, python {platform.python_version()}, "
+          f"{len(os.sched_getaffinity(0))} CPUs available")
+    print(table(["sizes", "K", "M", "rounds", "naive ms (default BLAS)", "naive ms (1-thread BLAS)", "optimised ms",
+                 "speed-up vs default", "speed-up vs 1-thread"], rows))
+    print(f"max relative deviation of D (all pairs, all rounds): {worst:.2e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Baselines scored on the same K samples as AvgWD/EigenWD; one module per method.
+
+============  ======================================  =====================================
+key           function                                 input
+============  ======================================  =====================================
+``lne``       :func:`lne.lne`                          K arrays of token log-probs
+``ls``        :func:`ls.lexical_similarity`            K response strings
+``es``        :func:`es.eigenscore`                    (K, d) sentence embeddings
+``er``        :func:`er.effective_rank`                (K, d) sentence embeddings
+``dse``       :func:`dse.discrete_semantic_entropy`    K strings + ``entails`` judge
+============  ======================================  =====================================
+
+Every score is oriented so that higher = more likely hallucination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from blackbox_wd.baselines.dse import (Entails, TeacherEntailment, discrete_semantic_entropy,
+                                       exact_match_entails, semantic_ids)
+from blackbox_wd.baselines.er import effective_rank
+from blackbox_wd.baselines.es import ES_ALPHA, eigenscore
+from blackbox_wd.baselines.lne import lne
+from blackbox_wd.baselines.ls import lexical_similarity
+
+BASELINES = ("lne", "ls", "es", "er", "dse")
+
+__all__ = ["BASELINES", "ES_ALPHA", "Entails", "TeacherEntailment", "compute_baselines",
+           "discrete_semantic_entropy", "effective_rank", "eigenscore", "exact_match_entails",
+           "lexical_similarity", "lne", "semantic_ids"]
+
+
+def compute_baselines(responses: Sequence[str], *, logprobs: Sequence[Sequence[float]] | None = None,
+                      embeddings: Sequence[np.ndarray] | np.ndarray | None = None,
+                      entails: Entails | None = None, es_alpha: float = ES_ALPHA) -> dict[str, float]:
+    """All baselines computable from what is given, keyed lne/ls/es/er/dse.
+
+    ``ls`` always; ``lne`` when ``logprobs`` is given; ``es`` and ``er`` when ``embeddings``
+    (the K ``TokenStates.last`` vectors) are; ``dse`` when an ``entails`` judge is.
+    """
+    out: dict[str, float] = {}
+    if logprobs is not None:
+        out["lne"] = lne(logprobs)
+    out["ls"] = lexical_similarity(responses)
+    if embeddings is not None:
+        z = np.stack([np.asarray(e, dtype=float) for e in embeddings])
+        out["es"] = eigenscore(z, es_alpha)
+        out["er"] = effective_rank(z)
+    if entails is not None:
+        out["dse"] = discrete_semantic_entropy(responses, entails)
+    return out

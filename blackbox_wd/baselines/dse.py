@@ -1,0 +1,132 @@
+"""DSE: discrete semantic entropy (Farquhar, Kossen, Kuhn & Gal, "Detecting hallucinations in large
+language models using semantic entropy", Nature 630, 2024; reference code
+jlko/semantic_uncertainty ``get_semantic_ids`` and ``cluster_assignment_entropy``).
+
+Pinned variant:
+
+1. Greedy clustering by bidirectional entailment. Walk the responses in order; an unassigned
+   response i opens a new cluster, and every later unassigned response j joins it when
+   ``entails(y_i, y_j) and entails(y_j, y_i)`` (the cluster is represented by its first member,
+   as in the reference code; we skip j that already have a cluster, which is the same whenever
+   the judge is transitive and saves calls). Two responses that are equal after ``str.strip()``
+   are equivalent without asking the judge.
+2. DSE = -sum_c p_c ln p_c with p_c = |cluster c| / K (natural log). 0 when all K responses share
+   one meaning, ln K when all differ. Higher = more likely hallucination.
+
+Entailment judge. The reference uses DeBERTa-large-MNLI; no model hub is reachable here and no
+PyPI wheel we could find ships NLI weights, so the judge is a callable
+``entails(premise, hypothesis) -> bool`` passed in by the caller:
+
+* ``TeacherEntailment(teacher, question)``: the default, the teacher LM itself. It is asked
+  (chat template, one user turn) whether answer A entails answer B given the question, and says
+  yes when logsumexp of the logits of its "yes" tokens beats that of its "no" tokens at the first
+  position of the reply (Farquhar et al. also use LLM judges with the question in the prompt).
+* ``exact_match_entails``: a cheap fallback (SQuAD-normalised string equality), for tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from blackbox_wd.eval.labels import normalize_answer
+
+Entails = Callable[[str, str], bool]
+
+YES_WORDS = ("yes", "Yes", " yes", " Yes", "YES")
+NO_WORDS = ("no", "No", " no", " No", "NO")
+
+
+def semantic_ids(responses: Sequence[str], entails: Entails) -> list[int]:
+    """Greedy cluster ids (0, 1, ... in order of first appearance) by bidirectional entailment."""
+    ids = [-1] * len(responses)
+    next_id = 0
+    for i, a in enumerate(responses):
+        if ids[i] != -1:
+            continue
+        ids[i] = next_id
+        for j in range(i + 1, len(responses)):
+            if ids[j] != -1:
+                continue
+            b = responses[j]
+            if a.strip() == b.strip() or (entails(a, b) and entails(b, a)):
+                ids[j] = next_id
+        next_id += 1
+    return ids
+
+
+def cluster_entropy(ids: Sequence[int]) -> float:
+    """-sum_c p_c ln p_c of the cluster frequencies p_c = n_c / K."""
+    if len(ids) == 0:
+        raise ValueError("no cluster ids")
+    _, counts = np.unique(np.asarray(ids), return_counts=True)
+    p = counts / counts.sum()
+    return float(-np.sum(p * np.log(p)))
+
+
+def discrete_semantic_entropy(responses: Sequence[str], entails: Entails) -> float:
+    """DSE of K responses: entropy of the bidirectional-entailment cluster frequencies."""
+    if len(responses) < 1:
+        raise ValueError("semantic entropy needs at least one response")
+    return cluster_entropy(semantic_ids(responses, entails))
+
+
+def exact_match_entails(premise: str, hypothesis: str) -> bool:
+    """Fallback judge: equal after SQuAD normalisation (lowercase, no punctuation/articles)."""
+    return normalize_answer(premise) == normalize_answer(hypothesis)
+
+
+def entailment_prompt(premise: str, hypothesis: str, question: str | None = None) -> str:
+    """The yes/no question put to the teacher LM."""
+    head = f'We are evaluating answers to the question "{question}".\n' if question else ""
+    return (f"{head}Answer A: {premise}\nAnswer B: {hypothesis}\n"
+            "Does Answer A entail Answer B, that is, if Answer A is true, must Answer B also be true? "
+            "Reply with yes or no only.")
+
+
+class TeacherEntailment:
+    """Entailment judge from a causal LM teacher (``HFTeacher``: ``.model``, ``.tokenizer``,
+    ``.prompt_ids(messages)``): yes when the yes-token logits beat the no-token logits.
+
+    Results are cached per (premise, hypothesis); make one judge per question.
+    """
+
+    def __init__(self, teacher: Any, question: str | None = None) -> None:
+        self.teacher = teacher
+        self.question = question
+        self.yes_ids = self._first_tokens(YES_WORDS)
+        self.no_ids = self._first_tokens(NO_WORDS)
+        if set(self.yes_ids) & set(self.no_ids):
+            raise ValueError("the teacher's yes and no tokens overlap")
+        self.cache: dict[tuple[str, str], float] = {}
+        self.calls = 0
+
+    def _first_tokens(self, words: Sequence[str]) -> list[int]:
+        out: list[int] = []
+        for w in words:
+            ids = self.teacher.tokenizer.encode(w, add_special_tokens=False)
+            if ids and ids[0] not in out:
+                out.append(int(ids[0]))
+        return out
+
+    def margin(self, premise: str, hypothesis: str) -> float:
+        """logsumexp(yes logits) - logsumexp(no logits) at the first reply position."""
+        key = (premise, hypothesis)
+        if key not in self.cache:
+            import torch
+
+            messages = [{"role": "user", "content": entailment_prompt(premise, hypothesis, self.question)}]
+            ids = self.teacher.prompt_ids(messages)
+            with torch.inference_mode():
+                inp = torch.tensor([ids], dtype=torch.long, device=self.teacher.device)
+                logits = self.teacher.model(input_ids=inp).logits[0, -1].float()
+            yes = torch.logsumexp(logits[self.yes_ids], dim=0)
+            no = torch.logsumexp(logits[self.no_ids], dim=0)
+            self.cache[key] = float(yes - no)
+            self.calls += 1
+        return self.cache[key]
+
+    def __call__(self, premise: str, hypothesis: str) -> bool:
+        return self.margin(premise, hypothesis) > 0.0

@@ -1,0 +1,45 @@
+"""LS: lexical similarity of the K responses, as a hallucination score.
+
+Pinned variant (Lin, Trivedi & Sun, "Generating with Confidence: Uncertainty Quantification for
+Black-box Large Language Models", TMLR 2024; the "Lexical Similarity" baseline of Chen et al.,
+INSIDE, ICLR 2024)::
+
+    sim = mean over unordered pairs i < j of ROUGE-L F1(y_i, y_j)
+    LS  = 1 - sim
+
+ROUGE-L F1 comes from the ``rouge-score`` package (``RougeScorer(["rougeL"], use_stemmer=False)``,
+its default tokenizer: lowercase, non-alphanumerics to spaces). ROUGE-L F1 is symmetric, so the
+pair order does not matter. We report ``1 - sim`` so that higher = more likely hallucination, and
+the score stays in [0, 1] (0: all responses lexically identical).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+from itertools import combinations
+
+from rouge_score import rouge_scorer
+
+
+@lru_cache(maxsize=1)
+def _scorer() -> rouge_scorer.RougeScorer:
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+
+
+def rouge_l_f1(a: str, b: str) -> float:
+    """ROUGE-L F1 between two strings (rouge-score, no stemming)."""
+    return float(_scorer().score(a, b)["rougeL"].fmeasure)
+
+
+def mean_pairwise_rouge_l(responses: Sequence[str]) -> float:
+    """Mean ROUGE-L F1 over the unordered pairs i < j."""
+    if len(responses) < 2:
+        raise ValueError("lexical similarity needs at least 2 responses")
+    pairs = list(combinations(responses, 2))
+    return sum(rouge_l_f1(a, b) for a, b in pairs) / len(pairs)
+
+
+def lexical_similarity(responses: Sequence[str]) -> float:
+    """LS = 1 - mean pairwise ROUGE-L F1; higher = more likely hallucination."""
+    return 1.0 - mean_pairwise_rouge_l(responses)

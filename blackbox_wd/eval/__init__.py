@@ -1,0 +1,1 @@
+"""Evaluation helpers: data loaders, correctness labels, AUROC with bootstrap CIs, the report."""

@@ -1,0 +1,102 @@
+"""Correctness labels of responses; hallucination = 1 when the (first) response is incorrect.
+
+QA (NQ-open, SciQ, SQuAD):
+* ``rouge`` (primary, the reference protocol): correct when ROUGE-L F1 (``rouge-score``, no
+  stemming) against any reference answer is >= 0.5.
+* ``em`` (secondary): exact match or containment after SQuAD normalisation (lowercase, drop
+  punctuation, the articles a/an/the and extra whitespace): correct when a normalised reference
+  equals the normalised response or occurs in it as a whole-word span.
+
+MATH-500: correct when the final answer extracted from the response (last ``\\boxed{...}``, else
+the last number) is equivalent to a reference under :func:`blackbox_wd.eval.mathnorm.is_equiv`.
+
+Prompt-level label: that of the FIRST of the K responses (the one a user would have been shown),
+``hallucination_label`` returns 1 when it is incorrect, 0 when correct.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Sequence
+
+from functools import lru_cache
+
+from rouge_score import rouge_scorer
+
+from blackbox_wd.eval.mathnorm import math_correct
+
+ROUGE_THRESHOLD = 0.5
+LABEL_SCHEMES = ("rouge", "em")
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = set(string.punctuation)
+
+
+@lru_cache(maxsize=1)
+def _scorer() -> rouge_scorer.RougeScorer:
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+
+
+def rouge_l_f1(reference: str, response: str) -> float:
+    """ROUGE-L F1 (rouge-score, no stemming; symmetric in its arguments)."""
+    return float(_scorer().score(reference, response)["rougeL"].fmeasure)
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD v1.1 normalisation: lowercase, remove punctuation, articles and extra whitespace."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in _PUNCT)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def max_rouge_l(response: str, answers: Sequence[str]) -> float:
+    """Largest ROUGE-L F1 of the response against any reference (0 with no references)."""
+    return max((rouge_l_f1(a, response) for a in answers), default=0.0)
+
+
+def qa_correct_rouge(response: str, answers: Sequence[str], threshold: float = ROUGE_THRESHOLD) -> bool:
+    """Correct when ROUGE-L F1 against any reference is >= threshold."""
+    return max_rouge_l(response, answers) >= threshold
+
+
+def qa_correct_em(response: str, answers: Sequence[str]) -> bool:
+    """Correct when a normalised reference equals the normalised response or is a word span of it."""
+    resp = normalize_answer(response)
+    padded = f" {resp} "
+    for a in answers:
+        ref = normalize_answer(a)
+        if not ref:
+            continue
+        if ref == resp or f" {ref} " in padded:
+            return True
+    return False
+
+
+def is_correct(kind: str, response: str, answers: Sequence[str], scheme: str = "rouge") -> bool:
+    """Correctness of one response: kind 'qa' (scheme 'rouge' or 'em') or 'math' (scheme ignored)."""
+    if kind == "math":
+        return math_correct(response, answers)
+    if kind != "qa":
+        raise ValueError(f"unknown item kind '{kind}': use 'qa' or 'math'")
+    if scheme == "rouge":
+        return qa_correct_rouge(response, answers)
+    if scheme == "em":
+        return qa_correct_em(response, answers)
+    raise ValueError(f"unknown label scheme '{scheme}': use one of {', '.join(LABEL_SCHEMES)}")
+
+
+def hallucination_label(kind: str, responses: Sequence[str], answers: Sequence[str], scheme: str = "rouge") -> int:
+    """Prompt-level label from the first response: 1 = hallucination (incorrect), 0 = correct."""
+    if not responses:
+        raise ValueError("no responses to label")
+    return 0 if is_correct(kind, responses[0], answers, scheme) else 1
+
+
+def prompt_labels(kind: str, responses: Sequence[str], answers: Sequence[str]) -> dict[str, int]:
+    """Every label of a prompt: {'label': primary, 'label_em': secondary} for QA, {'label'} for math."""
+    out = {"label": hallucination_label(kind, responses, answers, "rouge")}
+    if kind == "qa":
+        out["label_em"] = hallucination_label(kind, responses, answers, "em")
+    return out

@@ -1,0 +1,161 @@
+"""Exact W2 between uniform empirical measures: hand-worked values and agreement with POT's ot.emd2."""
+
+from __future__ import annotations
+
+import numpy as np
+import ot
+import pytest
+
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.transport import pairwise_w2, w2
+
+
+def naive_pairwise(clouds: list[np.ndarray]) -> np.ndarray:
+    """The reference: ot.dist + ot.emd2 on every pair, in float64, no centring."""
+    k = len(clouds)
+    d = np.zeros((k, k))
+    for i in range(k):
+        for j in range(i + 1, k):
+            x, y = np.asarray(clouds[i], float), np.asarray(clouds[j], float)
+            a, b = np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y))
+            cost = ot.emd2(a, b, ot.dist(x, y, metric="sqeuclidean"), numItermax=10_000_000)
+            d[i, j] = d[j, i] = np.sqrt(max(cost, 0.0))
+    return d
+
+
+def assert_matches_naive(clouds: list[np.ndarray], rtol: float = 1e-9) -> np.ndarray:
+    """pairwise_w2 equals the naive loop to ``rtol`` relative on every off-diagonal entry."""
+    fast, ref = pairwise_w2(clouds), naive_pairwise(clouds)
+    iu = np.triu_indices(len(clouds), k=1)
+    assert np.all(ref[iu] > 0)
+    rel = np.abs(fast[iu] - ref[iu]) / ref[iu]
+    assert rel.max() <= rtol, f"max relative deviation {rel.max():.3e}"
+    return fast
+
+
+def random_clouds(rng: np.random.Generator, sizes: list[int], dim: int = 128, norm: float = 30.0) -> list[np.ndarray]:
+    """Token-state-like clouds: a shared offset of the given norm plus per-response spread."""
+    offset = rng.normal(size=dim)
+    offset *= norm / np.linalg.norm(offset)
+    return [offset + rng.normal(size=(m, dim)) * (0.2 * norm / np.sqrt(dim)) + rng.normal(size=dim) * 0.05 * norm / np.sqrt(dim)
+            for m in sizes]
+
+
+def test_identical_sets_give_zero() -> None:
+    x = np.random.default_rng(0).normal(size=(7, 5)) * 30
+    assert w2(x, x.copy()) == 0.0
+    d = pairwise_w2([x, x.copy(), x + 1.0])
+    assert d[0, 1] == 0.0
+    assert d[0, 2] == pytest.approx(np.sqrt(5.0), rel=1e-9)  # every point moves by (1,1,1,1,1)
+
+
+def test_two_single_points_give_their_distance() -> None:
+    assert w2(np.array([[0.0, 0.0]]), np.array([[3.0, 4.0]])) == pytest.approx(5.0, rel=1e-12)
+    assert w2(np.array([[1.0, 2.0, 3.0]]), np.array([[1.0, 2.0, 3.0]])) == 0.0
+
+
+def test_equal_sizes_give_the_optimal_assignment() -> None:
+    # Squared costs C[i, j] = |x_i - y_j|^2:
+    #            y1=(0,3) y2=(3,0) y3=(1,0)
+    # x1=(0,0)      9        9        1
+    # x2=(2,0)     13        1        1
+    # x3=(0,2)      1       13        5
+    # The six permutations cost 15, 23, 27, 11, 27 and 3; the best is x1->y3, x2->y2, x3->y1
+    # (1 + 1 + 1 = 3), so W2^2 = 3 / 3 = 1. Matching by index (x_i -> y_i) would give 15 / 3 = 5.
+    x = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 2.0]])
+    y = np.array([[0.0, 3.0], [3.0, 0.0], [1.0, 0.0]])
+    assert w2(x, y) == pytest.approx(1.0, rel=1e-12)
+    assert w2(x, y[::-1]) == pytest.approx(1.0, rel=1e-12)  # row order does not matter
+
+
+def test_one_point_against_two() -> None:
+    # The single point sends half its mass to each: W2^2 = (1^2 + 3^2) / 2 = 5.
+    x = np.array([[0.0, 0.0]])
+    y = np.array([[1.0, 0.0], [-3.0, 0.0]])
+    assert w2(x, y) == pytest.approx(np.sqrt(5.0), rel=1e-12)
+    assert w2(y, x) == pytest.approx(np.sqrt(5.0), rel=1e-12)
+
+
+def test_two_points_against_three() -> None:
+    # x = (0,0), (6,0) with mass 1/2 each; y = (0,1), (3,1), (6,1) with mass 1/3 each.
+    # Every cost is (horizontal gap)^2 + 1, so the plan is the monotone one along the first axis:
+    #   (0,0) -> (0,1): 1/3, (0,0) -> (3,1): 1/6, (6,0) -> (3,1): 1/6, (6,0) -> (6,1): 1/3.
+    # W2^2 = 1/3 * 1 + 1/6 * (9 + 1) + 1/6 * (9 + 1) + 1/3 * 1 = 2/3 + 20/6 = 4, so W2 = 2.
+    # (Any other plan moves more than 1/6 of the mass across a gap of at least 3: e.g. the plan
+    # (0,0) -> (0,1), (3,1) with 1/3, 1/6 is the only way to fill (0,1) without a gap of 6.)
+    x = np.array([[0.0, 0.0], [6.0, 0.0]])
+    y = np.array([[0.0, 1.0], [3.0, 1.0], [6.0, 1.0]])
+    assert w2(x, y) == pytest.approx(2.0, rel=1e-12)
+    d = pairwise_w2([x, y, x[:1]])
+    # (0,0) against x: half the mass moves 6 -> W2^2 = 36 / 2 = 18.
+    # (0,0) against y: W2^2 = (1 + 10 + 37) / 3 = 16.
+    assert d[0, 1] == pytest.approx(2.0, rel=1e-12)
+    assert d[0, 2] == pytest.approx(np.sqrt(18.0), rel=1e-12)
+    assert d[1, 2] == pytest.approx(4.0, rel=1e-12)
+
+
+def test_matrix_is_symmetric_with_zero_diagonal() -> None:
+    rng = np.random.default_rng(1)
+    clouds = random_clouds(rng, [3, 5, 5, 8, 1, 6])
+    d = pairwise_w2(clouds)
+    assert d.shape == (6, 6)
+    assert np.array_equal(d, d.T)
+    assert np.all(np.diag(d) == 0.0)
+    assert np.all(d[~np.eye(6, dtype=bool)] > 0)
+
+
+def test_fewer_than_two_clouds() -> None:
+    assert pairwise_w2([]).shape == (0, 0)
+    assert np.array_equal(pairwise_w2([np.ones((3, 2))]), np.zeros((1, 1)))
+
+
+@pytest.mark.parametrize(
+    ("sizes", "norm"),
+    [
+        ([5, 9, 13, 1, 17, 24, 8, 2, 11, 16], 30.0),  # mixed, with a single-token response
+        ([16] * 10, 30.0),  # equal sizes: the assignment path
+        ([12, 12, 7, 12, 30, 30, 1, 1], 300.0),  # real hidden-state norms, mixed and equal pairs
+        ([40, 64], 300.0),  # K = 2
+        ([1, 1], 300.0),
+        ([96, 150, 96, 128], 30.0),  # large enough for the thread pool
+    ],
+)
+def test_fast_path_equals_naive_emd2(sizes: list[int], norm: float) -> None:
+    rng = np.random.default_rng(len(sizes) * 1000 + sum(sizes))
+    assert_matches_naive(random_clouds(rng, sizes, norm=norm))
+
+
+def test_threads_do_not_change_values() -> None:
+    clouds = random_clouds(np.random.default_rng(2), [80, 120, 100, 100, 64, 140])
+    assert np.array_equal(pairwise_w2(clouds, workers=1), pairwise_w2(clouds, workers=2))
+
+
+def test_duplicate_points() -> None:
+    a, b = [0.0, 0.0], [2.0, 2.0]
+    # {a, a, b, b} and {a, b} are the same measure.
+    assert w2(np.array([a, a, b, b]), np.array([a, b])) == 0.0
+    # {a, a, a} vs {a, b}: half of the mass moves from a to b, W2^2 = |a - b|^2 / 2 = 4.
+    assert w2(np.array([a, a, a]), np.array([a, b])) == pytest.approx(2.0, rel=1e-12)
+    rng = np.random.default_rng(3)
+    base = random_clouds(rng, [6, 9, 4], norm=300.0)
+    clouds = [np.repeat(base[0], 2, axis=0), base[1], np.concatenate([base[2], base[2][:2]]), base[0][::2]]
+    assert_matches_naive(clouds)
+    # Each point twice is the same measure: 0 up to the rounding of the cost block.
+    assert w2(np.repeat(base[0], 2, axis=0), base[0]) <= 1e-6 * w2(base[0], base[1])
+
+
+def test_float32_inputs_are_accepted() -> None:
+    clouds = random_clouds(np.random.default_rng(4), [10, 14, 10, 3], norm=300.0)
+    c32 = [c.astype(np.float32) for c in clouds]
+    d32 = pairwise_w2(c32)
+    d64 = pairwise_w2([c.astype(np.float64) for c in c32])
+    assert d32.dtype == np.float64
+    assert np.array_equal(d32, d64)
+    assert_matches_naive(c32)
+
+
+def test_bad_shapes_raise() -> None:
+    with pytest.raises(BBWDError, match="dimension"):
+        pairwise_w2([np.zeros((3, 2)), np.zeros((3, 4))])
+    with pytest.raises(BBWDError, match="non-empty"):
+        pairwise_w2([np.zeros((3, 2)), np.zeros((0, 2))])
