@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -16,10 +18,29 @@ from blackbox_wd.pipeline import Result, Settings
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Training-free hallucination detection with Wasserstein distances of teacher states.")
 
+# Options shared by the commands.
+K = Annotated[int, typer.Option("-k", "--k", help="Number of sampled responses per prompt.")]
+Temperature = Annotated[float, typer.Option("--temperature", help="Sampling temperature.")]
+TopP = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass.")]
+MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Max new tokens per response.")]
+Seed = Annotated[Optional[int], typer.Option("--seed", help="Sampling seed.")]
+Layer = Annotated[Optional[int], typer.Option("--layer", help="Teacher layer (default floor(L/2)).")]
+Alpha = Annotated[float, typer.Option("--alpha", help="EigenWD diagonal shift (part of the result's settings).")]
+Target = Annotated[Optional[str], typer.Option("--target", help="Target model: API preset (gpt-4o-mini, deepseek-chat), served model name with --base-url, or a local model.")]
+Teacher = Annotated[str, typer.Option("--teacher", help="Teacher: registry name, hub id, model folder or .gguf file.")]
+BaseUrl = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint of the target.")]
+ApiKeyEnv = Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable that holds the API key.")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the API response cache.")]
+CacheDir = Annotated[Optional[str], typer.Option("--cache-dir", help="API response cache directory.")]
+Concurrency = Annotated[int, typer.Option("--concurrency", help="Max API requests in flight, shared by all prompts.")]
+Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
+Dtype = Annotated[str, typer.Option("--dtype", help="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16.")]
+TokenBudget = Annotated[int, typer.Option("--token-budget", help="Max padded tokens in one teacher forward pass.")]
+
 
 @app.callback()
 def _root() -> None:
-    """bbwd: score prompts, JSONL logs and datasets for hallucination."""
+    """bbwd: score prompts and JSONL logs for hallucination."""
 
 
 def quiet_libraries() -> None:
@@ -38,54 +59,39 @@ def fail(message: str) -> None:
 
 def render(result: Result, console: Console) -> None:
     """Human-readable table of responses, D and scores."""
-    table = Table(title="Responses", show_lines=False)
+    table = Table(title="Responses")
     table.add_column("#", justify="right")
     table.add_column("tokens", justify="right")
     table.add_column("response")
     for i, (text, n) in enumerate(zip(result.responses, result.token_counts)):
-        table.add_row(str(i), str(n), text.replace("\n", " ")[:120])
+        table.add_row(str(i), str(n), text.replace("\n", " ")[:160])
     console.print(table)
-    dmat = Table(title="D = W2 between token-state measures")
+    dmat = Table(title="D: W2 between the responses' token-state measures", pad_edge=False)
     dmat.add_column("")
     for j in range(len(result.responses)):
-        dmat.add_column(str(j), justify="right")
+        dmat.add_column(str(j), justify="right", no_wrap=True)
     for i, row in enumerate(result.D):
-        dmat.add_row(str(i), *(f"{v:.2f}" for v in row))
+        dmat.add_row(str(i), *(f"{v:.1f}" for v in row))
     console.print(dmat)
     s = result.settings
     console.print(f"[bold]AvgWD[/bold]   {result.avg_wd:.6g}")
     console.print(f"[bold]EigenWD[/bold] {result.eigen_wd:.6g}   (p={s['p']}, alpha={s['alpha']}, bandwidth={s['bandwidth']:.4g})")
-    console.print(f"target={s['target']} teacher={s['teacher']} layer={s['layer']}/{s['n_layers']} "
-                  f"K={s['k']} T={s['temperature']} top_p={s['top_p']} seed={s['seed']} device={s['device']}")
+    console.print(f"target={s['target']} teacher={s['teacher']} layer={s['layer']}/{s['n_layers']} K={s['k']} "
+                  f"T={s['temperature']} top_p={s['top_p']} seed={s['seed']} device={s['device']}")
     u = result.usage
     if u.requests or u.cache_hits:
         console.print(f"API: {u.requests} requests, {u.cache_hits} from cache, {u.retries} retries, "
                       f"{u.completion_tokens} completion tokens fresh, {u.cached_completion_tokens} cached")
 
 
-TeacherOpt = Annotated[str, typer.Option("--teacher", help="Teacher model: registry name, hub id, folder or .gguf.")]
-TargetOpt = Annotated[Optional[str], typer.Option("--target", help="Target model (API preset, served model name, or local); default: the teacher (white-box).")]
-
-
 @app.command()
 def score(
     prompt: Annotated[str, typer.Argument(help="The prompt to score.")],
-    k: Annotated[int, typer.Option("-k", "--k", help="Number of sampled responses.")] = 10,
-    temperature: Annotated[float, typer.Option(help="Sampling temperature.")] = 0.5,
-    top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass.")] = 1.0,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Max new tokens per response.")] = 128,
-    seed: Annotated[Optional[int], typer.Option(help="Sampling seed.")] = 0,
-    layer: Annotated[Optional[int], typer.Option(help="Teacher layer (default floor(L/2)).")] = None,
-    alpha: Annotated[float, typer.Option(help="EigenWD diagonal shift.")] = Settings.alpha,
-    target: TargetOpt = None,
-    teacher: TeacherOpt = Settings.teacher,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint for the target.")] = None,
-    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable holding the API key.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the API response cache.")] = False,
-    cache_dir: Annotated[Optional[str], typer.Option("--cache-dir", help="API cache directory.")] = None,
-    concurrency: Annotated[int, typer.Option(help="Max API requests in flight.")] = 16,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    dtype: Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")] = "auto",
+    k: K = 10, temperature: Temperature = 0.5, top_p: TopP = 1.0, max_tokens: MaxTokens = 128,
+    seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
+    teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
+    no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
+    device: Device = "auto", dtype: Dtype = "auto",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Score one prompt: sample K responses, teacher-force them, print D, AvgWD and EigenWD."""
@@ -106,6 +112,52 @@ def score(
         sys.stdout.write("\n")
     else:
         render(result, Console())
+
+
+@app.command()
+def batch(
+    logs: Annotated[Path, typer.Argument(help="JSONL input: id?, prompt|messages, responses?, label?")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="JSONL output (appended; a rerun resumes it).")],
+    k: K = 10, temperature: Temperature = 0.5, top_p: TopP = 1.0, max_tokens: MaxTokens = 128,
+    seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
+    teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
+    no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
+    device: Device = "auto", dtype: Dtype = "auto", token_budget: TokenBudget = 16384,
+    group_size: Annotated[int, typer.Option("--group-size", help="Records per shared teacher pass.")] = 8,
+    save_matrix: Annotated[bool, typer.Option("--save-matrix", help="Add D to every output line.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 if any record had an error.")] = False,
+) -> None:
+    """Score a JSONL log; records with fewer than K responses are topped up from --target."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from blackbox_wd.batch import BatchRunner
+    from blackbox_wd.pipeline import Detector
+
+    quiet_libraries()
+    if not logs.is_file():
+        fail(f"input file not found: {logs}")
+    settings = Settings(teacher=teacher, target=target, k=k, temperature=temperature, top_p=top_p,
+                        max_tokens=max_tokens, seed=seed, layer=layer, alpha=alpha, device=device,
+                        dtype=dtype, base_url=base_url, api_key_env=api_key_env, cache=not no_cache,
+                        cache_dir=cache_dir, concurrency=concurrency, token_budget=token_budget)
+    err = Console(stderr=True)
+    try:
+        runner = BatchRunner(Detector.from_settings(settings), sample_missing=target is not None, group_size=group_size)
+        with Progress(TextColumn("[bold]bbwd batch"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[rate]:.2f} rec/s, {task.fields[errors]} errors"),
+                      TimeElapsedColumn(), console=err, disable=not err.is_terminal) as bar:
+            task = bar.add_task("score", total=None, rate=0.0, errors=0)
+
+            def progress(done: int, errors: int) -> None:
+                elapsed = bar.tasks[0].elapsed or 1e-9
+                bar.update(task, completed=done, rate=done / elapsed, errors=errors)
+
+            summary = asyncio.run(runner.run(logs, output, save_matrix, progress))
+    except BBWDError as exc:
+        fail(str(exc))
+    err.print(summary.line(), highlight=False, soft_wrap=True)
+    if strict and summary.errors:
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -141,15 +141,52 @@ class Detector:
     def score_samples(self, messages: Messages, sample_set: SampleSet,
                       timings: dict[str, float] | None = None) -> Result:
         """Teacher-force and score samples that are already drawn."""
-        timings = dict(timings or {})
-        samples = sample_set.samples
+        result = self.score_many([(messages, sample_set)])[0]
+        if isinstance(result, BBWDError):
+            raise result
+        result.timings = {**(timings or {}), **result.timings}
+        return result
+
+    def score_many(self, items: list[tuple[Messages, SampleSet]]) -> list[Result | BBWDError]:
+        """Score several prompts with one length-bucketed teacher pass over all their responses.
+
+        A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response)
+        gets its BBWDError in its slot; the others are scored. Each result's teacher time is its
+        share of the pass, in proportion to its token count.
+        """
+        out: list[Result | BBWDError | None] = [None] * len(items)
+        pairs: list[tuple[list[int], list[int]]] = []
+        spans: dict[int, slice] = {}
+        for n, (messages, sample_set) in enumerate(items):
+            try:
+                own = self._pairs(messages, sample_set.samples)
+            except BBWDError as exc:
+                out[n] = exc
+                continue
+            spans[n] = slice(len(pairs), len(pairs) + len(own))
+            pairs.extend(own)
+        t0 = time.perf_counter()
+        states = self.teacher.encode_ids(pairs) if pairs else []
+        teacher_time = time.perf_counter() - t0
+        total_tokens = sum(len(r) for _, r in pairs) or 1
+        for n, span in spans.items():
+            messages, sample_set = items[n]
+            own = states[span]
+            t1 = time.perf_counter()
+            d, avg, eig = scores_from_states(own, self.settings.alpha, self.settings.p)
+            counts = [s.n_tokens for s in own]
+            timings = {"teacher": teacher_time * sum(counts) / total_tokens, "transport": time.perf_counter() - t1}
+            out[n] = Result(prompt=messages, responses=[s.text for s in sample_set.samples], token_counts=counts,
+                            D=d, avg_wd=avg, eigen_wd=eig, settings=self.reported_settings(d),
+                            usage=sample_set.usage, timings=timings)
+        return out  # type: ignore[return-value]
+
+    def _pairs(self, messages: Messages, samples: list[Sample]) -> list[tuple[list[int], list[int]]]:
+        """(prompt ids, response ids) for each sample, checked against the teacher's limits."""
         if len(samples) < 2:
             raise BBWDError(f"need at least 2 responses, got {len(samples)}")
-        t0 = time.perf_counter()
-        states = self.teacher.encode(messages, [self._teacher_input(s) for s in samples])
-        t1 = time.perf_counter()
-        d, avg, eig = scores_from_states(states, self.settings.alpha, self.settings.p)
-        timings.update(teacher=t1 - t0, transport=time.perf_counter() - t1)
-        return Result(prompt=messages, responses=[s.text for s in samples],
-                      token_counts=[s.n_tokens for s in states], D=d, avg_wd=avg, eigen_wd=eig,
-                      settings=self.reported_settings(d), usage=sample_set.usage, timings=timings)
+        prompt = self.teacher.prompt_ids(messages)
+        pairs = [(prompt, self.teacher.response_ids(self._teacher_input(s))) for s in samples]
+        for i, pair in enumerate(pairs):
+            self.teacher.check(i, *pair)
+        return pairs

@@ -58,6 +58,7 @@ class SampleSet:
 
     samples: list[Sample]
     usage: Usage = field(default_factory=Usage)
+    seconds: float = 0.0
 
 
 @dataclass

@@ -128,18 +128,22 @@ class HFTeacher:
 
     def encode_ids(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool = False) -> list[TokenStates]:
         """Teacher-force (prompt ids, response ids) pairs, batched by length under the token budget."""
-        for i, (prompt, response) in enumerate(pairs):
-            if not response:
-                raise BBWDError(f"response {i} is empty: no tokens to measure")
-            if self.max_length and len(prompt) + len(response) > self.max_length:
-                raise BBWDError(f"prompt+response {i} has {len(prompt) + len(response)} tokens, "
-                                f"over the teacher's context of {self.max_length}")
+        for i, pair in enumerate(pairs):
+            self.check(i, *pair)
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         out: list[TokenStates | None] = [None] * len(pairs)
         for chunk in self._chunks(order, pairs):
             for i, ts in zip(chunk, self._forward([pairs[i] for i in chunk], logprobs)):
                 out[i] = ts
         return out  # type: ignore[return-value]
+
+    def check(self, index: int, prompt: list[int], response: list[int]) -> None:
+        """Raise BBWDError when response ``index`` is empty or does not fit the teacher's context."""
+        if not response:
+            raise BBWDError(f"response {index} is empty: no tokens to measure")
+        if self.max_length and len(prompt) + len(response) > self.max_length:
+            raise BBWDError(f"prompt+response {index} has {len(prompt) + len(response)} tokens, "
+                            f"over the teacher's context of {self.max_length}")
 
     def _chunks(self, order: list[int], pairs: Sequence[tuple[list[int], list[int]]]) -> list[list[int]]:
         """Consecutive groups of the length-sorted indices whose padded size fits the token budget."""
