@@ -1,0 +1,166 @@
+"""`bbwd batch`: every kind of bad line, input order, and kill -9 followed by a resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from blackbox_wd.batch import completed_lines
+from blackbox_wd.logs import parse_line
+
+BBWD = [sys.executable, "-m", "blackbox_wd", "batch"]
+COMMON = ["-k", "3", "--max-tokens", "12", "--device", "cpu", "--group-size", "4"]
+
+GOOD_PRESAMPLED = [
+    {"id": f"p{i}", "prompt": q, "responses": rs, "label": i % 2}
+    for i, (q, rs) in enumerate([
+        ("Who wrote Hamlet?", ["William Shakespeare.", "Shakespeare wrote it.", "Christopher Marlowe."]),
+        ("Capital of Japan?", ["Tokyo.", "Tokyo is the capital.", "Kyoto."]),
+        ("2+2?", ["4", "Four.", "It is 4."]),
+        ("Largest planet?", ["Jupiter.", "Jupiter is the largest planet."]),
+        ("Boiling point of water in C?", ["100", "100 degrees Celsius.", "90 degrees."]),
+        ("Author of 1984?", ["George Orwell.", "Orwell.", "Aldous Huxley."]),
+        ("Chemical symbol of gold?", ["Au", "Au.", "Ag"]),
+        ("Speed of light?", ["About 300,000 km/s.", "299,792 km per second.", "Roughly 3e8 m/s."]),
+        ("First man on the moon?", ["Neil Armstrong.", "Buzz Aldrin.", "Armstrong, in 1969."]),
+        ("Smallest prime?", ["2", "Two.", "1"]),
+    ])
+]
+GOOD_SAMPLED = [
+    {"id": f"s{i}", "prompt": q} for i, q in enumerate([
+        "What is the capital of France?", "Name a primary colour.", "What is H2O?", "Who painted the Mona Lisa?",
+    ])
+] + [
+    {"id": "m0", "messages": [{"role": "system", "content": "Answer briefly."},
+                              {"role": "user", "content": "What is the tallest mountain?"}]},
+    {"id": "top-up", "prompt": "What colour is the sky?", "responses": ["Blue."]},
+]
+BAD = [
+    ("not json at all", "invalid JSON"),
+    ("[1, 2, 3]", "expected a JSON object, got list"),
+    ('{"id": "x1"}', "missing field 'prompt' (or 'messages')"),
+    ('{"id": "x2", "prompt": 42}', "field 'prompt' must be a non-empty string"),
+    ('{"id": "x3", "prompt": "   "}', "field 'prompt' must be a non-empty string"),
+    ('{"id": "x4", "messages": [{"role": "user"}]}', "field 'messages' must be a non-empty list"),
+    ('{"id": "x5", "prompt": "hi", "responses": "yes"}', "field 'responses' must be a list of strings"),
+    ('{"id": "x6", "prompt": "hi", "responses": ["a", ""]}', "field 'responses'[1] is empty"),
+    ('{"id": "x7", "prompt": "hi", "label": "maybe"}', "field 'label' must be true/false or 0/1"),
+    ('{"id": ["x8"], "prompt": "hi"}', "field 'id' must be a string or integer"),
+    (json.dumps({"id": "x9", "prompt": "word " * 9000}), "over the teacher's context of 8192"),
+    ('{"id": "x10", "prompt": "hi", "responses": [1, 2]}', "field 'responses' must be a list of strings"),
+    ('{"id": "x11", "messages": "hello"}', "field 'messages' must be a non-empty list"),
+    ('{"id": "x12", "prompt": "hi", "label": 2}', "field 'label' must be true/false or 0/1"),
+]
+
+
+def make_log(path):
+    """30 records: good pre-sampled, good to sample, and every kind of bad line, interleaved."""
+    good = [json.dumps(r) for r in GOOD_PRESAMPLED + GOOD_SAMPLED]
+    lines, expected = [], []
+    for n in range(30):
+        if n % 2 == 1 and len(expected) - sum(e is None for e in expected) < len(BAD):
+            line, err = BAD[sum(e is not None for e in expected)]
+            lines.append(line)
+            expected.append(err)
+        else:
+            lines.append(good.pop(0))
+            expected.append(None)
+    assert not good and len(lines) == 30
+    path.write_text("\n".join(lines) + "\n")
+    return expected
+
+
+def run_batch(src, dst, *extra, check=True):
+    proc = subprocess.run([*BBWD, str(src), "-o", str(dst), *COMMON, *extra], capture_output=True, text=True, timeout=900)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def without_timings(rs):
+    return [{k: v for k, v in r.items() if k != "timings"} for r in rs]
+
+
+@pytest.mark.slow
+def test_batch_30_records_then_crash_and_resume(tmp_path):
+    src = tmp_path / "logs.jsonl"
+    expected = make_log(src)
+    full = tmp_path / "full.jsonl"
+    proc = run_batch(src, full, "--target", "smollm2-135m", "--save-matrix")
+    out = rows(full)
+    assert len(out) == 30
+    assert [r["line"] for r in out] == list(range(1, 31))  # input order
+    for r, err in zip(out, expected):
+        if err is None:
+            assert r["error"] is None, r
+            given = next((len(g["responses"]) for g in GOOD_PRESAMPLED if g["id"] == r["id"]), 0)
+            assert r["n_samples"] == max(given, 3)  # fewer than K given: topped up from the target
+            assert r["avg_wd"] > 0 and r["eigen_wd"] >= 1 and len(r["D"]) == r["n_samples"]
+            assert set(r["timings"]) == {"sample", "teacher", "transport"}
+        else:
+            assert r["error"].startswith(f"line {r['line']}: ") and err in r["error"], r
+            assert r["avg_wd"] is None
+    assert [r.get("label") for r in out if str(r["id"]).startswith("p")] == [i % 2 for i in range(10)]
+    assert "30 records (0 already done), 14 errors" in proc.stderr
+
+    # kill -9 mid-run, then rerun the same command: nothing lost, nothing duplicated
+    crashed = tmp_path / "crashed.jsonl"
+    p = subprocess.Popen([*BBWD, str(src), "-o", str(crashed), *COMMON, "--target", "smollm2-135m", "--save-matrix"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    while time.time() < deadline and (not crashed.exists() or crashed.read_text().count("\n") < 6):
+        time.sleep(0.05)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    with open(crashed, "a") as f:
+        f.write('{"id": "p0", "li')  # a torn last line, as a crash mid-write leaves it
+    n_before = completed_lines(crashed)
+    assert 6 <= n_before < 30, "the kill must land mid-run"
+    resumed = run_batch(src, crashed, "--target", "smollm2-135m", "--save-matrix")
+    assert f"({n_before} already done)" in resumed.stderr
+    assert without_timings(rows(crashed)) == without_timings(out)
+    again = run_batch(src, crashed, "--target", "smollm2-135m", "--save-matrix")  # nothing left to do
+    assert "0 records (30 already done)" in again.stderr and len(rows(crashed)) == 30
+
+
+@pytest.mark.slow
+def test_without_target_needs_two_responses(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"prompt": "hi", "responses": ["a b", "c d"]}\n{"prompt": "hi", "responses": ["only one"]}\n'
+                   '{"prompt": "no responses"}\n')
+    dst = tmp_path / "out.jsonl"
+    proc = run_batch(src, dst, "--strict", check=False)
+    assert proc.returncode == 1  # --strict: some records had errors
+    out = rows(dst)
+    assert out[0]["error"] is None and out[0]["n_samples"] == 2
+    assert out[1]["error"] == "line 2: field 'responses' has 1 response(s); at least 2 are needed without a --target to sample more"
+    assert out[2]["error"].startswith("line 3: field 'responses' has 0 response(s)")
+
+
+def test_parse_line_keeps_ids_and_labels():
+    rec = parse_line('{"id": 7, "prompt": "q", "responses": ["a", "b"], "label": true}', 3)
+    assert (rec.id, rec.line, rec.label, rec.responses, rec.error) == (7, 3, 1, ("a", "b"), None)
+    assert rec.messages == [{"role": "user", "content": "q"}]
+    assert parse_line('{"prompt": "q"}', 9).id == 9
+
+
+def test_completed_lines_truncates_torn_tail(tmp_path):
+    f = tmp_path / "o.jsonl"
+    f.write_text('{"a": 1}\n{"b": 2}\n{"c"')
+    assert completed_lines(f) == 2
+    assert f.read_text() == '{"a": 1}\n{"b": 2}\n'
+    assert completed_lines(tmp_path / "missing.jsonl") == 0
+
+
+def test_missing_input_file(tmp_path):
+    proc = subprocess.run([*BBWD, str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "o.jsonl")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"error: input file not found: {tmp_path / 'nope.jsonl'}"
