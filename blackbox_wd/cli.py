@@ -160,6 +160,47 @@ def batch(
         raise typer.Exit(1)
 
 
+@app.command("eval")
+def evaluate(
+    data: Annotated[str, typer.Option("--data", help="Dataset JSONL (../shared/data format) or a short name: nq, sciq, squad, math500.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Report folder.")] = Path("report"),
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Score the first N prompts.")] = None,
+    k: K = 10, temperature: Temperature = 0.5, top_p: TopP = 1.0, max_tokens: MaxTokens = 128,
+    seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
+    teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
+    no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
+    device: Device = "auto", dtype: Dtype = "auto",
+    no_dse: Annotated[bool, typer.Option("--no-dse", help="Skip discrete semantic entropy (K(K-1) judge calls per prompt).")] = False,
+) -> None:
+    """Score a dataset with AvgWD, EigenWD and the baselines; write results.jsonl, summary.md and plots."""
+    from blackbox_wd.eval.data import load
+    from blackbox_wd.eval.report import write_report
+    from blackbox_wd.eval.run import evaluate as run_eval
+    from blackbox_wd.pipeline import Detector
+
+    quiet_libraries()
+    settings = Settings(teacher=teacher, target=target, k=k, temperature=temperature, top_p=top_p,
+                        max_tokens=max_tokens, seed=seed, layer=layer, alpha=alpha, device=device,
+                        dtype=dtype, base_url=base_url, api_key_env=api_key_env, cache=not no_cache,
+                        cache_dir=cache_dir, concurrency=concurrency)
+    err = Console(stderr=True)
+    try:
+        items = list(load(data, limit))
+        detector = Detector.from_settings(settings)
+        rows = run_eval(detector, items, output, dse=not no_dse,
+                        progress=lambda n, row: err.print(f"[{n}/{len(items)}] {row['id']} "
+                                                          f"label={row.get('label')} {row.get('error') or ''}",
+                                                          highlight=False))
+        scored = [r for r in rows if "error" not in r]
+        reported = {**detector.reported_settings(), "data": data, "prompts": len(scored),
+                    "errors": len(rows) - len(scored),
+                    "dse_judge": "none" if no_dse else f"teacher LM ({teacher}) yes/no logits"}
+        paths = write_report(scored, output, settings=reported, title=f"Hallucination detection on {Path(data).name}")
+    except (BBWDError, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    err.print(f"wrote {output / 'results.jsonl'}, " + ", ".join(str(p) for p in paths.values()), highlight=False)
+
+
 def main() -> None:
     """Entry point for ``python -m blackbox_wd``."""
     app()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
+from blackbox_wd.baselines import Entails, compute_baselines
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
 from blackbox_wd.scores import DEFAULT_ALPHA, P_NORM, avg_wd, eigen_wd, median_bandwidth
@@ -69,6 +71,7 @@ class Result:
     usage: Usage = field(default_factory=Usage)
     timings: dict[str, float] = field(default_factory=dict)
     baselines: dict[str, float] = field(default_factory=dict)
+    lne_source: str | None = None  # "api" (target's token logprobs) or "teacher" (teacher-forced)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (D as nested lists)."""
@@ -147,12 +150,15 @@ class Detector:
         result.timings = {**(timings or {}), **result.timings}
         return result
 
-    def score_many(self, items: list[tuple[Messages, SampleSet]]) -> list[Result | BBWDError]:
+    def score_many(self, items: list[tuple[Messages, SampleSet]], baselines: bool = False,
+                   judges: Sequence[Entails | None] | None = None) -> list[Result | BBWDError]:
         """Score several prompts with one length-bucketed teacher pass over all their responses.
 
         A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response)
         gets its BBWDError in its slot; the others are scored. Each result's teacher time is its
-        share of the pass, in proportion to its token count.
+        share of the pass, in proportion to its token count. With ``baselines`` the pass runs the
+        full model (LNE needs log-probs) and LNE, LS, ES, ER (and DSE where ``judges`` gives an
+        entailment judge for the prompt) are computed on the same samples.
         """
         out: list[Result | BBWDError | None] = [None] * len(items)
         pairs: list[tuple[list[int], list[int]]] = []
@@ -166,7 +172,7 @@ class Detector:
             spans[n] = slice(len(pairs), len(pairs) + len(own))
             pairs.extend(own)
         t0 = time.perf_counter()
-        states = self.teacher.encode_ids(pairs) if pairs else []
+        states = self.teacher.encode_ids(pairs, logprobs=baselines) if pairs else []
         teacher_time = time.perf_counter() - t0
         total_tokens = sum(len(r) for _, r in pairs) or 1
         for n, span in spans.items():
@@ -176,10 +182,24 @@ class Detector:
             d, avg, eig = scores_from_states(own, self.settings.alpha, self.settings.p)
             counts = [s.n_tokens for s in own]
             timings = {"teacher": teacher_time * sum(counts) / total_tokens, "transport": time.perf_counter() - t1}
-            out[n] = Result(prompt=messages, responses=[s.text for s in sample_set.samples], token_counts=counts,
+            result = Result(prompt=messages, responses=[s.text for s in sample_set.samples], token_counts=counts,
                             D=d, avg_wd=avg, eigen_wd=eig, settings=self.reported_settings(d),
                             usage=sample_set.usage, timings=timings)
+            if baselines:
+                t2 = time.perf_counter()
+                self._add_baselines(result, sample_set.samples, own, judges[n] if judges else None)
+                timings["baselines"] = time.perf_counter() - t2
+            out[n] = result
         return out  # type: ignore[return-value]
+
+    @staticmethod
+    def _add_baselines(result: Result, samples: list[Sample], states: list[TokenStates], judge: Entails | None) -> None:
+        """LNE (API log-probs when every sample has them, else the teacher's), LS, ES, ER, DSE."""
+        api = all(s.token_logprobs for s in samples)
+        logprobs = [s.token_logprobs for s in samples] if api else [s.logprobs for s in states]
+        result.baselines = compute_baselines(result.responses, logprobs=logprobs,
+                                             embeddings=[s.last for s in states], entails=judge)
+        result.lne_source = "api" if api else "teacher"
 
     def _pairs(self, messages: Messages, samples: list[Sample]) -> list[tuple[list[int], list[int]]]:
         """(prompt ids, response ids) for each sample, checked against the teacher's limits."""

@@ -21,7 +21,8 @@ PyPI wheel we could find ships NLI weights, so the judge is a callable
   (chat template, one user turn) whether answer A entails answer B given the question, and says
   yes when logsumexp of the logits of its "yes" tokens beats that of its "no" tokens at the first
   position of the reply (Farquhar et al. also use LLM judges with the question in the prompt).
-* ``exact_match_entails``: a cheap fallback (SQuAD-normalised string equality), for tests.
+* ``exact_match_entails``: a cheap fallback (equality after SQuAD normalisation, see
+  ``eval.labels.em_key``), for tests and runs without an LM judge.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from blackbox_wd.eval.labels import normalize_answer
+from blackbox_wd.eval.labels import em_key
 
 Entails = Callable[[str, str], bool]
 
@@ -75,7 +76,7 @@ def discrete_semantic_entropy(responses: Sequence[str], entails: Entails) -> flo
 
 def exact_match_entails(premise: str, hypothesis: str) -> bool:
     """Fallback judge: equal after SQuAD normalisation (lowercase, no punctuation/articles)."""
-    return normalize_answer(premise) == normalize_answer(hypothesis)
+    return em_key(premise) == em_key(hypothesis)
 
 
 def entailment_prompt(premise: str, hypothesis: str, question: str | None = None) -> str:
@@ -90,24 +91,35 @@ class TeacherEntailment:
     """Entailment judge from a causal LM teacher (``HFTeacher``: ``.model``, ``.tokenizer``,
     ``.prompt_ids(messages)``): yes when the yes-token logits beat the no-token logits.
 
-    Results are cached per (premise, hypothesis); make one judge per question.
+    Results are cached per (premise, hypothesis); make one judge per question. ``threshold``
+    (default 0: yes more likely than no) is the margin above which the judge says yes. Only
+    yes/no spellings that are a single token of the teacher's tokenizer are used.
+
+    A judge is only as good as its LM: the embedded SmolLM2-135M answers "no" to nearly every
+    pair (margin about -0.8 even for "Paris" vs "Paris"), so DSE with it degenerates towards ln K;
+    use an instruction-tuned teacher of a few billion parameters for a meaningful DSE.
     """
 
-    def __init__(self, teacher: Any, question: str | None = None) -> None:
+    def __init__(self, teacher: Any, question: str | None = None, threshold: float = 0.0) -> None:
         self.teacher = teacher
         self.question = question
-        self.yes_ids = self._first_tokens(YES_WORDS)
-        self.no_ids = self._first_tokens(NO_WORDS)
-        if set(self.yes_ids) & set(self.no_ids):
-            raise ValueError("the teacher's yes and no tokens overlap")
+        self.threshold = threshold
+        yes, no = self._first_tokens(YES_WORDS), self._first_tokens(NO_WORDS)
+        unk = getattr(teacher.tokenizer, "unk_token_id", None)
+        drop = (set(yes) & set(no)) | ({unk} if unk is not None else set())
+        self.yes_ids = [t for t in yes if t not in drop]
+        self.no_ids = [t for t in no if t not in drop]
+        if not self.yes_ids or not self.no_ids:
+            raise ValueError("the teacher's tokenizer has no distinct yes / no tokens")
         self.cache: dict[tuple[str, str], float] = {}
         self.calls = 0
 
     def _first_tokens(self, words: Sequence[str]) -> list[int]:
+        """Ids of the words that are one token each (a split word's first piece, e.g. "Y", is no answer)."""
         out: list[int] = []
         for w in words:
             ids = self.teacher.tokenizer.encode(w, add_special_tokens=False)
-            if ids and ids[0] not in out:
+            if len(ids) == 1 and ids[0] not in out:
                 out.append(int(ids[0]))
         return out
 
@@ -129,4 +141,4 @@ class TeacherEntailment:
         return self.cache[key]
 
     def __call__(self, premise: str, hypothesis: str) -> bool:
-        return self.margin(premise, hypothesis) > 0.0
+        return self.margin(premise, hypothesis) > self.threshold

@@ -5,7 +5,8 @@ QA (NQ-open, SciQ, SQuAD):
   stemming) against any reference answer is >= 0.5.
 * ``em`` (secondary): exact match or containment after SQuAD normalisation (lowercase, drop
   punctuation, the articles a/an/the and extra whitespace): correct when a normalised reference
-  equals the normalised response or occurs in it as a whole-word span.
+  equals the normalised response or occurs in it as a whole-word span. A string that normalises
+  to nothing ("A+", "---") is compared lowercased with its whitespace collapsed instead.
 
 MATH-500: correct when the final answer extracted from the response (last ``\\boxed{...}``, else
 the last number) is equivalent to a reference under :func:`blackbox_wd.eval.mathnorm.is_equiv`.
@@ -23,6 +24,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from rouge_score import rouge_scorer
+from rouge_score import tokenize as rouge_tokenize
 
 from blackbox_wd.eval.mathnorm import math_correct
 
@@ -56,17 +58,33 @@ def max_rouge_l(response: str, answers: Sequence[str]) -> float:
     return max((rouge_l_f1(a, response) for a in answers), default=0.0)
 
 
+def _has_rouge_tokens(text: str) -> bool:
+    """rouge-score keeps only [a-z0-9] runs: '---' or Japanese text have no tokens at all."""
+    return bool(rouge_tokenize.tokenize(text, None))
+
+
+def em_key(text: str) -> str:
+    """SQuAD normalisation, or lowercase/whitespace only when that leaves nothing ('A+', '---')."""
+    return normalize_answer(text) or " ".join(text.lower().split())
+
+
 def qa_correct_rouge(response: str, answers: Sequence[str], threshold: float = ROUGE_THRESHOLD) -> bool:
-    """Correct when ROUGE-L F1 against any reference is >= threshold."""
-    return max_rouge_l(response, answers) >= threshold
+    """Correct when ROUGE-L F1 against any reference is >= threshold.
+
+    A reference without any ROUGE token (no ASCII letter or digit, e.g. Japanese) is matched by
+    the exact-match rule instead, since its ROUGE-L would be 0 against everything.
+    """
+    if max_rouge_l(response, [a for a in answers if _has_rouge_tokens(a)]) >= threshold:
+        return True
+    return qa_correct_em(response, [a for a in answers if not _has_rouge_tokens(a)])
 
 
 def qa_correct_em(response: str, answers: Sequence[str]) -> bool:
     """Correct when a normalised reference equals the normalised response or is a word span of it."""
-    resp = normalize_answer(response)
+    resp = em_key(response)
     padded = f" {resp} "
     for a in answers:
-        ref = normalize_answer(a)
+        ref = em_key(a)
         if not ref:
             continue
         if ref == resp or f" {ref} " in padded:

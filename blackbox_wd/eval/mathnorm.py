@@ -148,6 +148,7 @@ _FUNCS = {"sin", "cos", "tan", "sec", "csc", "cot", "arcsin", "arccos", "arctan"
           "tanh", "log", "ln", "exp"}
 _SYMPY_NAMES = {"sqrt", "root", "pi", "oo", "sin", "cos", "tan", "sec", "csc", "cot", "asin", "acos",
                 "atan", "sinh", "cosh", "tanh", "log", "exp", "E", "I"}
+_RENAME = {"ln": "log", "arcsin": "asin", "arccos": "acos", "arctan": "atan"}
 _COMMANDS = {"frac", "sqrt", "pi", "infty", "cdot", "times", "div"} | _FUNCS
 _COMMANDS_LONGEST_FIRST = sorted(_COMMANDS, key=len, reverse=True)
 _SAFE = re.compile(r"[A-Za-z0-9_+\-*/().! ]*")
@@ -212,7 +213,7 @@ def _to_python(s: str) -> str:
             elif cmd == "div":
                 out.append("/")
             elif cmd in _FUNCS:
-                out.append(" " + {"ln": "log", "arcsin": "asin", "arccos": "acos", "arctan": "atan"}.get(cmd, cmd) + " ")
+                out.append(f" {_RENAME.get(cmd, cmd)} ")
             else:
                 raise _Unparsable(f"\\{cmd}")
         elif c == "^":

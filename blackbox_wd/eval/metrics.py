@@ -4,7 +4,9 @@ Convention: label 1 = hallucination, and a higher score = more likely hallucinat
 of 1 means the score ranks every hallucination above every correct answer, 0.5 is chance.
 AUROC is ``sklearn.metrics.roc_auc_score`` (ties count one half). The CI resamples prompts with
 replacement (``numpy.random.default_rng(seed)``, default 1000 resamples, seed 0), skips resamples
-that hold one class only, and takes the 2.5 / 97.5 percentiles of the rest.
+that hold one class only, and takes the 2.5 / 97.5 percentiles of the rest. The resamples' AUROCs
+are computed all at once by the Mann-Whitney rank formula (mid-ranks for ties), which equals
+``roc_auc_score`` exactly (tested) and is ~100x faster than calling it 1000 times.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import rankdata
 from sklearn.metrics import roc_auc_score
 
 N_BOOTSTRAP = 1000
@@ -51,6 +54,19 @@ def auroc(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarr
     return float(roc_auc_score(y, s))
 
 
+def rank_auroc(y: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Row-wise AUROC of (B, n) label and score arrays, each row holding both classes:
+    (sum of the positives' mid-ranks - n_pos (n_pos + 1) / 2) / (n_pos n_neg)."""
+    y = np.atleast_2d(y)
+    s = np.atleast_2d(s)
+    if y.shape[0] == 0:
+        return np.empty(0)
+    ranks = rankdata(s, axis=1)  # average ranks of ties
+    n_pos = y.sum(axis=1)
+    n_neg = y.shape[1] - n_pos
+    return ((ranks * y).sum(axis=1) - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+
+
 def bootstrap_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray,
                  n_boot: int = N_BOOTSTRAP, seed: int = SEED, level: float = LEVEL) -> tuple[float, float, int]:
     """(lo, hi, resamples used) of the percentile bootstrap CI of the AUROC."""
@@ -58,18 +74,16 @@ def bootstrap_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | n
     if y.size == 0 or y.min() == y.max():
         return float("nan"), float("nan"), 0
     rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_boot):
-        idx = rng.integers(0, y.size, y.size)
-        yb = y[idx]
-        if yb.min() == yb.max():
-            continue
-        values.append(roc_auc_score(yb, s[idx]))
-    if not values:
+    idx = rng.integers(0, y.size, (n_boot, y.size))
+    yb = y[idx]
+    n_pos = yb.sum(axis=1)
+    keep = (n_pos > 0) & (n_pos < y.size)
+    values = rank_auroc(yb[keep], s[idx[keep]])
+    if values.size == 0:
         return float("nan"), float("nan"), 0
     tail = (1.0 - level) / 2.0 * 100.0
     lo, hi = np.percentile(values, [tail, 100.0 - tail])
-    return float(lo), float(hi), len(values)
+    return float(lo), float(hi), int(values.size)
 
 
 def auroc_with_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray,

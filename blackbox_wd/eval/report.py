@@ -85,7 +85,8 @@ def _table(aurocs: Mapping[str, AurocResult], methods: Sequence[str]) -> list[st
 
 def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Sequence[str] = METHODS,
                   label_keys: Sequence[str] = ("label", "label_em"), settings: Mapping[str, Any] | None = None,
-                  title: str = "Hallucination detection", n_boot: int = N_BOOTSTRAP, seed: int = SEED) -> dict[str, dict[str, AurocResult]]:
+                  title: str = "Hallucination detection", n_boot: int = N_BOOTSTRAP,
+                  seed: int = SEED) -> dict[str, dict[str, AurocResult]]:
     """Write summary.md; return {label_key: {method: AurocResult}}."""
     lines = [f"# {title}", "", f"- prompts: {len(results)}",
              f"- AUROC: higher score = more likely hallucination; 95% percentile bootstrap CI, "
@@ -135,7 +136,8 @@ def plot_roc(results: Sequence[Mapping[str, Any]], path: Path, methods: Sequence
     fig.savefig(path, dpi=120)
 
 
-def pick_extremes(results: Sequence[Mapping[str, Any]], by: str = "eigen_wd", n: int = 2) -> tuple[list[int], list[int]]:
+def pick_extremes(results: Sequence[Mapping[str, Any]], by: str = "eigen_wd",
+                  n: int = 2) -> tuple[list[int], list[int]]:
     """Indices of the n most-likely and n least-likely hallucinations under ``by`` (with a D)."""
     s = score_array(results, by)
     ok = [i for i in range(len(results)) if math.isfinite(s[i]) and results[i].get("D") is not None]
@@ -152,7 +154,7 @@ def plot_heatmaps(results: Sequence[Mapping[str, Any]], path: Path, by: str = "e
 
     top, bottom = pick_extremes(results, by, n)
     panels = [(i, "most likely") for i in top] + [(i, "least likely") for i in bottom]
-    fig = Figure(figsize=(3.4 * max(len(panels), 1), 3.6))
+    fig = Figure(figsize=(3.2 * max(len(panels), 1) + 1.0, 3.6), layout="constrained")
     if not panels:
         ax = fig.add_subplot()
         ax.text(0.5, 0.5, f"no result with a {by} score and a D matrix", ha="center", va="center")
@@ -171,15 +173,16 @@ def plot_heatmaps(results: Sequence[Mapping[str, Any]], path: Path, by: str = "e
         ax.set_title(f"{what}: {str(r.get('id', i))[:24]}\n{NAMES.get(by, by)}={get_score(r, by):.3f}, "
                      f"{label_text}", fontsize="small")
         ax.set_xlabel("response j")
-        ax.set_ylabel("response i")
-    fig.colorbar(image, ax=list(axes), shrink=0.8, label="W2 distance")
+    axes[0].set_ylabel("response i")
+    fig.colorbar(image, ax=list(axes), shrink=0.9, label="W2 distance")
     fig.savefig(path, dpi=120)
 
 
-def write_report(results: Sequence[Mapping[str, Any]], out_dir: str | Path, *, settings: Mapping[str, Any] | None = None,
-                 methods: Sequence[str] = METHODS, label_keys: Sequence[str] = ("label", "label_em"),
-                 heatmap_by: str = "eigen_wd", n_heat: int = 2, title: str = "Hallucination detection",
-                 n_boot: int = N_BOOTSTRAP, seed: int = SEED) -> dict[str, Path]:
+def write_report(results: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
+                 settings: Mapping[str, Any] | None = None, methods: Sequence[str] = METHODS,
+                 label_keys: Sequence[str] = ("label", "label_em"), heatmap_by: str = "eigen_wd",
+                 n_heat: int = 2, title: str = "Hallucination detection", n_boot: int = N_BOOTSTRAP,
+                 seed: int = SEED) -> dict[str, Path]:
     """Write summary.md, roc.png and heatmaps.png into ``out_dir``; return their paths."""
     if not results:
         raise ValueError("no results to report")

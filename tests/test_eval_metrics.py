@@ -1,0 +1,83 @@
+"""AUROC (sklearn) and its bootstrap CI."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from blackbox_wd.eval.metrics import auroc, auroc_with_ci, bootstrap_ci
+
+
+def test_hand_cases():
+    y = [0, 0, 1, 1]
+    assert auroc(y, [0.1, 0.2, 0.8, 0.9]) == 1.0   # perfect separation
+    assert auroc(y, [0.9, 0.8, 0.2, 0.1]) == 0.0   # reversed
+    assert auroc(y, [0.5, 0.5, 0.5, 0.5]) == 0.5   # all tied
+    # labels (0, 1, 0, 1), scores (0.1, 0.3, 0.35, 0.8): of the 4 (pos, neg) pairs only
+    # (0.3, 0.35) is misordered -> 3/4
+    assert auroc([0, 1, 0, 1], [0.1, 0.3, 0.35, 0.8]) == pytest.approx(0.75)
+    # one tie between a pos and a neg counts 1/2: pairs (0.5 vs 0.5) = 1/2, (0.9 vs 0.5) = 1 -> 3/4
+    assert auroc([0, 1, 1], [0.5, 0.5, 0.9]) == pytest.approx(0.75)
+
+
+def test_matches_sklearn_and_drops_nan():
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 200)
+    s = y * 0.5 + rng.normal(size=200)
+    assert auroc(y, s) == pytest.approx(roc_auc_score(y, s))
+    s_nan = s.copy()
+    s_nan[:10] = np.nan
+    assert auroc(y, s_nan) == pytest.approx(roc_auc_score(y[10:], s[10:]))
+    assert auroc_with_ci(y, s_nan).n == 190
+
+
+def test_one_class_is_nan():
+    assert math.isnan(auroc([1, 1, 1], [0.1, 0.2, 0.3]))
+    lo, hi, used = bootstrap_ci([0, 0], [0.1, 0.2])
+    assert math.isnan(lo) and math.isnan(hi) and used == 0
+
+
+def test_bootstrap_ci_properties():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 300)
+    s = y * 0.8 + rng.normal(size=300)
+    r = auroc_with_ci(y, s, n_boot=500, seed=1)
+    assert r.lo < r.auroc < r.hi
+    assert 0.0 <= r.lo and r.hi <= 1.0
+    assert r.n == 300 and r.n_pos == int(y.sum()) and r.n_boot == 500
+    # fixed seed: the same interval again; another seed: a (slightly) different one
+    assert auroc_with_ci(y, s, n_boot=500, seed=1) == r
+    assert auroc_with_ci(y, s, n_boot=500, seed=2).lo != r.lo
+    # more data -> narrower interval
+    y4, s4 = np.tile(y, 4), np.tile(s, 4)
+    r4 = auroc_with_ci(y4, s4, n_boot=500, seed=1)
+    assert (r4.hi - r4.lo) < (r.hi - r.lo)
+
+
+def test_bootstrap_skips_one_class_resamples():
+    # 1 positive in 4: P(a resample holds no positive) = (3/4)^4 = 0.316, so about 32% are skipped
+    lo, hi, used = bootstrap_ci([0, 0, 0, 1], [0.1, 0.2, 0.3, 0.9], n_boot=1000, seed=0)
+    assert 600 < used < 760
+    assert lo == hi == 1.0  # every usable resample is perfectly separated
+
+
+def test_length_and_label_checks():
+    with pytest.raises(ValueError):
+        auroc([0, 1], [0.1])
+    with pytest.raises(ValueError):
+        auroc([0, 2], [0.1, 0.2])
+
+
+def test_rank_auroc_equals_sklearn_with_ties():
+    from blackbox_wd.eval.metrics import rank_auroc
+
+    rng = np.random.default_rng(7)
+    y = rng.integers(0, 2, (50, 30))
+    y[:, 0], y[:, 1] = 0, 1  # both classes in every row
+    s = rng.integers(0, 5, (50, 30)).astype(float)  # many ties
+    expected = [roc_auc_score(y[b], s[b]) for b in range(50)]
+    np.testing.assert_allclose(rank_auroc(y, s), expected, rtol=0, atol=1e-12)
+    assert rank_auroc(np.array([[0, 0, 1, 1]]), np.array([[0.5, 0.5, 0.5, 0.5]]))[0] == 0.5
