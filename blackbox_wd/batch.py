@@ -96,34 +96,46 @@ class BatchRunner:
         self.group_size = group_size
         self.prefetch_groups = prefetch_groups
 
-    async def _samples(self, rec: LogRecord) -> SampleSet | BBWDError:
-        """Given responses, topped up to K from the target when one is set."""
-        given = [Sample(r) for r in rec.responses]
-        need = self.detector.settings.k - len(given)
-        if need <= 0 or not self.sample_missing:
-            if len(given) < 2:
-                return BBWDError(f"field 'responses' has {len(given)} response(s); "
+    def _need(self, rec: LogRecord) -> int | BBWDError:
+        """How many responses to draw for a record, or why it cannot be scored."""
+        need = self.detector.settings.k - len(rec.responses)
+        if not self.sample_missing:
+            if len(rec.responses) < 2:
+                return BBWDError(f"field 'responses' has {len(rec.responses)} response(s); "
                                  "at least 2 are needed without a --target to sample more")
-            return SampleSet(given)
-        params = replace(self.detector.settings.sampling(), k=need)
-        sampler = self.detector.sampler
-        t0 = time.perf_counter()
-        try:
-            if hasattr(sampler, "asample"):
-                drawn = await sampler.asample(rec.messages, params)
-            else:  # local model: CPU-bound, run beside the event loop
-                drawn = await asyncio.to_thread(sampler.sample, rec.messages, params)
-        except BBWDError as exc:
-            return exc
-        drawn.samples[:0] = given
-        drawn.seconds = time.perf_counter() - t0
-        return drawn
+            return 0
+        return max(need, 0)
 
     async def _group_samples(self, group: list[LogRecord]) -> list[SampleSet | BBWDError | None]:
-        """Samples for every valid record of a group, drawn concurrently."""
-        async def one(rec: LogRecord):
-            return None if rec.error else await self._samples(rec)
-        return list(await asyncio.gather(*(one(r) for r in group)))
+        """Given responses topped up to K: one batched draw for a local target, concurrent API calls else."""
+        needs = [None if rec.error else self._need(rec) for rec in group]
+        sampler = self.detector.sampler
+        params = self.detector.settings.sampling()
+        todo = [n for n, need in enumerate(needs) if isinstance(need, int) and need > 0]
+        drawn: dict[int, SampleSet | BBWDError] = {}
+        t0 = time.perf_counter()
+        if todo and hasattr(sampler, "sample_many"):
+            sets = await asyncio.to_thread(sampler.sample_many, [(group[n].messages, needs[n]) for n in todo], params)
+            drawn = dict(zip(todo, sets))
+        elif todo:
+            async def one(n: int) -> SampleSet | BBWDError:
+                try:
+                    return await sampler.asample(group[n].messages, replace(params, k=needs[n]))
+                except BBWDError as exc:
+                    return exc
+            drawn = dict(zip(todo, await asyncio.gather(*(one(n) for n in todo))))
+        seconds = time.perf_counter() - t0
+        out: list[SampleSet | BBWDError | None] = []
+        for n, (rec, need) in enumerate(zip(group, needs)):
+            if need is None or isinstance(need, BBWDError):
+                out.append(need)
+                continue
+            got = drawn.get(n, SampleSet([]))
+            if isinstance(got, SampleSet):
+                got.samples[:0] = [Sample(r) for r in rec.responses]
+                got.seconds = seconds / max(len(todo), 1) if n in drawn else 0.0
+            out.append(got)
+        return out
 
     def _score_group(self, group: list[LogRecord], sets: list[SampleSet | BBWDError | None]) -> list[Result | BBWDError | None]:
         """Teacher pass and OT for a group's records that have samples."""
@@ -148,7 +160,7 @@ class BatchRunner:
         pending: deque[tuple[list[LogRecord], asyncio.Task]] = deque()
         # A local target shares the teacher's CPU (often its very model): sample it only between
         # teacher passes. An API target samples the next groups while this one is scored.
-        local = self.sample_missing and not hasattr(self.detector.sampler, "asample")
+        local = self.sample_missing and hasattr(self.detector.sampler, "sample_many")
         ahead = 0 if local else self.prefetch_groups
 
         def refill() -> None:

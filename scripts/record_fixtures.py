@@ -53,7 +53,8 @@ def record(path: Path, server: str, model: str, base_url: str, key: str, honours
 def record_unauthorized(path: Path, cassette: Cassette, model: str, base_url: str) -> None:
     """Append one real 401 (wrong key) exchange to a cassette."""
     wrong = RECORDING_KEY + "-wrong"
-    sampler = APISampler(Endpoint(model, base_url, wrong, None), transport=lambda: RecordingTransport(path, cassette, (wrong, RECORDING_KEY)))
+    sampler = APISampler(Endpoint(model, base_url, wrong, None),
+                         transport=lambda: RecordingTransport(path, cassette, (wrong, RECORDING_KEY)))
     try:
         sampler.sample([{"role": "user", "content": "unauthorized"}], SamplingParams(k=1, max_tokens=4, seed=0))
         print("warning: expected a 401", file=sys.stderr)

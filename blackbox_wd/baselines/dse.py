@@ -64,7 +64,7 @@ def cluster_entropy(ids: Sequence[int]) -> float:
         raise ValueError("no cluster ids")
     _, counts = np.unique(np.asarray(ids), return_counts=True)
     p = counts / counts.sum()
-    return float(-np.sum(p * np.log(p)))
+    return float(-np.sum(p * np.log(p))) + 0.0  # + 0.0: one cluster gives 0.0, not -0.0
 
 
 def discrete_semantic_entropy(responses: Sequence[str], entails: Entails) -> float:

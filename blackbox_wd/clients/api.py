@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 from blackbox_wd.clients.cache import CachedSample, SampleCache, sample_key
 from blackbox_wd.clients.presets import Endpoint, is_api_target, resolve_endpoint
 from blackbox_wd.clients.replay import Cassette, RecordingTransport, ReplayTransport
-from blackbox_wd.clients.retry import RetryPolicy, fatal_error, is_retryable, make_wait
+from blackbox_wd.clients.retry import RetryPolicy, fatal_error, is_retryable, make_wait, server_message
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, Usage
 
@@ -37,6 +38,11 @@ if TYPE_CHECKING:
 __all__ = ["APISampler", "is_api_target", "make_api_sampler"]
 
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
+_N_FIELD = re.compile(r"""(?:\bn\b|'n'|"n")""")
+
+
+class NRejected(BBWDError):
+    """A 400 that names the ``n`` field: the server cannot give that many choices in one request."""
 
 
 @dataclass(frozen=True)
@@ -144,18 +150,23 @@ class APISampler:
                                                          choice.finish_reason, choice.completion_tokens))
 
         if len(missing) > 1 and self.honours_n is not False:
-            choices = await self._create(messages, params, len(missing), missing[0], usage)
+            try:
+                choices = await self._create(messages, params, len(missing), missing[0], usage)
+            except NRejected:  # e.g. llama.cpp caps n at its slot count: fan out instead
+                self.honours_n, choices = False, []
             if self.honours_n is None:
                 self.honours_n = len(choices) >= len(missing)
             for index, choice in zip(missing, choices):
                 keep(index, choice)
             missing = missing[len(choices):]
-        results = await asyncio.gather(*(self._create(messages, params, 1, i, usage) for i in missing),
-                                       return_exceptions=True)
-        for index, result in zip(missing, results):
+
+        async def single(index: int) -> None:
+            keep(index, (await self._create(messages, params, 1, index, usage))[0])  # cached on arrival
+
+        results = await asyncio.gather(*(single(i) for i in missing), return_exceptions=True)
+        for result in results:
             if isinstance(result, BaseException):
                 raise result
-            keep(index, result[0])
         return SampleSet([s for s in slots if s is not None], usage)
 
     def _body(self, messages: Messages, params: SamplingParams, n: int, index: int) -> dict[str, Any]:
@@ -188,7 +199,10 @@ class APISampler:
                         usage.requests += 1
                         response = await client.chat.completions.create(**body)
         except openai.OpenAIError as exc:
-            raise fatal_error(exc, f"{self.endpoint.base_url} ({self.endpoint.model})") from None
+            error = fatal_error(exc, f"{self.endpoint.base_url} ({self.endpoint.model})")
+            if n > 1 and isinstance(exc, openai.BadRequestError) and _N_FIELD.search(server_message(exc)):
+                raise NRejected(str(error)) from None
+            raise error from None
         choices, prompt_tokens = parse_choices(response)
         if not choices:
             raise BBWDError(f"{self.endpoint.base_url} returned no choices for {self.endpoint.model}")

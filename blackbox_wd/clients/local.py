@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
@@ -22,26 +24,46 @@ class LocalSampler:
             ids.add(self.teacher.tokenizer.eos_token_id)
         return ids
 
-    @torch.inference_mode()
     def sample(self, messages: Messages, params: SamplingParams) -> SampleSet:
-        """K samples in one batched ``generate`` call, seeded without touching the global RNG."""
+        """K samples for one prompt."""
+        return self.sample_many([(messages, params.k)], params)[0]
+
+    @torch.inference_mode()
+    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams) -> list[SampleSet]:
+        """``k`` samples for each (messages, k), all in one left-padded ``generate`` call.
+
+        Seeded from ``params.seed`` without touching the global RNG; the draw depends on the whole
+        request list, so the same list gives the same samples.
+        """
         model, tok = self.teacher.model, self.teacher.tokenizer
-        prompt = torch.tensor([self.teacher.prompt_ids(messages)], device=self.teacher.device)
         stop = self._stop_ids()
+        pad = tok.pad_token_id if tok.pad_token_id is not None else min(stop, default=0)
+        prompts = [self.teacher.prompt_ids(m) for m, k in requests for _ in range(k)]
+        width = max(map(len, prompts))
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, p in enumerate(prompts):
+            ids[row, width - len(p):] = torch.tensor(p)
+            mask[row, width - len(p):] = 1
         greedy = params.temperature <= 0
-        with torch.random.fork_rng(devices=[model.device] if model.device.type == "cuda" else []):
+        device = self.teacher.device
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             out = model.generate(
-                prompt, attention_mask=torch.ones_like(prompt), do_sample=not greedy,
+                ids.to(device), attention_mask=mask.to(device), do_sample=not greedy,
                 temperature=None if greedy else params.temperature, top_p=None if greedy else params.top_p,
                 top_k=None if greedy else 0, max_new_tokens=params.max_tokens, min_new_tokens=1,
-                num_return_sequences=params.k, pad_token_id=tok.pad_token_id or min(stop, default=0),
+                pad_token_id=pad,
             )
-        samples = []
-        for row in out[:, prompt.shape[1]:].tolist():
-            cut = next((i for i, t in enumerate(row) if t in stop), len(row))
-            ids = tuple(row[:cut])
-            reason = "stop" if cut < len(row) else "length"
-            samples.append(Sample(text=tok.decode(ids, skip_special_tokens=True), token_ids=ids, finish_reason=reason))
-        return SampleSet(samples)
+        rows = iter(out[:, width:].tolist())
+        results = []
+        for _, k in requests:
+            samples = []
+            for row in (next(rows) for _ in range(k)):
+                cut = next((i for i, t in enumerate(row) if t in stop), len(row))
+                token_ids = tuple(row[:cut])
+                samples.append(Sample(text=tok.decode(token_ids, skip_special_tokens=True), token_ids=token_ids,
+                                      finish_reason="stop" if cut < len(row) else "length"))
+            results.append(SampleSet(samples))
+        return results

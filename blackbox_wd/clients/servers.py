@@ -48,7 +48,8 @@ def sampling_folder(folder: Path) -> Path:
     for item in folder.iterdir():
         if item.name != "generation_config.json":
             (tmp / item.name).symlink_to(item.resolve())
-    gen = json.loads((folder / "generation_config.json").read_text()) if (folder / "generation_config.json").exists() else {}
+    src = folder / "generation_config.json"
+    gen = json.loads(src.read_text()) if src.exists() else {}
     gen.update(do_sample=True, top_k=0)
     (tmp / "generation_config.json").write_text(json.dumps(gen, indent=1))
     try:
@@ -150,6 +151,7 @@ class LlamaCppServer:
         p.model_alias = {self.alias}
         p.n_ctx = 2048 * self.n_parallel
         p.n_parallel = self.n_parallel
+        p.warmup = False
         p.hostnames = [HOST]
         p.port = 0
         p.cpuparams.n_threads = self.n_threads

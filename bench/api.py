@@ -1,0 +1,82 @@
+"""API sampling throughput on a loopback server with injected latency, against sequential requests.
+
+    python bench/api.py [--latency 0.2] [--concurrency 16] [--prompts 32] [--k 10]
+
+The server (tests/api_support.py) answers every request after ``latency`` seconds with a real
+recorded body and ignores ``n``, so every sample is one request. The reference is the same
+requests one at a time, measured in the same run. The bound is ``concurrency / latency``
+requests per second; the target is a fraction of at least 0.9 of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# bench/ holds ot.py, which would shadow POT's `ot` for `python bench/api.py`
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+
+import subprocess  # noqa: E402
+
+from blackbox_wd.clients.api import APISampler  # noqa: E402
+from blackbox_wd.clients.presets import Endpoint  # noqa: E402
+from blackbox_wd.records import SamplingParams  # noqa: E402
+
+
+async def draw(sampler: APISampler, prompts: int, k: int) -> int:
+    """Sample ``k`` responses for each prompt, all prompts in flight together; returns requests made."""
+    params = SamplingParams(k=k, seed=0)
+    sets = await asyncio.gather(*(sampler.asample([{"role": "user", "content": f"bench prompt {i}"}], params)
+                                  for i in range(prompts)))
+    return sum(s.usage.requests for s in sets)
+
+
+def rate(base_url: str, concurrency: int, prompts: int, k: int) -> tuple[float, int]:
+    """Requests per second (and request count) with no cache and a fan-out-only endpoint, after a warm-up."""
+    sampler = APISampler(Endpoint("bench-model", base_url, "bench-key", None), concurrency=concurrency)
+    sampler.honours_n = False
+
+    async def run() -> tuple[float, int]:
+        await draw(sampler, 1, min(k, concurrency))  # warm-up: client, connections, imports
+        t0 = time.perf_counter()
+        requests = await draw(sampler, prompts, k)
+        return requests / (time.perf_counter() - t0), requests
+
+    return asyncio.run(run())
+
+
+def main() -> None:
+    """Run both measurements and print one JSON line."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--latency", type=float, default=0.2)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--prompts", type=int, default=32)
+    ap.add_argument("--k", type=int, default=10)
+    args = ap.parse_args()
+    # the server runs in its own process so that it does not share this one's GIL
+    server = subprocess.Popen([sys.executable, str(HERE.parent / "tests" / "api_support.py"), str(args.latency)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
+        seq_rate, seq_n = rate(base_url, 1, 1, args.k)
+        conc_rate, conc_n = rate(base_url, args.concurrency, args.prompts, args.k)
+    finally:
+        server.terminate()
+        server.wait()
+    bound = args.concurrency / args.latency
+    out = {"latency_s": args.latency, "concurrency": args.concurrency, "requests": conc_n,
+           "sequential_req_per_s": round(seq_rate, 2), "concurrent_req_per_s": round(conc_rate, 2),
+           "speedup": round(conc_rate / seq_rate, 2), "bound_req_per_s": bound,
+           "fraction_of_bound": round(conc_rate / bound, 3), "target_fraction": 0.9}
+    print(json.dumps(out))
+    if out["fraction_of_bound"] < 0.9:
+        print("below target", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
