@@ -112,10 +112,11 @@ class Detector:
         """Load the teacher and build the sampler the settings name."""
         if settings.k < 2:
             raise BBWDError(f"k must be at least 2 (got {settings.k}): a distance needs two responses")
-        from blackbox_wd.clients import make_sampler
+        from blackbox_wd.clients import api_sampler_for, local_sampler_for
 
+        api = api_sampler_for(settings)  # first: a missing API key fails before any model loads
         teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget)
-        return cls(teacher, make_sampler(settings, teacher), settings)
+        return cls(teacher, api or local_sampler_for(settings, teacher), settings)
 
     def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
         """The settings as run: resolved layer, projection and kernel bandwidth included."""

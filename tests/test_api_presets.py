@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from blackbox_wd.clients import LocalSampler, make_sampler
+from blackbox_wd.clients import LocalSampler, api_sampler_for, local_sampler_for
 from blackbox_wd.clients.api import APISampler, is_api_target, make_api_sampler
 from blackbox_wd.clients.cache import sample_key
 from blackbox_wd.clients.presets import LOCAL_DUMMY_KEY, resolve_endpoint
@@ -80,9 +80,10 @@ def test_cache_key_covers_the_request_and_never_the_key():
 
 def test_white_box_stays_local():
     teacher = object()
-    assert isinstance(make_sampler(Settings(), teacher), LocalSampler)
-    assert isinstance(make_sampler(Settings(target="smollm2-135m", teacher="smollm2-135m"), teacher), LocalSampler)
-    assert make_sampler(Settings(), teacher).teacher is teacher
+    for settings in (Settings(), Settings(target="smollm2-135m", teacher="smollm2-135m")):
+        assert api_sampler_for(settings) is None
+        sampler = local_sampler_for(settings, teacher)
+        assert isinstance(sampler, LocalSampler) and sampler.teacher is teacher
 
 
 def _bbwd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
