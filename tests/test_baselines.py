@@ -267,3 +267,18 @@ def test_exact_match_judge_on_strings_without_words():
     # "A+" and "---" both normalise to "" under SQuAD rules; the judge must still tell them apart
     assert not exact_match_entails("A+", "---")
     assert exact_match_entails("The Beatles!", "beatles")
+
+
+def test_teacher_judge_prefetch_matches_one_by_one(tiny_llama):
+    from blackbox_wd.baselines.dse import TeacherEntailment
+    from blackbox_wd.teachers.hf import HFTeacher
+
+    teacher = HFTeacher(*tiny_llama)
+    responses = ["paris", "it is paris", "rome is a big city", "paris"]
+    lazy, batched = TeacherEntailment(teacher, "what is the capital"), TeacherEntailment(teacher, "what is the capital")
+    batched.prefetch(responses, batch_size=3)  # left-padded batches of unequal lengths
+    assert batched.calls == 6  # ordered pairs of the 3 distinct strings
+    for a in responses:
+        for b in responses:
+            if a != b:
+                assert batched.cache[(a, b)] == pytest.approx(lazy.margin(a, b), abs=1e-4)

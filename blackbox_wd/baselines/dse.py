@@ -140,5 +140,35 @@ class TeacherEntailment:
             self.calls += 1
         return self.cache[key]
 
+    def prefetch(self, responses: Sequence[str], batch_size: int = 16) -> None:
+        """Margins of every ordered pair of distinct responses, in left-padded batched forwards.
+
+        Greedy clustering then reads them from the cache instead of one forward per call.
+        """
+        import torch
+
+        texts = list(dict.fromkeys(r for r in responses))
+        todo = [(a, b) for a in texts for b in texts if a.strip() != b.strip() and (a, b) not in self.cache]
+        pad = self.teacher.tokenizer.pad_token_id or 0
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start:start + batch_size]
+            seqs = [self.teacher.prompt_ids([{"role": "user", "content": entailment_prompt(a, b, self.question)}])
+                    for a, b in chunk]
+            width = max(map(len, seqs))
+            ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for row, seq in enumerate(seqs):
+                ids[row, width - len(seq):] = torch.tensor(seq)
+                mask[row, width - len(seq):] = 1
+            positions = (mask.cumsum(1) - 1).clamp(min=0)
+            dev = self.teacher.device
+            with torch.inference_mode():
+                logits = self.teacher.model(input_ids=ids.to(dev), attention_mask=mask.to(dev),
+                                            position_ids=positions.to(dev), logits_to_keep=1).logits[:, -1].float()
+            margins = torch.logsumexp(logits[:, self.yes_ids], 1) - torch.logsumexp(logits[:, self.no_ids], 1)
+            for pair, m in zip(chunk, margins.tolist()):
+                self.cache[pair] = m
+            self.calls += len(chunk)
+
     def __call__(self, premise: str, hypothesis: str) -> bool:
         return self.margin(premise, hypothesis) > self.threshold
