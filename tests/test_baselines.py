@@ -173,6 +173,8 @@ class _FakeTokenizer:
     VOCAB = {"yes": [1], "Yes": [2], " yes": [1], " Yes": [2], "YES": [3], "no": [4], "No": [5], " no": [4],
              " No": [5], "NO": [6, 9]}  # "NO" is two tokens: not used
 
+    pad_token_id = 0
+
     def encode(self, text, add_special_tokens=False):
         return self.VOCAB[text]
 
@@ -183,12 +185,12 @@ class _FakeModel:
     def __init__(self, teacher):
         self.teacher = teacher
 
-    def __call__(self, input_ids):
-        text = self.teacher.last_prompt
-        a = text.split("Answer A: ")[1].split("\n")[0].split()[0].lower()
-        b = text.split("Answer B: ")[1].split("\n")[0].split()[0].lower()
-        logits = torch.zeros(1, input_ids.shape[1], 8)
-        logits[0, -1, [1, 2, 3] if a == b else [4, 5, 6]] = 3.0
+    def __call__(self, input_ids, **kwargs):
+        logits = torch.zeros(input_ids.shape[0], input_ids.shape[1], 8)
+        for row, text in enumerate(self.teacher.prompts[-input_ids.shape[0]:]):
+            a = text.split("Answer A: ")[1].split("\n")[0].split()[0].lower()
+            b = text.split("Answer B: ")[1].split("\n")[0].split()[0].lower()
+            logits[row, -1, [1, 2, 3] if a == b else [4, 5, 6]] = 3.0
         return SimpleNamespace(logits=logits)
 
 
@@ -198,10 +200,14 @@ class _FakeTeacher:
     def __init__(self):
         self.tokenizer = _FakeTokenizer()
         self.model = _FakeModel(self)
-        self.last_prompt = ""
+        self.prompts = []
+
+    @property
+    def last_prompt(self):
+        return self.prompts[-1]
 
     def prompt_ids(self, messages):
-        self.last_prompt = messages[-1]["content"]
+        self.prompts.append(messages[-1]["content"])
         return [0, 7, 7]
 
 
@@ -270,14 +276,16 @@ def test_exact_match_judge_on_strings_without_words():
 
 
 def test_teacher_judge_prefetch_matches_one_by_one(tiny_llama):
-    from blackbox_wd.baselines.dse import TeacherEntailment
+    from blackbox_wd.baselines.dse import TeacherEntailment, semantic_ids
     from blackbox_wd.teachers.hf import HFTeacher
 
     teacher = HFTeacher(*tiny_llama)
     responses = ["paris", "it is paris", "rome is a big city", "paris"]
     lazy, batched = TeacherEntailment(teacher, "what is the capital"), TeacherEntailment(teacher, "what is the capital")
-    batched.prefetch(responses, batch_size=3)  # left-padded batches of unequal lengths
+    pairs = [(a, b) for a in responses for b in responses if a != b]
+    batched.prefetch(pairs, batch_size=3)  # left-padded batches of unequal lengths
     assert batched.calls == 6  # ordered pairs of the 3 distinct strings
+    assert semantic_ids(responses, batched) == semantic_ids(responses, lazy)
     for a in responses:
         for b in responses:
             if a != b:

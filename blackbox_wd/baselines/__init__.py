@@ -50,7 +50,5 @@ def compute_baselines(responses: Sequence[str], *, logprobs: Sequence[Sequence[f
         out["es"] = eigenscore(z, es_alpha)
         out["er"] = effective_rank(z)
     if entails is not None:
-        if hasattr(entails, "prefetch"):  # a model judge: all pairs in batched forwards
-            entails.prefetch(responses)
         out["dse"] = discrete_semantic_entropy(responses, entails)
     return out

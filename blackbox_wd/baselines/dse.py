@@ -44,10 +44,15 @@ def semantic_ids(responses: Sequence[str], entails: Entails) -> list[int]:
     """Greedy cluster ids (0, 1, ... in order of first appearance) by bidirectional entailment."""
     ids = [-1] * len(responses)
     next_id = 0
+    prefetch = getattr(entails, "prefetch", None)  # a model judge answers a batch of pairs at once
     for i, a in enumerate(responses):
         if ids[i] != -1:
             continue
         ids[i] = next_id
+        if prefetch:
+            open_ = [b for b in responses[i + 1:] if b.strip() != a.strip()]
+            prefetch([(a, b) for b in open_])
+            prefetch([(b, a) for b in open_ if entails(a, b)])
         for j in range(i + 1, len(responses)):
             if ids[j] != -1:
                 continue
@@ -125,31 +130,15 @@ class TeacherEntailment:
 
     def margin(self, premise: str, hypothesis: str) -> float:
         """logsumexp(yes logits) - logsumexp(no logits) at the first reply position."""
-        key = (premise, hypothesis)
-        if key not in self.cache:
-            import torch
+        self.prefetch([(premise, hypothesis)])
+        return self.cache[(premise, hypothesis)]
 
-            messages = [{"role": "user", "content": entailment_prompt(premise, hypothesis, self.question)}]
-            ids = self.teacher.prompt_ids(messages)
-            with torch.inference_mode():
-                inp = torch.tensor([ids], dtype=torch.long, device=self.teacher.device)
-                logits = self.teacher.model(input_ids=inp).logits[0, -1].float()
-            yes = torch.logsumexp(logits[self.yes_ids], dim=0)
-            no = torch.logsumexp(logits[self.no_ids], dim=0)
-            self.cache[key] = float(yes - no)
-            self.calls += 1
-        return self.cache[key]
-
-    def prefetch(self, responses: Sequence[str], batch_size: int = 16) -> None:
-        """Margins of every ordered pair of distinct responses, in left-padded batched forwards.
-
-        Greedy clustering then reads them from the cache instead of one forward per call.
-        """
+    def prefetch(self, pairs: Sequence[tuple[str, str]], batch_size: int = 16) -> None:
+        """Margins of (premise, hypothesis) pairs not yet cached, in left-padded batched forwards."""
         import torch
 
-        texts = list(dict.fromkeys(r for r in responses))
-        todo = [(a, b) for a in texts for b in texts if a.strip() != b.strip() and (a, b) not in self.cache]
-        pad = self.teacher.tokenizer.pad_token_id or 0
+        todo = list(dict.fromkeys(p for p in pairs if p not in self.cache))
+        pad = getattr(self.teacher.tokenizer, "pad_token_id", None) or 0
         for start in range(0, len(todo), batch_size):
             chunk = todo[start:start + batch_size]
             seqs = [self.teacher.prompt_ids([{"role": "user", "content": entailment_prompt(a, b, self.question)}])
