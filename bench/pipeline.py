@@ -1,13 +1,27 @@
-"""End-to-end prompts/s of `bbwd batch` (white-box, embedded SmolLM2) vs a naive pipeline, same run.
+"""End-to-end prompts/s of `bbwd batch` vs naive one-prompt-at-a-time pipelines, measured in the same run.
 
-Naive reference, one prompt at a time with no overlap: K samples from one ``generate`` call, then
-for each response a full forward of the whole model with ``output_hidden_states=True``, then a
-Python loop of ``ot.dist`` + ``ot.emd2`` per pair, then the scores. Optimised: ``BatchRunner`` as
-``bbwd batch --target smollm2-135m`` runs it (groups of records sampled in one generate call, one
-length-bucketed teacher pass cut at layer floor(L/2), the fast exact OT). The same model instance
-serves both. Questions: the first N of NQ-open dev from ../shared/data.
+Questions: the first N of NQ-open dev (``blackbox_wd.eval.data.load("nq", n)``). Teacher: the
+embedded SmolLM2-135M on CPU, one instance shared by every pipeline. Each mode first scores one
+question untimed (warm-up), then times the naive reference(s), then ``BatchRunner``.
 
-    python bench/pipeline.py [--n 50] [--k 10] [--max-tokens 32] [--group-size 8]
+``--mode black-box`` (the product's main use): the target is an OpenAI-compatible API, here the
+loopback fault server ``tests/api_support.py`` (127.0.0.1 only, its own process) with ``--latency``
+injected per request; it ignores ``n`` and replays real recorded bodies (SmolLM2 answers of at most 24
+tokens whatever ``--max-tokens`` says), so every sample is one request.
+  naive: one prompt at a time; the K samples as K sequential requests (APISampler, concurrency 1,
+  no cache), then one full-model forward per response with ``output_hidden_states=True``, a Python
+  loop of ``ot.dist`` + ``ot.emd2`` per pair, then the scores.
+  bbwd batch: ``BatchRunner`` as ``bbwd batch --target smollm2-135m --base-url <url> --no-cache
+  --concurrency 16 --group-size 8`` runs it (requests of the next groups in flight while the teacher
+  scores this one, one length-bucketed teacher pass per group cut at layer floor(L/2), fast exact OT).
+
+``--mode white-box``: the target is the teacher's own model (``bbwd batch --target smollm2-135m``).
+  naive (strong reference): the K samples from ONE ``generate`` call per prompt, then as above.
+  naive (per-sample): K separate ``generate`` calls per prompt, seeds seed+i, as research code
+  often does; then as above. Both ratios are printed.
+  bbwd batch: groups of records sampled in one ``generate`` call, then as in black-box mode.
+
+    python bench/pipeline.py [--mode both] [--n 50] [--k 10] [--max-tokens 32]
 """
 
 from __future__ import annotations
@@ -15,9 +29,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import platform
+import shlex
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,68 +47,188 @@ _HERE = Path(__file__).resolve().parent  # bench/ot.py would shadow POT: keep th
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 
 import ot  # noqa: E402
+from _common import table  # noqa: E402
 
-from blackbox_wd.batch import BatchRunner  # noqa: E402
+from blackbox_wd.batch import BatchRunner, BatchSummary  # noqa: E402
+from blackbox_wd.clients.api import APISampler, make_api_sampler  # noqa: E402
 from blackbox_wd.clients.local import LocalSampler  # noqa: E402
+from blackbox_wd.clients.presets import resolve_endpoint  # noqa: E402
 from blackbox_wd.eval.data import load  # noqa: E402
 from blackbox_wd.pipeline import Detector, Settings, as_messages  # noqa: E402
+from blackbox_wd.records import Sample  # noqa: E402
 from blackbox_wd.scores import avg_wd, eigen_wd  # noqa: E402
-from blackbox_wd.teachers.hf import load_teacher  # noqa: E402
+from blackbox_wd.teachers.hf import HFTeacher, load_teacher  # noqa: E402
+
+TARGET = "smollm2-135m"
+Draw = Callable[[list[dict[str, str]]], list[Sample]]
+
+
+class Stages:
+    """Seconds spent per stage by a naive run, plus its request and error counts."""
+
+    def __init__(self) -> None:
+        self.sample = self.teacher = self.ot = 0.0
+        self.requests = self.errors = 0
 
 
 @torch.inference_mode()
-def naive_prompt(teacher, sampler, prompt: str, settings: Settings) -> tuple[float, float]:
-    """Score one prompt the straightforward way."""
+def naive_prompt(teacher: HFTeacher, draw: Draw, prompt: str, settings: Settings,
+                 st: Stages) -> tuple[float, float] | None:
+    """Score one prompt the straightforward way; None (and an error counted) for an empty response."""
     messages = as_messages(prompt)
-    samples = sampler.sample(messages, settings.sampling()).samples
+    t0 = time.perf_counter()
+    samples = draw(messages)
+    t1 = time.perf_counter()
     prompt_ids = teacher.prompt_ids(messages)
     clouds = []
     for s in samples:
-        ids = torch.tensor([prompt_ids + list(s.token_ids)])
+        response = list(s.token_ids) if s.token_ids is not None else teacher.response_ids(s.text)
+        if not response:
+            st.errors += 1
+            st.sample += t1 - t0
+            st.teacher += time.perf_counter() - t1
+            return None
+        ids = torch.tensor([prompt_ids + response])
         hidden = teacher.model(ids, output_hidden_states=True).hidden_states[teacher.layer][0]
         clouds.append(hidden[len(prompt_ids):].double().numpy() @ teacher.projection)
+    t2 = time.perf_counter()
     k = len(clouds)
     d = np.zeros((k, k))
     for i in range(k):
         for j in range(i + 1, k):
             a, b = np.full(len(clouds[i]), 1 / len(clouds[i])), np.full(len(clouds[j]), 1 / len(clouds[j]))
             d[i, j] = d[j, i] = np.sqrt(ot.emd2(a, b, ot.dist(clouds[i], clouds[j])))
-    return avg_wd(d), eigen_wd(d, settings.alpha, settings.p)
+    out = avg_wd(d), eigen_wd(d, settings.alpha, settings.p)
+    st.sample, st.teacher, st.ot = st.sample + t1 - t0, st.teacher + t2 - t1, st.ot + time.perf_counter() - t2
+    return out
 
 
-def main() -> None:
-    """Run both pipelines on the same questions and print prompts/s and the ratio."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=50)
-    ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--max-tokens", type=int, default=32)
-    ap.add_argument("--group-size", type=int, default=8)
-    args = ap.parse_args()
-    items = list(load("nq", args.n))
-    settings = Settings(target="smollm2-135m", k=args.k, max_tokens=args.max_tokens, device="cpu")
-    teacher = load_teacher(settings.teacher, "cpu")
-    sampler = LocalSampler(teacher)
-
+def time_naive(teacher: HFTeacher, draw: Draw, prompts: list[str], settings: Settings) -> tuple[float, Stages]:
+    """Wall seconds of the naive pipeline over all prompts, one at a time."""
+    st = Stages()
     t0 = time.perf_counter()
-    for item in items:
-        naive_prompt(teacher, sampler, item.prompt, settings)
-    naive_s = time.perf_counter() - t0
+    for prompt in prompts:
+        naive_prompt(teacher, draw, prompt, settings, st)
+    return time.perf_counter() - t0, st
 
+
+def time_batch(detector: Detector, items: list, group_size: int) -> tuple[BatchSummary, dict[str, float]]:
+    """``BatchRunner.run`` on a JSONL of the items (as ``bbwd batch`` runs it); summary and summed row timings."""
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
         src.write_text("".join(json.dumps({"id": it.id, "prompt": it.prompt}) + "\n" for it in items))
-        runner = BatchRunner(Detector(teacher, sampler, settings), sample_missing=True, group_size=args.group_size)
+        runner = BatchRunner(detector, sample_missing=True, group_size=group_size)
         summary = asyncio.run(runner.run(src, dst))
-        errors = summary.errors
-    fast_s = summary.seconds
+        sums: dict[str, float] = {}
+        for line in dst.read_text().splitlines():
+            for key, v in json.loads(line)["timings"].items():
+                sums[key] = sums.get(key, 0.0) + v
+    return summary, sums
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {len(items)} NQ-open dev questions, "
-          f"K={args.k}, T={settings.temperature}, max_tokens={args.max_tokens}, group size {args.group_size}")
-    print("| pipeline | seconds | prompts/s |")
-    print("|---|---:|---:|")
-    print(f"| naive (one prompt at a time) | {naive_s:.1f} | {len(items) / naive_s:.3f} |")
-    print(f"| bbwd batch | {fast_s:.1f} | {len(items) / fast_s:.3f} |")
-    print(f"speed-up: {naive_s / fast_s:.2f}x (target >= 4x); batch errors: {errors}")
+
+def report(title: str, n: int, naive: list[tuple[str, float, Stages]], fast_s: float, summary: BatchSummary,
+           sums: dict[str, float], sample_note: str) -> None:
+    """Print one mode's table and ratios."""
+    rows = [[name, f"{s:.1f}", f"{n / s:.3f}", f"{st.sample:.1f}", f"{st.teacher:.1f}", f"{st.ot:.2f}",
+             st.requests, st.errors] for name, s, st in naive]
+    rows.append(["bbwd batch", f"{fast_s:.1f}", f"{n / fast_s:.3f}", sample_note, f"{sums.get('teacher', 0):.1f}",
+                 f"{sums.get('transport', 0):.2f}", summary.usage.requests, summary.errors])
+    print(f"\n### {title}\n")
+    print(table(["pipeline", "seconds", "prompts/s", "sample s", "teacher s", "OT s", "API requests", "errors"], rows))
+    for name, s, _ in naive:
+        print(f"speed-up vs {name}: {s / fast_s:.2f}x (target >= 4x)")
+
+
+def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None:
+    """Naive (K samples in one generate call), naive (K generate calls) and bbwd batch, local target."""
+    settings = Settings(target=TARGET, k=args.k, max_tokens=args.max_tokens, device="cpu")
+    sampler = LocalSampler(teacher)
+    params = settings.sampling()
+
+    def one_call(messages):
+        return sampler.sample(messages, params).samples
+
+    def per_sample(messages):
+        return [sampler.sample_many([(messages, 1)], replace(params, k=1, seed=params.seed + i))[0].samples[0]
+                for i in range(params.k)]
+
+    prompts = [it.prompt for it in items]
+    naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed
+    naive = []
+    for name, draw in [("naive, K samples in 1 generate call (strong reference)", one_call),
+                       ("naive, K generate calls of 1 sample (per-sample seeds)", per_sample)]:
+        s, st = time_naive(teacher, draw, prompts, settings)
+        naive.append((name, s, st))
+    summary, sums = time_batch(Detector(teacher, sampler, settings), items, args.group_size)
+    report(f"white-box: target = the teacher's own model ({TARGET}), generated locally", len(items), naive,
+           summary.seconds, summary, sums, "in batch")
+
+
+def black_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None:
+    """Naive (K sequential requests) and bbwd batch (concurrent, prefetched) against the loopback server."""
+    for var in ("BBWD_API_REPLAY", "BBWD_API_RECORD"):
+        if os.environ.pop(var, None) is not None:
+            print(f"note: {var} was set and is ignored by this bench")
+    # the server runs in its own process so that it does not share this one's GIL
+    server = subprocess.Popen([sys.executable, str(_HERE.parent / "tests" / "api_support.py"), str(args.latency)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        base_url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
+        settings = Settings(target=TARGET, base_url=base_url, k=args.k, max_tokens=args.max_tokens, device="cpu",
+                            cache=False, concurrency=args.concurrency)
+        params = settings.sampling()
+        seq = APISampler(resolve_endpoint(TARGET, base_url, None), concurrency=1)  # no cache
+        seq.honours_n = False  # one request per sample, sent one after another
+        requests = [0]
+
+        def sequential(messages):
+            got = seq.sample(messages, params)
+            requests[0] += got.usage.requests
+            return got.samples
+
+        prompts = [it.prompt for it in items]
+        naive_prompt(teacher, sequential, prompts[0], settings, Stages())  # warm-up, untimed
+        requests[0] = 0
+        naive_s, st = time_naive(teacher, sequential, prompts, settings)
+        st.requests = requests[0]
+        seq.close()
+        fast = make_api_sampler(settings)  # exactly what `bbwd batch --target ... --base-url ...` builds
+        summary, sums = time_batch(Detector(teacher, fast, settings), items, args.group_size)
+        fast.close()
+    finally:
+        server.terminate()
+        server.wait()
+    report(f"black-box: target {TARGET} behind an OpenAI-compatible API at {base_url}, {args.latency * 1e3:.0f} ms "
+           f"per request, n ignored", len(items), [("naive, K sequential requests", naive_s, st)], summary.seconds,
+           summary, sums, "overlapped")
+    print(f"bound from latency alone: naive >= {args.k * args.latency:.2f} s/prompt; bbwd batch >= "
+          f"{args.k * args.latency / args.concurrency:.3f} s/prompt (concurrency {args.concurrency})")
+
+
+def main() -> None:
+    """Print the command and settings, then run the chosen modes."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=["white-box", "black-box", "both"], default="both")
+    ap.add_argument("--n", type=int, default=50, help="NQ-open dev questions")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--latency", type=float, default=0.2, help="black-box: injected seconds per request")
+    ap.add_argument("--concurrency", type=int, default=16, help="black-box: bbwd batch request slots")
+    args = ap.parse_args()
+    items = list(load("nq", args.n))
+    print("command: " + shlex.join(["python", *sys.argv]))
+    print(f"python {platform.python_version()}, torch {torch.__version__}, torch threads {torch.get_num_threads()}, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs, "
+          f"load average at start {os.getloadavg()[0]:.2f}")
+    print(f"{len(items)} NQ-open dev questions, K={args.k}, T={Settings.temperature}, max_tokens={args.max_tokens}, "
+          f"group size {args.group_size}, teacher {Settings.teacher} on CPU (layer floor(L/2)); black-box: latency "
+          f"{args.latency * 1e3:.0f} ms/request, concurrency {args.concurrency}, cache off")
+    teacher = load_teacher(Settings.teacher, "cpu")
+    if args.mode in ("black-box", "both"):
+        black_box(args, teacher, items)
+    if args.mode in ("white-box", "both"):
+        white_box(args, teacher, items)
 
 
 if __name__ == "__main__":

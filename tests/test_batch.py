@@ -164,3 +164,33 @@ def test_missing_input_file(tmp_path):
     proc = subprocess.run([*BBWD, str(tmp_path / "nope.jsonl"), "-o", str(tmp_path / "o.jsonl")],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.strip() == f"error: input file not found: {tmp_path / 'nope.jsonl'}"
+
+
+@pytest.mark.slow
+def test_batch_black_box_from_replayed_fixture(tmp_path):
+    """Prompts sampled through the API client from a recorded llama.cpp transcript, no network."""
+    fixture = json.loads(open("fixtures/llamacpp.json").read())
+    prompts = fixture["meta"]["prompts"]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": f"q{i}", "prompt": p}) + "\n" for i, p in enumerate(prompts))
+                   + json.dumps({"id": "given", "prompt": "2+2?", "responses": ["4", "Four.", "5", "4."]}) + "\n"
+                   + json.dumps({"id": "short", "prompt": "2+2?", "responses": ["4", "Four.", "5"]}) + "\n")
+    dst = tmp_path / "out.jsonl"
+    env = {**os.environ, "BBWD_API_REPLAY": "fixtures/llamacpp.json"}
+    args = [*BBWD, str(src), "-o", str(dst), "--target", "smollm2-135m", "--base-url", "http://127.0.0.1:9/v1",
+            "-k", "4", "--temperature", "0.7", "--max-tokens", "24", "--seed", "0", "--no-cache", "--device", "cpu"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = rows(dst)
+    assert [r["id"] for r in out] == ["q0", "q1", "given", "short"]
+    assert [r["error"] for r in out[:3]] == [None, None, None]
+    assert [r["n_samples"] for r in out] == [4, 4, 4, 0]
+    # the record that needs one more sample asks for a request the transcript lacks: its own error only
+    assert out[3]["error"].startswith("line 4: replay miss in llamacpp.json")
+    assert "API: 2 requests, 0 cached" in proc.stderr  # one n=4 request per prompt, as recorded
+    # llama.cpp's usage counts one choice of n; the client counts each choice's logprob tokens
+    recorded = [c for e in fixture["exchanges"][:2] for c in e["response"]["body"]["choices"]]
+    completion = sum(len(c["logprobs"]["content"]) for c in recorded)
+    assert len(recorded) == 8 and f"{completion} completion tokens fresh" in proc.stderr
+    # the teacher re-tokenises the text: no EOS (llama.cpp's logprobs of a stopped choice include it)
+    assert [r["token_counts"] for r in out[:2]] == [[24, 11, 24, 24], [24, 24, 24, 24]]
