@@ -194,7 +194,8 @@ def evaluate(
         scored = [r for r in rows if "error" not in r]
         reported = {**detector.reported_settings(), "data": data, "prompts": len(scored),
                     "errors": len(rows) - len(scored),
-                    "dse_judge": "none" if no_dse else f"teacher LM ({teacher}) yes/no logits"}
+                    "dse_judge": "none" if no_dse else f"QA: teacher LM ({teacher}) yes/no logits; "
+                                                       "MATH: equivalent final answers"}
         paths = write_report(scored, output, settings=reported, title=f"Hallucination detection on {Path(data).name}")
     except (BBWDError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))

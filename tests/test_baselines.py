@@ -290,3 +290,13 @@ def test_teacher_judge_prefetch_matches_one_by_one(tiny_llama):
         for b in responses:
             if a != b:
                 assert batched.cache[(a, b)] == pytest.approx(lazy.margin(a, b), abs=1e-4)
+
+
+def test_final_answer_judge_clusters_math_solutions():
+    from blackbox_wd.baselines.dse import final_answer_entails
+
+    sols = ["so x = \\boxed{\\frac{1}{2}}", "hence \\boxed{0.5}", "the answer is \\boxed{2}", "I am not sure"]
+    assert final_answer_entails(sols[0], sols[1]) and not final_answer_entails(sols[0], sols[2])
+    assert not final_answer_entails(sols[3], sols[0]) and final_answer_entails(sols[3], " I am not sure ")
+    # clusters {1/2, 0.5}, {2}, {unsure}: -(1/2 ln 1/2 + 2 * 1/4 ln 1/4) = 1.0397208
+    assert discrete_semantic_entropy(sols, final_answer_entails) == pytest.approx(1.0397208, abs=1e-7)

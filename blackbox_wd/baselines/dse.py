@@ -84,6 +84,20 @@ def exact_match_entails(premise: str, hypothesis: str) -> bool:
     return em_key(premise) == em_key(hypothesis)
 
 
+def final_answer_entails(premise: str, hypothesis: str) -> bool:
+    """Judge for math: two solutions mean the same when their final answers are equivalent.
+
+    The final answer is the last ``\\boxed{}`` (else the last number), compared by
+    ``eval.mathnorm.is_equiv``; a solution without one means the same only as an equal string.
+    """
+    from blackbox_wd.eval.mathnorm import extract_answer, is_equiv
+
+    a, b = extract_answer(premise), extract_answer(hypothesis)
+    if a is None or b is None:
+        return premise.strip() == hypothesis.strip()
+    return is_equiv(a, b)
+
+
 def entailment_prompt(premise: str, hypothesis: str, question: str | None = None) -> str:
     """The yes/no question put to the teacher LM."""
     head = f'We are evaluating answers to the question "{question}".\n' if question else ""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from blackbox_wd.baselines import TeacherEntailment
+from blackbox_wd.baselines.dse import final_answer_entails
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.eval.data import Item
 from blackbox_wd.eval.labels import prompt_labels
@@ -58,7 +59,9 @@ def evaluate(detector: Detector, items: Iterable[Item], out_dir: Path, dse: bool
             t0 = time.perf_counter()
             sample_set = detector.sampler.sample(messages, params)
             sample_set.seconds = time.perf_counter() - t0
-            judge = TeacherEntailment(detector.teacher, item.question) if dse else None
+            judge = None
+            if dse:  # math: same final answer; QA: the teacher LM's yes/no entailment
+                judge = final_answer_entails if item.kind == "math" else TeacherEntailment(detector.teacher, item.question)
             result = detector.score_many([(messages, sample_set)], baselines=True, judges=[judge])[0]
             if isinstance(result, BBWDError):
                 row = {"id": item.id, "source": item.source, "error": str(result)}
