@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -49,6 +50,13 @@ def quiet_libraries() -> None:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+
+
+def settings_from(options: dict) -> Settings:
+    """The Settings named by a command's options (``--no-cache`` becomes ``cache=False``)."""
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    values = {k: v for k, v in options.items() if k in fields}
+    return Settings(**values, cache=not options["no_cache"])
 
 
 def fail(message: str) -> None:
@@ -98,10 +106,7 @@ def score(
     from blackbox_wd.pipeline import Detector, as_messages
 
     quiet_libraries()
-    settings = Settings(teacher=teacher, target=target, k=k, temperature=temperature, top_p=top_p,
-                        max_tokens=max_tokens, seed=seed, layer=layer, alpha=alpha, device=device,
-                        dtype=dtype, base_url=base_url, api_key_env=api_key_env, cache=not no_cache,
-                        cache_dir=cache_dir, concurrency=concurrency)
+    settings = settings_from(locals())
     try:
         messages = as_messages(prompt)
         result = Detector.from_settings(settings).score(messages)
@@ -136,10 +141,7 @@ def batch(
     quiet_libraries()
     if not logs.is_file():
         fail(f"input file not found: {logs}")
-    settings = Settings(teacher=teacher, target=target, k=k, temperature=temperature, top_p=top_p,
-                        max_tokens=max_tokens, seed=seed, layer=layer, alpha=alpha, device=device,
-                        dtype=dtype, base_url=base_url, api_key_env=api_key_env, cache=not no_cache,
-                        cache_dir=cache_dir, concurrency=concurrency, token_budget=token_budget)
+    settings = settings_from(locals())
     err = Console(stderr=True)
     try:
         runner = BatchRunner(Detector.from_settings(settings), sample_missing=target is not None, group_size=group_size)
@@ -179,10 +181,7 @@ def evaluate(
     from blackbox_wd.pipeline import Detector
 
     quiet_libraries()
-    settings = Settings(teacher=teacher, target=target, k=k, temperature=temperature, top_p=top_p,
-                        max_tokens=max_tokens, seed=seed, layer=layer, alpha=alpha, device=device,
-                        dtype=dtype, base_url=base_url, api_key_env=api_key_env, cache=not no_cache,
-                        cache_dir=cache_dir, concurrency=concurrency)
+    settings = settings_from(locals())
     err = Console(stderr=True)
     try:
         items = list(load(data, limit))

@@ -151,18 +151,15 @@ class TeacherEntailment:
         """Margins of (premise, hypothesis) pairs not yet cached, in left-padded batched forwards."""
         import torch
 
+        from blackbox_wd.teachers.hf import pad_batch
+
         todo = list(dict.fromkeys(p for p in pairs if p not in self.cache))
         pad = getattr(self.teacher.tokenizer, "pad_token_id", None) or 0
         for start in range(0, len(todo), batch_size):
             chunk = todo[start:start + batch_size]
             seqs = [self.teacher.prompt_ids([{"role": "user", "content": entailment_prompt(a, b, self.question)}])
                     for a, b in chunk]
-            width = max(map(len, seqs))
-            ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for row, seq in enumerate(seqs):
-                ids[row, width - len(seq):] = torch.tensor(seq)
-                mask[row, width - len(seq):] = 1
+            ids, mask = pad_batch(seqs, pad, left=True)
             positions = (mask.cumsum(1) - 1).clamp(min=0)
             dev = self.teacher.device
             with torch.inference_mode():

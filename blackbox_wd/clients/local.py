@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.hf import HFTeacher, pad_batch
 
 
 class LocalSampler:
@@ -38,13 +38,8 @@ class LocalSampler:
         model, tok = self.teacher.model, self.teacher.tokenizer
         stop = self._stop_ids()
         pad = tok.pad_token_id if tok.pad_token_id is not None else min(stop, default=0)
-        prompts = [self.teacher.prompt_ids(m) for m, k in requests for _ in range(k)]
-        width = max(map(len, prompts))
-        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, p in enumerate(prompts):
-            ids[row, width - len(p):] = torch.tensor(p)
-            mask[row, width - len(p):] = 1
+        ids, mask = pad_batch([self.teacher.prompt_ids(m) for m, k in requests for _ in range(k)], pad, left=True)
+        width = ids.shape[1]
         greedy = params.temperature <= 0
         device = self.teacher.device
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):

@@ -74,6 +74,18 @@ def load_model(spec: ModelSpec, device: str = "auto", dtype: str = "auto") -> tu
     return model.to(dev).eval(), tokenizer
 
 
+def pad_batch(seqs: Sequence[Sequence[int]], pad: int, left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token id lists as one (B, T) id tensor and its attention mask, padded right (or left)."""
+    width = max(map(len, seqs))
+    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        cols = slice(width - len(seq), width) if left else slice(0, len(seq))
+        ids[row, cols] = torch.tensor(seq, dtype=torch.long)
+        mask[row, cols] = 1
+    return ids, mask
+
+
 class HFTeacher:
     """Teacher-forces responses through a causal LM and returns their mid-layer token states.
 
@@ -158,14 +170,7 @@ class HFTeacher:
     @torch.inference_mode()
     def _forward(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool) -> list[TokenStates]:
         """One right-padded forward pass over a batch of prompt+response sequences."""
-        seqs = [p + r for p, r in pairs]
-        width = max(map(len, seqs))
-        pad = self.tokenizer.pad_token_id or 0
-        ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for row, seq in enumerate(seqs):
-            ids[row, : len(seq)] = torch.tensor(seq)
-            mask[row, : len(seq)] = 1
+        ids, mask = pad_batch([p + r for p, r in pairs], self.tokenizer.pad_token_id or 0)
         ids, mask = ids.to(self.device), mask.to(self.device)
 
         captured: list[torch.Tensor] = []
