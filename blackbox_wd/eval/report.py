@@ -170,9 +170,11 @@ def plot_heatmaps(results: Sequence[Mapping[str, Any]], path: Path, by: str = "e
         image = ax.imshow(mat, cmap="viridis", vmin=0.0, vmax=vmax)
         label = r.get(label_key)
         label_text = "?" if label is None else ("hallucination" if int(label) else "correct")
-        ax.set_title(f"{what}: {str(r.get('id', i))[:24]}\n{NAMES.get(by, by)}={get_score(r, by):.3f}, "
+        ax.set_title(f"{what}: {str(r.get('id', i))[:24]}\n{NAMES.get(by, by)}={get_score(r, by):.4g}, "
                      f"{label_text}", fontsize="small")
         ax.set_xlabel("response j")
+        ax.set_xticks(range(len(mat)))
+        ax.set_yticks(range(len(mat)))
     axes[0].set_ylabel("response i")
     fig.colorbar(image, ax=list(axes), shrink=0.9, label="W2 distance")
     fig.savefig(path, dpi=120)
