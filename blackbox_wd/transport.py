@@ -11,7 +11,6 @@ pairs run on a small thread pool (both solvers release the GIL) with BLAS pinned
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
@@ -92,25 +91,13 @@ def _prepare(clouds: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[np.nd
 
 
 def _run(tasks: list[Callable[[], None]], workers: int) -> None:
-    """Run the tasks, in order, on ``workers`` threads pulling from one shared queue."""
+    """Run the tasks, taken in order, on ``workers`` threads."""
     if workers <= 1 or len(tasks) <= 1:
         for task in tasks:
             task()
         return
-    queue = iter(tasks)
-    lock = threading.Lock()
-
-    def drain() -> None:
-        while True:
-            with lock:
-                task = next(queue, None)
-            if task is None:
-                return
-            task()
-
     with ThreadPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-        for future in [pool.submit(drain) for _ in range(min(workers, len(tasks)))]:
-            future.result()
+        list(pool.map(lambda task: task(), tasks))  # list(): re-raise any task's exception
 
 
 def w2(x: np.ndarray, y: np.ndarray) -> float:
