@@ -173,6 +173,9 @@ def evaluate(
     no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
     device: Device = "auto", dtype: Dtype = "auto",
     no_dse: Annotated[bool, typer.Option("--no-dse", help="Skip discrete semantic entropy (K(K-1) judge calls per prompt).")] = False,
+    judge: Annotated[Optional[str], typer.Option("--judge", help="Also label with an LLM judge: API preset or model name (with --judge-base-url).")] = None,
+    judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")] = None,
+    judge_api_key_env: Annotated[Optional[str], typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")] = None,
 ) -> None:
     """Score a dataset with AvgWD, EigenWD and the baselines; write results.jsonl, summary.md and plots."""
     from blackbox_wd.eval.data import load
@@ -185,8 +188,15 @@ def evaluate(
     err = Console(stderr=True)
     try:
         items = list(load(data, limit))
+        llm_judge = None
+        if judge:
+            from blackbox_wd.clients.api import make_api_sampler
+            from blackbox_wd.eval.judge import LLMJudge
+
+            llm_judge = LLMJudge(make_api_sampler(dataclasses.replace(
+                settings, target=judge, base_url=judge_base_url, api_key_env=judge_api_key_env)))
         detector = Detector.from_settings(settings)
-        rows = run_eval(detector, items, output, dse=not no_dse,
+        rows = run_eval(detector, items, output, dse=not no_dse, judge=llm_judge,
                         progress=lambda n, row: err.print(f"[{n}/{len(items)}] {row['id']} "
                                                           f"label={row.get('label')} {row.get('error') or ''}",
                                                           highlight=False))
@@ -194,7 +204,8 @@ def evaluate(
         reported = {**detector.reported_settings(), "data": data, "prompts": len(scored),
                     "errors": len(rows) - len(scored),
                     "dse_judge": "none" if no_dse else f"QA: teacher LM ({teacher}) yes/no logits; "
-                                                       "MATH: equivalent final answers"}
+                                                       "MATH: equivalent final answers",
+                    "label_judge": judge or "none"}
         paths = write_report(scored, output, settings=reported, title=f"Hallucination detection on {Path(data).name}")
     except (BBWDError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))

@@ -28,7 +28,8 @@ METHODS = ("avg_wd", "eigen_wd", "lne", "ls", "es", "er", "dse")
 NAMES = {"avg_wd": "AvgWD", "eigen_wd": "EigenWD", "lne": "LNE", "ls": "LS", "es": "ES", "er": "ER",
          "dse": "DSE"}
 LABEL_NAMES = {"label": "ROUGE-L >= 0.5 (QA) / answer equivalence (MATH)",
-               "label_em": "exact match / containment (QA)"}
+               "label_em": "exact match / containment (QA)",
+               "label_judge": "LLM judge through the API client (first response)"}
 
 
 def get_score(result: Mapping[str, Any], method: str) -> float:
@@ -93,10 +94,11 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
              f"{n_boot} resamples, seed {seed}; best in bold", ""]
     tables: dict[str, dict[str, AurocResult]] = {}
     for key in label_keys:
-        if not results or not all(key in r for r in results):
+        rows = [r for r in results if r.get(key) is not None]  # e.g. an LLM judge that did not answer
+        if not rows:
             continue
-        y = label_array(results, key)
-        tables[key] = summarize(results, methods, key, n_boot, seed)
+        y = label_array(rows, key)
+        tables[key] = summarize(rows, methods, key, n_boot, seed)
         lines += [f"## Label `{key}`: {LABEL_NAMES.get(key, key)}", "",
                   f"Hallucination base rate: {y.mean():.3f} ({int(y.sum())} of {y.size})", ""]
         lines += _table(tables[key], methods) + [""]
@@ -182,7 +184,7 @@ def plot_heatmaps(results: Sequence[Mapping[str, Any]], path: Path, by: str = "e
 
 def write_report(results: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
                  settings: Mapping[str, Any] | None = None, methods: Sequence[str] = METHODS,
-                 label_keys: Sequence[str] = ("label", "label_em"), heatmap_by: str = "eigen_wd",
+                 label_keys: Sequence[str] = ("label", "label_em", "label_judge"), heatmap_by: str = "eigen_wd",
                  n_heat: int = 2, title: str = "Hallucination detection", n_boot: int = N_BOOTSTRAP,
                  seed: int = SEED) -> dict[str, Path]:
     """Write summary.md, roc.png and heatmaps.png into ``out_dir``; return their paths."""

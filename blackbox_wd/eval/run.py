@@ -17,6 +17,7 @@ from blackbox_wd.baselines import TeacherEntailment
 from blackbox_wd.baselines.dse import final_answer_entails
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.eval.data import Item
+from blackbox_wd.eval.judge import LLMJudge
 from blackbox_wd.eval.labels import prompt_labels
 from blackbox_wd.pipeline import Detector, Result, as_messages
 
@@ -44,6 +45,7 @@ def done_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def evaluate(detector: Detector, items: Iterable[Item], out_dir: Path, dse: bool = True,
+             judge: LLMJudge | None = None,
              progress: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Score and label every item; return all rows of results.jsonl (earlier runs' included)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -59,15 +61,18 @@ def evaluate(detector: Detector, items: Iterable[Item], out_dir: Path, dse: bool
             t0 = time.perf_counter()
             sample_set = detector.sampler.sample(messages, params)
             sample_set.seconds = time.perf_counter() - t0
-            judge = None
+            entails = None
             if dse:  # math: same final answer; QA: the teacher LM's yes/no entailment
-                judge = final_answer_entails if item.kind == "math" else TeacherEntailment(detector.teacher, item.question)
-            result = detector.score_many([(messages, sample_set)], baselines=True, judges=[judge])[0]
+                entails = final_answer_entails if item.kind == "math" else TeacherEntailment(detector.teacher, item.question)
+            result = detector.score_many([(messages, sample_set)], baselines=True, judges=[entails])[0]
             if isinstance(result, BBWDError):
                 row = {"id": item.id, "source": item.source, "error": str(result)}
             else:
                 result.timings = {"sample": sample_set.seconds, **result.timings}
-                row = result_row(item, result, prompt_labels(item.kind, result.responses, item.answers))
+                labels = prompt_labels(item.kind, result.responses, item.answers)
+                if judge is not None:
+                    labels["label_judge"] = judge.label(item.question, item.answers, result.responses[0])
+                row = result_row(item, result, labels)
             f.write(json.dumps(row) + "\n")
             f.flush()
             rows.append(row)
