@@ -132,7 +132,7 @@ def plot_roc(results: Sequence[Mapping[str, Any]], path: Path, methods: Sequence
         ax.plot(fpr, tpr, label=f"{NAMES.get(m, m)} ({roc_auc_score(y, s[keep]):.3f})")
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate (hallucinations caught)")
-    ax.set_title(f"ROC, n={len(results)}, base rate {y_all.mean():.2f}")
+    ax.set_title(f"ROC (label `{label_key}`), n={len(results)}, base rate {y_all.mean():.2f}")
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -194,6 +194,7 @@ def write_report(results: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
     out.mkdir(parents=True, exist_ok=True)
     paths = {"summary": out / "summary.md", "roc": out / "roc.png", "heatmaps": out / "heatmaps.png"}
     write_summary(results, paths["summary"], methods, label_keys, settings, title, n_boot, seed)
-    plot_roc(results, paths["roc"], methods, label_keys[0])
-    plot_heatmaps(results, paths["heatmaps"], heatmap_by, n_heat, label_keys[0])
+    key = next((k for k in label_keys if len({r.get(k) for r in results} - {None}) == 2), label_keys[0])
+    plot_roc(results, paths["roc"], methods, key)  # the first label with both classes
+    plot_heatmaps(results, paths["heatmaps"], heatmap_by, n_heat, key)
     return paths
