@@ -98,6 +98,10 @@ class BatchRunner:
 
     def _need(self, rec: LogRecord) -> int | BBWDError:
         """How many responses to draw for a record, or why it cannot be scored."""
+        teacher = self.detector.teacher
+        n_prompt = len(teacher.prompt_ids(rec.messages))
+        if teacher.max_length and n_prompt >= teacher.max_length:  # caught before any sampling
+            return BBWDError(f"field 'prompt' has {n_prompt} tokens, over the teacher's context of {teacher.max_length}")
         need = self.detector.settings.k - len(rec.responses)
         if not self.sample_missing:
             if len(rec.responses) < 2:
@@ -115,7 +119,10 @@ class BatchRunner:
         drawn: dict[int, SampleSet | BBWDError] = {}
         t0 = time.perf_counter()
         if todo and hasattr(sampler, "sample_many"):
-            sets = await asyncio.to_thread(sampler.sample_many, [(group[n].messages, needs[n]) for n in todo], params)
+            try:
+                sets = await asyncio.to_thread(sampler.sample_many, [(group[n].messages, needs[n]) for n in todo], params)
+            except BBWDError as exc:  # one draw for the group: its failure is each record's error
+                sets = [exc] * len(todo)
             drawn = dict(zip(todo, sets))
         elif todo:
             async def one(n: int) -> SampleSet | BBWDError:
