@@ -74,8 +74,8 @@ def render(result: Result, console: Console) -> None:
     for i, (text, n) in enumerate(zip(result.responses, result.token_counts)):
         table.add_row(str(i), str(n), text.replace("\n", " ")[:160])
     console.print(table)
-    dmat = Table(title="D: W2 between the responses' token-state measures", pad_edge=False)
-    dmat.add_column("")
+    dmat = Table(title="D (W2 distances)", pad_edge=False)
+    dmat.add_column("", no_wrap=True, min_width=len(str(len(result.responses) - 1)))
     for j in range(len(result.responses)):
         dmat.add_column(str(j), justify="right", no_wrap=True)
     for i, row in enumerate(result.D):
