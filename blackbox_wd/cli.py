@@ -74,13 +74,10 @@ def render(result: Result, console: Console) -> None:
     for i, (text, n) in enumerate(zip(result.responses, result.token_counts)):
         table.add_row(str(i), str(n), text.replace("\n", " ")[:160])
     console.print(table)
-    dmat = Table(title="D (W2 distances)", pad_edge=False)
-    dmat.add_column("", no_wrap=True, min_width=len(str(len(result.responses) - 1)))
-    for j in range(len(result.responses)):
-        dmat.add_column(str(j), justify="right", no_wrap=True)
+    console.print("[bold]D[/bold] (W2 distances between the responses' token-state measures)")
+    console.print("    " + "".join(f"{j:>7}" for j in range(len(result.D))), highlight=False)
     for i, row in enumerate(result.D):
-        dmat.add_row(str(i), *(f"{v:.1f}" for v in row))
-    console.print(dmat)
+        console.print(f"{i:>3} " + "".join(f"{v:7.1f}" for v in row), highlight=False)
     s = result.settings
     console.print(f"[bold]AvgWD[/bold]   {result.avg_wd:.6g}")
     console.print(f"[bold]EigenWD[/bold] {result.eigen_wd:.6g}   (p={s['p']}, alpha={s['alpha']}, bandwidth={s['bandwidth']:.4g})")
