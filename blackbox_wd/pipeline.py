@@ -97,12 +97,17 @@ def scores_from_states(states: list[TokenStates], alpha: float, p: float) -> tup
     return d, avg_wd(d), eigen_wd(d, alpha, p)
 
 
+def check_k(k: int) -> None:
+    """Raise BBWDError unless K >= 2: a distance needs two responses."""
+    if k < 2:
+        raise BBWDError(f"k must be at least 2 (got {k}): a distance needs two responses")
+
+
 class Detector:
     """Scores prompts with a teacher and a target sampler under fixed settings."""
 
     def __init__(self, teacher: HFTeacher, sampler: Sampler, settings: Settings) -> None:
-        if settings.k < 2:
-            raise BBWDError(f"k must be at least 2 (got {settings.k}): a distance needs two responses")
+        check_k(settings.k)
         self.teacher = teacher
         self.sampler = sampler
         self.settings = settings
@@ -110,8 +115,7 @@ class Detector:
     @classmethod
     def from_settings(cls, settings: Settings) -> "Detector":
         """Load the teacher and build the sampler the settings name."""
-        if settings.k < 2:
-            raise BBWDError(f"k must be at least 2 (got {settings.k}): a distance needs two responses")
+        check_k(settings.k)
         from blackbox_wd.clients import api_sampler_for, local_sampler_for
 
         api = api_sampler_for(settings)  # first: a missing API key fails before any model loads

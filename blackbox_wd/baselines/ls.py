@@ -16,20 +16,9 @@ the score stays in [0, 1] (0: all responses lexically identical).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 from itertools import combinations
 
-from rouge_score import rouge_scorer
-
-
-@lru_cache(maxsize=1)
-def _scorer() -> rouge_scorer.RougeScorer:
-    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
-
-
-def rouge_l_f1(a: str, b: str) -> float:
-    """ROUGE-L F1 between two strings (rouge-score, no stemming)."""
-    return float(_scorer().score(a, b)["rougeL"].fmeasure)
+from blackbox_wd.eval.labels import rouge_l_f1
 
 
 def mean_pairwise_rouge_l(responses: Sequence[str]) -> float:
