@@ -1,17 +1,20 @@
 """Pairwise exact 2-Wasserstein distances between uniform empirical measures.
 
 D_ij = sqrt(EMD2) with squared-Euclidean ground cost, the value ``ot.emd2`` gives, computed faster:
-points are centred on the prompt's global mean (exact for squared Euclidean, better conditioned),
-each cost block is built in float64 from ||x||^2 + ||y||^2 - 2 x.y where its pair is solved,
+points are centred on the prompt's global mean (exact for squared Euclidean, better conditioned);
+the cost blocks of all pairs come from one float64 Gram matrix ||x||^2 + ||y||^2 - 2 x.y when the
+prompt has at most ``GRAM_POINTS`` points (else each block is built where its pair is solved);
 equal-size pairs go to ``scipy.optimize.linear_sum_assignment`` (an optimal plan between uniform
-measures of equal size is a permutation), other pairs to POT's compiled network simplex, and
-pairs run on a small thread pool (both solvers release the GIL) with BLAS pinned to one thread.
+measures of equal size is a permutation), other pairs to POT's compiled network simplex; pairs are
+pulled from one shared queue by a thread per core (both solvers release the GIL) with BLAS pinned
+to one thread, and solved serially when they are too small for threads to pay.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
@@ -28,8 +31,10 @@ except ImportError:  # pragma: no cover - another POT layout: use the public wra
     _emd_c = None
 
 MAX_ITER = 10_000_000
+GRAM_POINTS = 2048  # all cost blocks from one Gram matrix up to this many points (32 MiB)
 _OPTIMAL = 1  # POT's ProblemType: 0 infeasible, 1 optimal, 2 unbounded, 3 max_iter reached
-_SERIAL_WORK = 20_000  # sum of m_i * m_j below which a thread pool costs more than it saves
+_THREAD_WORK = 1024  # mean m_i * m_j per pair below which the solver's GIL-held overhead defeats threads
+_REDUCE_WORK = 4096  # m * n from which reducing the cost block pays for its copy
 
 
 @cache
@@ -56,48 +61,75 @@ def _cost(x: np.ndarray, y: np.ndarray, xx: np.ndarray, yy: np.ndarray) -> np.nd
     return c
 
 
-def _emd2(cost: np.ndarray) -> float:
-    """Exact optimal transport cost between uniform measures on the rows and columns of ``cost``."""
+def _emd2(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    """Exact optimal transport cost between uniform weights ``a`` on the rows and ``b`` on the columns."""
     n, m = cost.shape
     if n == 1 or m == 1:  # the only plan spreads the single point's mass evenly
         return float(cost.mean())
-    if n == m:  # Birkhoff: some optimal plan is a permutation scaled by 1/n
-        rows, cols = linear_sum_assignment(cost)
-        return float(cost[rows, cols].mean())
-    a = np.full(n, 1.0 / n)
-    b = np.full(m, 1.0 / m)
-    b *= a.sum() / b.sum()  # equal total mass to the last bit, as ot.emd2 does
-    if _emd_c is None:  # pragma: no cover - fallback path
-        value, log = ot.emd2(a, b, cost, numItermax=MAX_ITER, log=True)
-        code = log["result_code"]
+    reduce = n * m >= _REDUCE_WORK
+    if reduce:
+        # Subtracting row then column minima leaves the optimal plans unchanged (the marginals are
+        # fixed) and halves the assignment solver's time; the value is taken on the original cost.
+        solver_cost = cost - cost.min(axis=1, keepdims=True)
+        solver_cost -= solver_cost.min(axis=0, keepdims=True)
     else:
-        _, value, _, _, code = _emd_c(a, b, cost, MAX_ITER, 1, None, None)
+        solver_cost = np.ascontiguousarray(cost)
+    if n == m:  # Birkhoff: some optimal plan is a permutation scaled by 1/n
+        rows, cols = linear_sum_assignment(solver_cost)
+        return float(cost[rows, cols].mean())
+    if _emd_c is None:  # pragma: no cover - another POT layout: the public wrapper
+        plan, log = ot.emd(a, b, solver_cost, numItermax=MAX_ITER, log=True)
+        value, code = float(np.sum(plan * solver_cost)), log["result_code"]
+    else:
+        plan, value, _, _, code = _emd_c(a, b, solver_cost, MAX_ITER, 1, None, None)
     if code != _OPTIMAL:
         raise BBWDError(f"exact OT solver stopped without an optimal plan (code {code}) on a {n}x{m} problem")
-    return float(value)
+    return float(np.vdot(plan, cost)) if reduce else float(value)
 
 
-def _prepare(clouds: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Float64 copies centred on the mean of all points, and their squared row norms."""
-    xs = [np.asarray(c, dtype=np.float64) for c in clouds]
-    for i, x in enumerate(xs):
-        if x.ndim != 2 or x.shape[0] == 0:
-            raise BBWDError(f"cloud {i} has shape {x.shape}: need a non-empty (n_points, dim) array")
-        if x.shape[1] != xs[0].shape[1]:
-            raise BBWDError(f"cloud {i} has dimension {x.shape[1]}, cloud 0 has {xs[0].shape[1]}")
-    mean = np.concatenate(xs).mean(axis=0)
-    xs = [np.ascontiguousarray(x - mean) for x in xs]
-    return xs, [np.einsum("ij,ij->i", x, x) for x in xs]
+def _prepare(clouds: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """All points in one float64 array centred on their mean, and each cloud's first row in it."""
+    for i, c in enumerate(clouds):
+        shape = np.shape(c)
+        if len(shape) != 2 or shape[0] == 0:
+            raise BBWDError(f"cloud {i} has shape {shape}: need a non-empty (n_points, dim) array")
+        if shape[1] != np.shape(clouds[0])[1]:
+            raise BBWDError(f"cloud {i} has dimension {shape[1]}, cloud 0 has {np.shape(clouds[0])[1]}")
+    points = np.concatenate(clouds, dtype=np.float64)
+    points -= points.mean(axis=0)
+    return points, np.cumsum([0] + [len(c) for c in clouds])
 
 
-def _run(tasks: list[Callable[[], None]], workers: int) -> None:
-    """Run the tasks, taken in order, on ``workers`` threads."""
-    if workers <= 1 or len(tasks) <= 1:
-        for task in tasks:
-            task()
+def _blocks(points: np.ndarray, starts: np.ndarray, gram: bool) -> Callable[[int, int], np.ndarray]:
+    """A function giving the cost block of pair (i, j): a view of one Gram matrix, or built on call."""
+    norms = np.einsum("ij,ij->i", points, points)
+    if gram and len(points) <= GRAM_POINTS:
+        full = _cost(points, points, norms, norms)
+        return lambda i, j: full[starts[i]:starts[i + 1], starts[j]:starts[j + 1]]
+    xs = [points[starts[i]:starts[i + 1]] for i in range(len(starts) - 1)]
+    ns = [norms[starts[i]:starts[i + 1]] for i in range(len(starts) - 1)]
+    return lambda i, j: _cost(xs[i], xs[j], ns[i], ns[j])
+
+
+def _drain(pairs: Iterator[tuple[int, int]], lock: threading.Lock, solve: Callable[[int, int], None]) -> None:
+    """Solve pairs taken one at a time from the shared iterator until it is empty."""
+    while True:
+        with lock:
+            pair = next(pairs, None)
+        if pair is None:
+            return
+        solve(*pair)
+
+
+def _run(pairs: list[tuple[int, int]], solve: Callable[[int, int], None], workers: int) -> None:
+    """Solve every pair, taken in order from one shared queue, on ``workers`` threads."""
+    it, lock, n = iter(pairs), threading.Lock(), min(workers, len(pairs))
+    if n <= 1:
+        _drain(it, lock, solve)
         return
-    with ThreadPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-        list(pool.map(lambda task: task(), tasks))  # list(): re-raise any task's exception
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        for future in [pool.submit(_drain, it, lock, solve) for _ in range(n)]:
+            future.result()  # re-raise any worker's exception
 
 
 def w2(x: np.ndarray, y: np.ndarray) -> float:
@@ -111,20 +143,32 @@ def pairwise_w2(clouds: Sequence[np.ndarray], workers: int | None = None) -> np.
     d = np.zeros((k, k))
     if k < 2:
         return d
-    xs, norms = _prepare(clouds)
-    sizes = [x.shape[0] for x in xs]
+    points, starts = _prepare(clouds)
+    sizes = np.diff(starts).tolist()
+    xs = [points[starts[i]:starts[i + 1]] for i in range(k)]
+    weights = [np.full(m, 1.0 / m) for m in sizes]
+    totals = [w.sum() for w in weights]
+    # Identical clouds are exactly 0 apart, not their cost block's rounding: their pairs are skipped.
+    first: dict[tuple[tuple[int, ...], bytes], int] = {}
+    same = [first.setdefault((x.shape, x.tobytes()), i) for i, x in enumerate(xs)]
     # Largest problems first, so the last ones to finish are short.
-    pairs = sorted(((i, j) for i in range(k) for j in range(i + 1, k)), key=lambda p: -sizes[p[0]] * sizes[p[1]])
+    pairs = sorted(((i, j) for i in range(k) for j in range(i + 1, k) if same[i] != same[j]),
+                   key=lambda p: -sizes[p[0]] * sizes[p[1]])
+    if not pairs:
+        return d
+    # Small pairs run serially from one Gram matrix; large ones build their blocks on the threads.
+    small = sum(sizes[i] * sizes[j] for i, j in pairs) / len(pairs) < _THREAD_WORK
+    n = 1 if small else _workers() if workers is None else workers
+    block = _blocks(points, starts, gram=small)
 
-    def task(i: int, j: int) -> Callable[[], None]:
-        def solve() -> None:
-            if xs[i].shape == xs[j].shape and np.array_equal(xs[i], xs[j]):
-                return  # identical clouds: exactly 0, not sqrt of the cost block's rounding
-            d[i, j] = d[j, i] = np.sqrt(max(_emd2(_cost(xs[i], xs[j], norms[i], norms[j])), 0.0))
-        return solve
+    def solve(i: int, j: int) -> None:
+        # b scaled to a's total mass to the last bit, as ot.emd2 does
+        d[i, j] = d[j, i] = _emd2(block(i, j), weights[i], weights[j] * (totals[i] / totals[j]))
 
-    work = sum(sizes[i] * sizes[j] for i, j in pairs)
-    n = (_workers() if workers is None else workers) if work >= _SERIAL_WORK else 1
-    with _blas().limit(limits=1, user_api="blas"):
-        _run([task(i, j) for i, j in pairs], n)
-    return d
+    if small:
+        for pair in pairs:
+            solve(*pair)
+    else:  # BLAS on one thread whatever the workers, so that the values do not depend on them
+        with _blas().limit(limits=1, user_api="blas"):
+            _run(pairs, solve, n)
+    return np.sqrt(np.maximum(d, 0.0), out=d)
