@@ -66,11 +66,12 @@ def reference(teacher: HFTeacher, messages: list[dict], texts: list[str]) -> lis
     return out
 
 
-def deviation(enc: list, ref: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float, float]:
-    """Max abs difference of projected states, of unprojected last states, and the largest |state|."""
+def deviation(enc: list, ref: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float, float, float]:
+    """Max abs difference of projected states and of unprojected last states, and the largest |value| of each."""
     d_proj = max(float(np.max(np.abs(e.states - s))) for e, (s, _) in zip(enc, ref))
     d_last = max(float(np.max(np.abs(e.last - last))) for e, (_, last) in zip(enc, ref))
-    return d_proj, d_last, max(float(np.max(np.abs(last))) for _, last in ref)
+    return (d_proj, d_last, max(float(np.max(np.abs(s))) for s, _ in ref),
+            max(float(np.max(np.abs(last))) for _, last in ref))
 
 
 def main() -> None:
@@ -104,9 +105,10 @@ def main() -> None:
     rows = [[args.k, args.rounds, f"{np.median(t_ref):.1f}", f"{np.median(t_opt):.1f}",
              f"{np.median(t_ref) / np.median(t_opt):.2f}x"]]
     print(table(["K", "rounds", "per-response full forward ms", "encode ms", "speed-up"], rows))
-    for dtype, (d_proj, d_last, scale) in diffs.items():
-        print(f"model in {dtype}: max |encode - reference| over all response tokens, projected states {d_proj:.2e}; "
-              f"unprojected last-token states {d_last:.2e} (largest unprojected |value| {scale:.1f})")
+    for dtype, (d_proj, d_last, s_proj, s_last) in diffs.items():
+        print(f"model in {dtype}: max |encode - reference| over all response tokens: projected states {d_proj:.2e} "
+              f"(largest |value| {s_proj:.1f}, ratio {d_proj / s_proj:.1e}); unprojected last-token states "
+              f"{d_last:.2e} (largest |value| {s_last:.1f}, ratio {d_last / s_last:.1e})")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Pairwise exact 2-Wasserstein distances between uniform empirical measures.
 
 D_ij = sqrt(EMD2) with squared-Euclidean ground cost, the value ``ot.emd2`` gives, computed faster:
-points are centred on the prompt's global mean (exact for squared Euclidean, better conditioned);
-the cost blocks of all pairs come from one float64 Gram matrix ||x||^2 + ||y||^2 - 2 x.y when the
-prompt has at most ``GRAM_POINTS`` points (else each block is built where its pair is solved);
-equal-size pairs go to ``scipy.optimize.linear_sum_assignment`` (an optimal plan between uniform
-measures of equal size is a permutation), other pairs to POT's compiled network simplex; pairs are
-pulled from one shared queue by a thread per core (both solvers release the GIL) with BLAS pinned
-to one thread, and solved serially when they are too small for threads to pay.
+points are centred on the prompt's mean (exact for squared Euclidean, better conditioned) and cost
+blocks are ||x||^2 + ||y||^2 - 2 x.y in float64. Small pairs take their blocks from one Gram matrix
+of the prompt and are solved serially; large pairs build their blocks on a thread per core (both
+solvers release the GIL, BLAS is pinned to one thread), and have row and column minima subtracted
+before the solver, which leaves the optimal plans unchanged and the solvers faster. Equal-size pairs
+go to ``scipy.optimize.linear_sum_assignment`` (an optimal plan between uniform measures of equal
+size is a permutation), others to POT's compiled network simplex.
 """
 
 from __future__ import annotations

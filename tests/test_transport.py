@@ -159,3 +159,19 @@ def test_bad_shapes_raise() -> None:
         pairwise_w2([np.zeros((3, 2)), np.zeros((3, 4))])
     with pytest.raises(BBWDError, match="non-empty"):
         pairwise_w2([np.zeros((3, 2)), np.zeros((0, 2))])
+
+
+def test_large_translations_reduced_paths() -> None:
+    # A measure and its translate by t are |t| apart in W2. Blocks of 80 x 80 and 120 x 60 points
+    # take the reduced-cost assignment and network-simplex paths on the thread pool.
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(80, 16)) * 3.0
+    t = np.full(16, 0.25)  # |t| = 1
+    d = pairwise_w2([x, (x + t)[rng.permutation(80)]])
+    assert d[0, 1] == pytest.approx(1.0, rel=1e-9)
+    z = x[:60]
+    d = pairwise_w2([np.concatenate([z, z])[rng.permutation(120)], z + t, z + 2 * t])
+    # {z, z} is the measure on z: distances |t|, 2|t| and |t|.
+    assert d[0, 1] == pytest.approx(1.0, rel=1e-9)
+    assert d[0, 2] == pytest.approx(2.0, rel=1e-9)
+    assert d[1, 2] == pytest.approx(1.0, rel=1e-9)
