@@ -69,7 +69,8 @@ def _emd2(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     reduce = n * m >= _REDUCE_WORK
     if reduce:
         # Subtracting row then column minima leaves the optimal plans unchanged (the marginals are
-        # fixed) and halves the assignment solver's time; the value is taken on the original cost.
+        # fixed), halves linear_sum_assignment's time and saves ~10% of the network simplex's;
+        # the value is taken on the original cost.
         solver_cost = cost - cost.min(axis=1, keepdims=True)
         solver_cost -= solver_cost.min(axis=0, keepdims=True)
     else:
@@ -88,7 +89,7 @@ def _emd2(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _prepare(clouds: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """All points in one float64 array centred on their mean, and each cloud's first row in it."""
+    """All points in one float64 array centred on their mean, and the K + 1 row offsets of the clouds in it."""
     for i, c in enumerate(clouds):
         shape = np.shape(c)
         if len(shape) != 2 or shape[0] == 0:
