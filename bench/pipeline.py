@@ -16,10 +16,12 @@ tokens whatever ``--max-tokens`` says), so every sample is one request.
   scores this one, one length-bucketed teacher pass per group cut at layer floor(L/2), fast exact OT).
 
 ``--mode white-box``: the target is the teacher's own model (``bbwd batch --target smollm2-135m``).
-  naive (strong reference): the K samples from ONE ``generate`` call per prompt, then as above.
-  naive (per-sample): K separate ``generate`` calls per prompt, seeds seed+i, as research code
+  naive (strong reference): the K samples from ONE stock ``generate(do_sample=True)`` call per
+  prompt (HF's sampler, torch.multinomial), then as above.
+  naive (per-sample): K separate stock ``generate`` calls per prompt, seeds seed+i, as research code
   often does; then as above. Both ratios are printed.
-  bbwd batch: groups of records sampled in one ``generate`` call, then as in black-box mode.
+  bbwd batch: groups of records sampled in one ``generate`` call (LocalSampler: left padding, the
+  inverse-CDF draw), then as in black-box mode.
 
     python bench/pipeline.py [--mode both] [--n 50] [--k 10] [--max-tokens 32]
 """
@@ -37,7 +39,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -145,12 +146,25 @@ def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
     sampler = LocalSampler(teacher)
     params = settings.sampling()
 
+    stop = sampler.stop_ids()
+    pad = teacher.tokenizer.pad_token_id if teacher.tokenizer.pad_token_id is not None else min(stop)
+
+    def stock(messages, k: int, seed: int) -> list[Sample]:
+        """k samples from one stock ``generate(do_sample=True)`` call (torch.multinomial), cut at a stop token."""
+        ids = torch.tensor([teacher.prompt_ids(messages)])
+        torch.manual_seed(seed)
+        out = teacher.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True,
+                                     temperature=params.temperature, top_p=params.top_p, top_k=0,
+                                     max_new_tokens=params.max_tokens, min_new_tokens=1, num_return_sequences=k,
+                                     pad_token_id=pad)
+        rows = [row[:next((i for i, t in enumerate(row) if t in stop), len(row))] for row in out[:, ids.shape[1]:].tolist()]
+        return [Sample(text=teacher.tokenizer.decode(r, skip_special_tokens=True), token_ids=tuple(r)) for r in rows]
+
     def one_call(messages):
-        return sampler.sample(messages, params).samples
+        return stock(messages, params.k, params.seed)
 
     def per_sample(messages):
-        return [sampler.sample_many([(messages, 1)], replace(params, k=1, seed=params.seed + i))[0].samples[0]
-                for i in range(params.k)]
+        return [stock(messages, 1, params.seed + i)[0] for i in range(params.k)]
 
     prompts = [it.prompt for it in items]
     naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed

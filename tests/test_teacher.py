@@ -113,3 +113,20 @@ def test_local_sampler_k_seeded_no_eos(teacher):
         assert 1 <= len(s.token_ids) <= 6 and not stops & set(s.token_ids)
     other = sampler.sample(MESSAGES, SamplingParams(k=4, temperature=1.0, max_tokens=6, seed=4)).samples
     assert [s.token_ids for s in other] != [s.token_ids for s in first]
+
+
+def test_inverse_cdf_draw_follows_the_softmax() -> None:
+    from blackbox_wd.clients.local import InverseCDFDraw
+
+    probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    scores = torch.log(probs).repeat(40_000, 1)  # the last token has probability 0 (score -inf)
+    out = InverseCDFDraw(torch.Generator().manual_seed(0))(torch.zeros(40_000, 1, dtype=torch.long), scores.clone())
+    drawn = out.argmax(dim=-1)
+    assert torch.all(out[torch.arange(40_000), drawn] == float("inf"))
+    assert torch.isinf(out).sum() == 40_000 + 40_000  # one +inf per row, the -inf of token 3 kept
+    freq = torch.bincount(drawn, minlength=4).double() / 40_000
+    # 4 standard errors of a proportion at n = 40,000 is at most 0.01.
+    assert torch.allclose(freq, probs.double(), atol=0.01)
+    assert freq[3] == 0.0
+    again = InverseCDFDraw(torch.Generator().manual_seed(0))(None, scores.clone()).argmax(dim=-1)
+    assert torch.equal(drawn, again)

@@ -5,9 +5,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.teachers.hf import HFTeacher, pad_batch
+
+
+class InverseCDFDraw(LogitsProcessor):
+    """Draws each row's next token from softmax(scores) by inverse CDF and gives it the only +inf score.
+
+    Run as the last processor of a greedy ``generate``, it makes greedy search sample: the same
+    categorical distribution as ``torch.multinomial``, whose CPU kernel draws one exponential per
+    vocabulary entry (~100 ms a step for 80 rows of SmolLM2's 49k tokens, against ~6 ms here).
+    The cumulative sum is in float64, so no token's probability is distorted by float32 rounding.
+    """
+
+    def __init__(self, generator: torch.Generator) -> None:
+        self.generator = generator
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        """Scores with +inf at the drawn token of each row (others unchanged, all below it)."""
+        cdf = torch.softmax(scores, dim=-1).double().cumsum_(dim=-1)
+        u = torch.rand((len(cdf), 1), generator=self.generator, dtype=torch.float64, device=cdf.device) * cdf[:, -1:]
+        drawn = torch.searchsorted(cdf, u, right=True).clamp_(max=scores.shape[-1] - 1)
+        return scores.scatter_(1, drawn, float("inf"))
 
 
 class LocalSampler:
@@ -16,7 +37,7 @@ class LocalSampler:
     def __init__(self, teacher: HFTeacher) -> None:
         self.teacher = teacher
 
-    def _stop_ids(self) -> set[int]:
+    def stop_ids(self) -> set[int]:
         """Token ids that end a response (EOS / end of turn)."""
         eos = self.teacher.model.generation_config.eos_token_id
         ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
@@ -32,25 +53,29 @@ class LocalSampler:
     def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams) -> list[SampleSet]:
         """``k`` samples for each (messages, k), all in one left-padded ``generate`` call.
 
-        Seeded from ``params.seed`` without touching the global RNG; the draw depends on the whole
-        request list, so the same list gives the same samples.
+        Seeded from ``params.seed`` with a generator of its own (the global RNG is not touched); the
+        draw depends on the whole request list, so the same list gives the same samples.
         """
         model, tok = self.teacher.model, self.teacher.tokenizer
-        stop = self._stop_ids()
+        stop = self.stop_ids()
         pad = tok.pad_token_id if tok.pad_token_id is not None else min(stop, default=0)
         ids, mask = pad_batch([self.teacher.prompt_ids(m) for m, k in requests for _ in range(k)], pad, left=True)
         width = ids.shape[1]
         greedy = params.temperature <= 0
         device = self.teacher.device
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-            if params.seed is not None:
-                torch.manual_seed(params.seed)
-            out = model.generate(
-                ids.to(device), attention_mask=mask.to(device), do_sample=not greedy,
-                temperature=None if greedy else params.temperature, top_p=None if greedy else params.top_p,
-                top_k=None if greedy else 0, max_new_tokens=params.max_tokens, min_new_tokens=1,
-                pad_token_id=pad,
-            )
+        draw = LogitsProcessorList()
+        if not greedy:
+            generator = torch.Generator(device=device)
+            generator.manual_seed(params.seed) if params.seed is not None else generator.seed()
+            draw.append(TemperatureLogitsWarper(params.temperature))
+            if params.top_p < 1.0:
+                draw.append(TopPLogitsWarper(params.top_p))
+            draw.append(InverseCDFDraw(generator))
+        out = model.generate(
+            ids.to(device), attention_mask=mask.to(device), do_sample=False, logits_processor=draw,
+            temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens, min_new_tokens=1,
+            pad_token_id=pad,
+        )
         rows = iter(out[:, width:].tolist())
         results = []
         for _, k in requests:
