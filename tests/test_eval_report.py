@@ -72,3 +72,16 @@ def test_pick_extremes_and_missing_label(tmp_path):
     assert "label_em" not in md and "- note: `\"given\"`" in md
     with pytest.raises(ValueError):
         write_report([], tmp_path)
+
+
+def test_roc_on_a_secondary_label_that_some_results_lack(tmp_path):
+    # Every primary label is 1 (one class), so the ROC uses label_em, which math items lack.
+    results = _synthetic(n=12)
+    for i, r in enumerate(results):
+        r["label"] = 1
+        if i % 3 == 0:
+            del r["label_em"]
+    paths = write_report(results, tmp_path, n_boot=50)
+    assert paths["roc"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = paths["summary"].read_text()
+    assert "Hallucination base rate: 0.250 (2 of 8)" in md  # label_em on the 8 that have it: i in {4, 8}

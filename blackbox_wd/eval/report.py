@@ -195,6 +195,7 @@ def write_report(results: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
     paths = {"summary": out / "summary.md", "roc": out / "roc.png", "heatmaps": out / "heatmaps.png"}
     write_summary(results, paths["summary"], methods, label_keys, settings, title, n_boot, seed)
     key = next((k for k in label_keys if len({r.get(k) for r in results} - {None}) == 2), label_keys[0])
-    plot_roc(results, paths["roc"], methods, key)  # the first label with both classes
+    # the first label with both classes, on the results that have it (math items have no label_em)
+    plot_roc([r for r in results if r.get(key) is not None], paths["roc"], methods, key)
     plot_heatmaps(results, paths["heatmaps"], heatmap_by, n_heat, key)
     return paths
