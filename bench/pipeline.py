@@ -146,9 +146,6 @@ def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
     sampler = LocalSampler(teacher)
     params = settings.sampling()
 
-    stop = sampler.stop_ids()
-    pad = teacher.tokenizer.pad_token_id if teacher.tokenizer.pad_token_id is not None else min(stop)
-
     def stock(messages, k: int, seed: int) -> list[Sample]:
         """k samples from one stock ``generate(do_sample=True)`` call (torch.multinomial), cut at a stop token."""
         ids = torch.tensor([teacher.prompt_ids(messages)])
@@ -156,9 +153,8 @@ def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
         out = teacher.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True,
                                      temperature=params.temperature, top_p=params.top_p, top_k=0,
                                      max_new_tokens=params.max_tokens, min_new_tokens=1, num_return_sequences=k,
-                                     pad_token_id=pad)
-        rows = [row[:next((i for i, t in enumerate(row) if t in stop), len(row))] for row in out[:, ids.shape[1]:].tolist()]
-        return [Sample(text=teacher.tokenizer.decode(r, skip_special_tokens=True), token_ids=tuple(r)) for r in rows]
+                                     pad_token_id=sampler.pad_id())
+        return sampler.samples(out[:, ids.shape[1]:].tolist())
 
     def one_call(messages):
         return stock(messages, params.k, params.seed)

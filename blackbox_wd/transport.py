@@ -146,12 +146,11 @@ def pairwise_w2(clouds: Sequence[np.ndarray], workers: int | None = None) -> np.
         return d
     points, starts = _prepare(clouds)
     sizes = np.diff(starts).tolist()
-    xs = [points[starts[i]:starts[i + 1]] for i in range(k)]
     weights = [np.full(m, 1.0 / m) for m in sizes]
     totals = [w.sum() for w in weights]
     # Identical clouds are exactly 0 apart, not their cost block's rounding: their pairs are skipped.
-    first: dict[tuple[tuple[int, ...], bytes], int] = {}
-    same = [first.setdefault((x.shape, x.tobytes()), i) for i, x in enumerate(xs)]
+    first: dict[bytes, int] = {}
+    same = [first.setdefault(points[starts[i]:starts[i + 1]].tobytes(), i) for i in range(k)]
     # Largest problems first, so the last ones to finish are short.
     pairs = sorted(((i, j) for i in range(k) for j in range(i + 1, k) if same[i] != same[j]),
                    key=lambda p: -sizes[p[0]] * sizes[p[1]])

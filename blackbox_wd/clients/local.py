@@ -37,13 +37,28 @@ class LocalSampler:
     def __init__(self, teacher: HFTeacher) -> None:
         self.teacher = teacher
 
-    def stop_ids(self) -> set[int]:
+    def _stop_ids(self) -> set[int]:
         """Token ids that end a response (EOS / end of turn)."""
         eos = self.teacher.model.generation_config.eos_token_id
         ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         if self.teacher.tokenizer.eos_token_id is not None:
             ids.add(self.teacher.tokenizer.eos_token_id)
         return ids
+
+    def pad_id(self) -> int:
+        """The id that pads prompts: the tokenizer's pad token, else the lowest stop id."""
+        pad = self.teacher.tokenizer.pad_token_id
+        return pad if pad is not None else min(self._stop_ids(), default=0)
+
+    def samples(self, rows: Sequence[Sequence[int]]) -> list[Sample]:
+        """Generated token rows as Samples, each cut before its first stop token."""
+        stop, out = self._stop_ids(), []
+        for row in rows:
+            cut = next((i for i, t in enumerate(row) if t in stop), len(row))
+            token_ids = tuple(row[:cut])
+            out.append(Sample(text=self.teacher.tokenizer.decode(token_ids, skip_special_tokens=True),
+                              token_ids=token_ids, finish_reason="stop" if cut < len(row) else "length"))
+        return out
 
     def sample(self, messages: Messages, params: SamplingParams) -> SampleSet:
         """K samples for one prompt."""
@@ -56,34 +71,24 @@ class LocalSampler:
         Seeded from ``params.seed`` with a generator of its own (the global RNG is not touched); the
         draw depends on the whole request list, so the same list gives the same samples.
         """
-        model, tok = self.teacher.model, self.teacher.tokenizer
-        stop = self.stop_ids()
-        pad = tok.pad_token_id if tok.pad_token_id is not None else min(stop, default=0)
+        pad = self.pad_id()
         ids, mask = pad_batch([self.teacher.prompt_ids(m) for m, k in requests for _ in range(k)], pad, left=True)
-        width = ids.shape[1]
-        greedy = params.temperature <= 0
         device = self.teacher.device
         draw = LogitsProcessorList()
-        if not greedy:
+        if params.temperature > 0:
             generator = torch.Generator(device=device)
-            generator.manual_seed(params.seed) if params.seed is not None else generator.seed()
+            if params.seed is None:
+                generator.seed()
+            else:
+                generator.manual_seed(params.seed)
             draw.append(TemperatureLogitsWarper(params.temperature))
             if params.top_p < 1.0:
                 draw.append(TopPLogitsWarper(params.top_p))
             draw.append(InverseCDFDraw(generator))
-        out = model.generate(
+        out = self.teacher.model.generate(
             ids.to(device), attention_mask=mask.to(device), do_sample=False, logits_processor=draw,
             temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens, min_new_tokens=1,
             pad_token_id=pad,
         )
-        rows = iter(out[:, width:].tolist())
-        results = []
-        for _, k in requests:
-            samples = []
-            for row in (next(rows) for _ in range(k)):
-                cut = next((i for i, t in enumerate(row) if t in stop), len(row))
-                token_ids = tuple(row[:cut])
-                samples.append(Sample(text=tok.decode(token_ids, skip_special_tokens=True), token_ids=token_ids,
-                                      finish_reason="stop" if cut < len(row) else "length"))
-            results.append(SampleSet(samples))
-        return results
+        samples = iter(self.samples(out[:, ids.shape[1]:].tolist()))
+        return [SampleSet([next(samples) for _ in range(k)]) for _, k in requests]

@@ -46,6 +46,11 @@ def score_array(results: Sequence[Mapping[str, Any]], method: str) -> np.ndarray
     return np.array([get_score(r, method) for r in results], dtype=float)
 
 
+def labelled(results: Sequence[Mapping[str, Any]], key: str) -> list[Mapping[str, Any]]:
+    """The results that carry label ``key`` (math items have no ``label_em``; a judge may not answer)."""
+    return [r for r in results if r.get(key) is not None]
+
+
 def label_array(results: Sequence[Mapping[str, Any]], key: str = "label") -> np.ndarray:
     """0/1 labels under ``key``; KeyError when a result lacks it."""
     return np.array([int(r[key]) for r in results], dtype=int)
@@ -94,7 +99,7 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
              f"{n_boot} resamples, seed {seed}; best in bold", ""]
     tables: dict[str, dict[str, AurocResult]] = {}
     for key in label_keys:
-        rows = [r for r in results if r.get(key) is not None]  # e.g. an LLM judge that did not answer
+        rows = labelled(results, key)
         if not rows:
             continue
         y = label_array(rows, key)
@@ -194,8 +199,8 @@ def write_report(results: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
     out.mkdir(parents=True, exist_ok=True)
     paths = {"summary": out / "summary.md", "roc": out / "roc.png", "heatmaps": out / "heatmaps.png"}
     write_summary(results, paths["summary"], methods, label_keys, settings, title, n_boot, seed)
-    key = next((k for k in label_keys if len({r.get(k) for r in results} - {None}) == 2), label_keys[0])
-    # the first label with both classes, on the results that have it (math items have no label_em)
-    plot_roc([r for r in results if r.get(key) is not None], paths["roc"], methods, key)
+    # the first label with both classes, on the results that carry it
+    key = next((k for k in label_keys if len({r[k] for r in labelled(results, k)}) == 2), label_keys[0])
+    plot_roc(labelled(results, key), paths["roc"], methods, key)
     plot_heatmaps(results, paths["heatmaps"], heatmap_by, n_heat, key)
     return paths
