@@ -55,7 +55,8 @@ from blackbox_wd.clients.api import APISampler, make_api_sampler  # noqa: E402
 from blackbox_wd.clients.local import LocalSampler  # noqa: E402
 from blackbox_wd.clients.presets import resolve_endpoint  # noqa: E402
 from blackbox_wd.eval.data import load  # noqa: E402
-from blackbox_wd.pipeline import Detector, Settings, as_messages  # noqa: E402
+from blackbox_wd.pipeline import Detector, as_messages  # noqa: E402
+from blackbox_wd.settings import Settings  # noqa: E402
 from blackbox_wd.records import Sample  # noqa: E402
 from blackbox_wd.scores import avg_wd, eigen_wd  # noqa: E402
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher  # noqa: E402

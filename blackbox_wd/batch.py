@@ -1,12 +1,15 @@
 """Batch scoring of JSONL logs: streamed, pipelined, resumable and crash-safe.
 
-Records are processed in groups of ``group_size`` consecutive records. The sampling of the next
-groups runs (asynchronously, for API targets) while the teacher and OT work on the current one,
-and each group's responses share one length-bucketed teacher pass. Output lines are written in
-input order and flushed one by one. A rerun after a crash keeps the complete lines already
-written, recomputes the unfinished group from its start (groups are fixed by input position, so
-it batches exactly as before) and appends only the missing lines: the file ends as an
-uninterrupted run's would.
+Every input line gets exactly one output line, in input order. Records are processed in groups of
+``group_size`` consecutive lines. The sampling of the next groups runs (asynchronously, for API
+targets) while the teacher and OT work on the current one, and each group's responses share one
+length-bucketed teacher pass. Every record of a run is scored on the same number K of responses.
+
+Output lines carry the settings' fingerprint and the hash of their input line. A rerun checks both
+(another input or other settings is refused, and a file that is not bbwd output is never touched),
+keeps the complete lines, recomputes the records whose error was transient (network, 5xx, 429),
+drops a torn last line, recomputes the unfinished group from its start (groups are fixed by input
+position, so it batches exactly as before) and appends only the missing lines.
 """
 
 from __future__ import annotations
@@ -16,25 +19,30 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from blackbox_wd.errors import BBWDError
-from blackbox_wd.logs import LogRecord, read_records
+from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.logs import LogRecord, line_hash, raw_lines, read_records
 from blackbox_wd.pipeline import Detector, Result
 from blackbox_wd.records import Sample, SampleSet, Usage
+
+ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
 
 
 @dataclass
 class BatchSummary:
     """What a batch run did."""
 
+    k: int = 0
+    k_source: str = ""
     records: int = 0
     errors: int = 0
     resumed_from: int = 0
+    retried: int = 0  # earlier rows with a transient error, computed again
     seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
 
@@ -46,22 +54,82 @@ class BatchSummary:
     def line(self) -> str:
         """One human-readable summary line."""
         u = self.usage
-        return (f"{self.records} records ({self.resumed_from} already done), {self.errors} errors, "
+        return (f"{self.records} records ({self.resumed_from} already done, {self.retried} retried), "
+                f"{self.errors} errors, K={self.k} responses each ({self.k_source}), "
                 f"{self.prompts_per_s:.2f} prompts/s; API: {u.requests} requests, {u.cache_hits} cached, "
                 f"{u.retries} retries, {u.completion_tokens} completion tokens fresh, "
                 f"{u.cached_completion_tokens} cached")
 
 
-def completed_lines(path: Path) -> int:
-    """Count the complete output lines and cut off a partial last line left by a crash."""
-    if not path.exists():
-        return 0
-    with open(path, "rb+") as f:
-        data = f.read()
-        keep = data.rfind(b"\n") + 1
-        if keep != len(data):
+def plan_k(src: Path, k: int | None, sample_missing: bool, default: int = 10) -> tuple[int, str]:
+    """K for every record of a run, and where it came from.
+
+    ``k`` when given; else with a target to sample from, ``default``; else the number of responses
+    of the first record that parses and has at least 2 (``default`` when none has).
+    """
+    if k is not None:
+        return k, "-k"
+    if sample_missing:
+        return default, "the default K"
+    for rec in read_records(src):
+        if rec.error is None and len(rec.responses) >= 2:
+            return len(rec.responses), f"the count of line {rec.line}'s responses"
+    return default, "the default K: no record has 2 responses"
+
+
+def check_output_path(dst: Path) -> None:
+    """Raise BBWDError unless ``dst`` can be written: its folder exists and it is not a folder."""
+    if dst.is_dir():
+        raise BBWDError(f"output {dst} is a folder: give a file path with -o")
+    if not dst.parent.is_dir():
+        raise BBWDError(f"output folder {dst.parent} does not exist: create it first")
+
+
+def _bad_output(dst: Path, why: str) -> BBWDError:
+    return BBWDError(f"{dst} is not bbwd batch output ({why}): refusing to resume into it; "
+                     "remove it or choose another -o")
+
+
+def read_done(dst: Path) -> list[dict[str, Any]]:
+    """The complete rows of an earlier run, checked to be bbwd output; a torn last line is cut off.
+
+    Nothing is written unless every complete line is a bbwd row: a file that is not bbwd output
+    (or holds only a fragment) is refused and left as it is.
+    """
+    if not dst.exists() or dst.stat().st_size == 0:
+        return []
+    data = dst.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    rows = []
+    for n, raw in enumerate(data[:keep].splitlines(), start=1):
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            raise _bad_output(dst, f"line {n} is not JSON") from None
+        if not isinstance(row, dict) or any(key not in row for key in ROW_KEYS) or row["line"] != n:
+            raise _bad_output(dst, f"line {n} is not a bbwd row")
+        rows.append(row)
+    if keep != len(data):
+        if not rows:
+            raise _bad_output(dst, "it holds no complete line")
+        with open(dst, "rb+") as f:  # a crash mid-write left a partial last line
             f.truncate(keep)
-    return data[:keep].count(b"\n")
+    return rows
+
+
+def check_resume(done: list[dict[str, Any]], fingerprint: str, src: Path, dst: Path) -> None:
+    """Raise BBWDError unless every done row has this run's fingerprint and its input line's hash."""
+    for row in done:
+        if row["fingerprint"] != fingerprint:
+            raise BBWDError(f"{dst} was written with other settings (fingerprint {row['fingerprint']}, this run "
+                            f"{fingerprint}): resume with the same settings, or choose another -o")
+    lines = islice(raw_lines(src), len(done))
+    for row, raw in zip(done, lines):
+        if line_hash(raw) != row["input_hash"]:
+            raise BBWDError(f"{dst} line {row['line']} was computed from another input than {src} line "
+                            f"{row['line']}: choose another -o for this input")
+    if len(done) > sum(1 for _ in islice(raw_lines(src), len(done))):
+        raise BBWDError(f"{dst} has {len(done)} lines, more than the input {src}: choose another -o")
 
 
 def _groups(records: Iterator[LogRecord], size: int) -> Iterator[list[LogRecord]]:
@@ -70,7 +138,7 @@ def _groups(records: Iterator[LogRecord], size: int) -> Iterator[list[LogRecord]
         yield group
 
 
-def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: bool) -> dict[str, Any]:
+def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: bool, fingerprint: str) -> dict[str, Any]:
     """The JSON object written for one record."""
     row: dict[str, Any] = {"id": rec.id, "line": rec.line}
     if isinstance(result, Result):
@@ -82,36 +150,51 @@ def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: b
         row.update(avg_wd=None, eigen_wd=None, n_samples=0, token_counts=[], timings={})
     if rec.label is not None:
         row["label"] = rec.label
-    error = rec.error or (None if isinstance(result, Result) else f"line {rec.line}: {result}")
-    row["error"] = error
+    row["error"] = rec.error or (None if isinstance(result, Result) else f"line {rec.line}: {result}")
+    row["transient"] = bool(rec.error is None and getattr(result, "transient", False))
+    row.update(fingerprint=fingerprint, input_hash=rec.input_hash)
     return row
+
+
+def check_group_size(group_size: int) -> None:
+    """Raise BBWDError unless the group size is an integer >= 1."""
+    if not isinstance(group_size, int) or group_size < 1:
+        raise BBWDError(f"group_size must be an integer >= 1 (got {group_size})")
 
 
 class BatchRunner:
     """Scores a JSONL log with one detector; samples missing responses when it has a target."""
 
     def __init__(self, detector: Detector, sample_missing: bool, group_size: int = 8, prefetch_groups: int = 2) -> None:
+        check_group_size(group_size)
         self.detector = detector
         self.sample_missing = sample_missing
         self.group_size = group_size
         self.prefetch_groups = prefetch_groups
 
+    @property
+    def k(self) -> int:
+        """Responses scored per record."""
+        return self.detector.settings.k
+
     def _need(self, rec: LogRecord) -> int | BBWDError:
         """How many responses to draw for a record, or why it cannot be scored."""
         teacher = self.detector.teacher
-        n_prompt = len(teacher.prompt_ids(rec.messages))
+        try:
+            n_prompt = len(teacher.prompt_ids(rec.messages))
+        except BBWDError as exc:  # the chat template rejects the messages
+            return BBWDError(f"field '{rec.prompt_field}': {exc}")
         if teacher.max_length and n_prompt >= teacher.max_length:  # caught before any sampling
-            return BBWDError(f"field 'prompt' has {n_prompt} tokens, over the teacher's context of {teacher.max_length}")
-        need = self.detector.settings.k - len(rec.responses)
-        if not self.sample_missing:
-            if len(rec.responses) < 2:
-                return BBWDError(f"field 'responses' has {len(rec.responses)} response(s); "
-                                 "at least 2 are needed without a --target to sample more")
-            return 0
-        return max(need, 0)
+            return BBWDError(f"field '{rec.prompt_field}' has {n_prompt} tokens, over the teacher's context of "
+                             f"{teacher.max_length}")
+        given = min(len(rec.responses), self.k)
+        if not self.sample_missing and given < self.k:
+            return BBWDError(f"field 'responses' has {len(rec.responses)} response(s); every record of this run is "
+                             f"scored on K={self.k} and there is no --target to sample more")
+        return self.k - given
 
     async def _group_samples(self, group: list[LogRecord]) -> list[SampleSet | BBWDError | None]:
-        """Given responses topped up to K: one batched draw for a local target, concurrent API calls else."""
+        """Given responses (the first K) topped up to K: one batched draw for a local target, concurrent API calls else."""
         needs = [None if rec.error else self._need(rec) for rec in group]
         sampler = self.detector.sampler
         params = self.detector.settings.sampling()
@@ -139,31 +222,40 @@ class BatchRunner:
                 continue
             got = drawn.get(n, SampleSet([]))
             if isinstance(got, SampleSet):
-                got.samples[:0] = [Sample(r) for r in rec.responses]
+                got.samples[:0] = [Sample(r) for r in rec.responses[:self.k]]
                 got.seconds = seconds / max(len(todo), 1) if n in drawn else 0.0
             out.append(got)
         return out
 
     def _score_group(self, group: list[LogRecord], sets: list[SampleSet | BBWDError | None]) -> list[Result | BBWDError | None]:
-        """Teacher pass and OT for a group's records that have samples."""
+        """Teacher pass and OT for a group's records that have samples.
+
+        An unexpected failure of the shared pass is narrowed down by scoring each record alone,
+        so that it becomes the error of the record that caused it and the others keep their scores.
+        """
         ready = [n for n, s in enumerate(sets) if isinstance(s, SampleSet)]
         results: list[Result | BBWDError | None] = list(sets)  # errors and None pass through
-        scored = self.detector.score_many([(group[n].messages, sets[n]) for n in ready])
+        try:
+            scored = self.detector.score_many([(group[n].messages, sets[n]) for n in ready])
+        except Exception:  # noqa: BLE001 - isolate the record below
+            scored = [self._score_alone(group[n].messages, sets[n]) for n in ready]
         for n, res in zip(ready, scored):
             if isinstance(res, Result):
                 res.timings = {"sample": sets[n].seconds, **res.timings}
             results[n] = res
         return results
 
-    async def run(self, src: Path, dst: Path, save_matrix: bool = False,
-                  progress: Callable[[int, int], None] | None = None) -> BatchSummary:
-        """Score ``src`` into ``dst``, resuming after the lines ``dst`` already holds."""
-        done = completed_lines(dst)
-        start_group = done // self.group_size
-        skip_in_group = done - start_group * self.group_size
-        summary = BatchSummary(resumed_from=done)
-        t0 = time.perf_counter()
-        groups = _groups(read_records(src, skip=start_group * self.group_size), self.group_size)
+    def _score_alone(self, messages: list[dict[str, str]], sample_set: SampleSet) -> Result | BBWDError:
+        """One record's teacher pass and OT; an unexpected exception becomes its error."""
+        try:
+            return self.detector.score_many([(messages, sample_set)])[0]
+        except Exception as exc:  # noqa: BLE001 - reported as this record's error
+            return BBWDError(f"scoring failed: {type(exc).__name__}: {one_line(exc)}")
+
+    async def _process(self, records: Iterable[LogRecord],
+                       emit: Callable[[LogRecord, Result | BBWDError | None, SampleSet | BBWDError | None], None]) -> None:
+        """Sample, teacher-force and score records group by group, calling ``emit`` in input order."""
+        groups = _groups(iter(records), self.group_size)
         pending: deque[tuple[list[LogRecord], asyncio.Task]] = deque()
         # A local target shares the teacher's CPU (often its very model): sample it only between
         # teacher passes. An API target samples the next groups while this one is scored.
@@ -177,28 +269,70 @@ class BatchRunner:
                     return
                 pending.append((group, asyncio.ensure_future(self._group_samples(group))))
 
-        with open(dst, "a", encoding="utf-8") as out:
-            refill()
-            while pending:
-                group, task = pending.popleft()
-                sets = await task
-                if ahead:
-                    refill()
-                results = await asyncio.to_thread(self._score_group, group, sets)
+        refill()
+        while pending:
+            group, task = pending.popleft()
+            sets = await task
+            if ahead:
                 refill()
-                for rec, res, sset in zip(group, results, sets):
-                    if skip_in_group:
-                        skip_in_group -= 1
-                        continue
-                    row = output_row(rec, res, save_matrix)
-                    out.write(json.dumps(row) + "\n")
-                    out.flush()
-                    os.fsync(out.fileno())
-                    summary.records += 1
-                    summary.errors += row["error"] is not None
-                    if isinstance(sset, SampleSet):
-                        summary.usage.add(sset.usage)
-                    if progress:
-                        progress(summary.records, summary.errors)
+            results = await asyncio.to_thread(self._score_group, group, sets)
+            refill()
+            for rec, res, sset in zip(group, results, sets):
+                emit(rec, res, sset)
+
+    async def run(self, src: Path, dst: Path, save_matrix: bool = False,
+                  progress: Callable[[int, int], None] | None = None) -> BatchSummary:
+        """Score ``src`` into ``dst``: retry the transient errors already there, then append what is missing."""
+        check_output_path(dst)
+        done = read_done(dst)
+        fp = self.detector.fingerprint()
+        check_resume(done, fp, src, dst)
+        summary = BatchSummary(k=self.k, resumed_from=len(done))
+        t0 = time.perf_counter()
+
+        def count(row: dict[str, Any], sset: SampleSet | BBWDError | None) -> None:
+            summary.records += 1
+            summary.errors += row["error"] is not None
+            usage = sset.usage if isinstance(sset, SampleSet) else getattr(sset, "usage", None)
+            if usage is not None:
+                summary.usage.add(usage)
+            if progress:
+                progress(summary.records, summary.errors)
+
+        retry = {row["line"] for row in done if row["error"] is not None and row.get("transient")}
+        if retry:
+            redone: dict[int, dict[str, Any]] = {}
+
+            def keep(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
+                redone[rec.line] = row = output_row(rec, res, save_matrix, fp)
+                count(row, sset)
+
+            await self._process((r for r in read_records(src) if r.line in retry), keep)
+            done = [redone.get(row["line"], row) for row in done]
+            _rewrite(dst, done)
+            summary.retried = len(retry)
+
+        start = len(done) - len(done) % self.group_size
+        with open(dst, "a", encoding="utf-8") as out:
+            def append(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
+                if rec.line <= len(done):  # done already: the unfinished group is recomputed from its start
+                    return
+                row = output_row(rec, res, save_matrix, fp)
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+                count(row, sset)
+
+            await self._process(read_records(src, skip=start), append)
         summary.seconds = time.perf_counter() - t0
         return summary
+
+
+def _rewrite(dst: Path, rows: list[dict[str, Any]]) -> None:
+    """Replace ``dst`` by ``rows`` atomically (a crash leaves the old file or the new one)."""
+    tmp = dst.with_name(dst.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, dst)

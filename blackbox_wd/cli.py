@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,10 +14,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from blackbox_wd.errors import BBWDError
-from blackbox_wd.pipeline import Result, Settings
+from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.pipeline import Result
+from blackbox_wd.settings import Settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, invoke_without_command=True,
                   help="Training-free hallucination detection with Wasserstein distances of teacher states.")
 
 # Options shared by the commands.
@@ -37,11 +39,14 @@ Concurrency = Annotated[int, typer.Option("--concurrency", help="Max API request
 Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 Dtype = Annotated[str, typer.Option("--dtype", help="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16.")]
 TokenBudget = Annotated[int, typer.Option("--token-budget", help="Max padded tokens in one teacher forward pass.")]
+RetryBudget = Annotated[float, typer.Option("--retry-budget", help="Seconds an API request may spend retrying 429/5xx/timeouts.")]
 
 
 @app.callback()
-def _root() -> None:
+def _root(ctx: typer.Context) -> None:
     """bbwd: score prompts and JSONL logs for hallucination."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
 
 
 def quiet_libraries() -> None:
@@ -53,16 +58,10 @@ def quiet_libraries() -> None:
 
 
 def settings_from(options: dict) -> Settings:
-    """The Settings named by a command's options (``--no-cache`` becomes ``cache=False``)."""
+    """The Settings named by a command's options (``--no-cache`` becomes ``cache=False``); checked."""
     fields = {f.name for f in dataclasses.fields(Settings)}
     values = {k: v for k, v in options.items() if k in fields}
     return Settings(**values, cache=not options["no_cache"])
-
-
-def fail(message: str) -> None:
-    """Print one error line to stderr and exit with code 2."""
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def render(result: Result, console: Console) -> None:
@@ -96,7 +95,7 @@ def score(
     seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
     teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
     no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
-    device: Device = "auto", dtype: Dtype = "auto",
+    device: Device = "auto", dtype: Dtype = "auto", retry_budget: RetryBudget = Settings.retry_budget,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Score one prompt: sample K responses, teacher-force them, print D, AvgWD and EigenWD."""
@@ -104,11 +103,8 @@ def score(
 
     quiet_libraries()
     settings = settings_from(locals())
-    try:
-        messages = as_messages(prompt)
-        result = Detector.from_settings(settings).score(messages)
-    except BBWDError as exc:
-        fail(str(exc))
+    messages = as_messages(prompt)
+    result = Detector.from_settings(settings).score(messages)
     if as_json:
         json.dump(result.to_dict(), sys.stdout)
         sys.stdout.write("\n")
@@ -120,40 +116,45 @@ def score(
 def batch(
     logs: Annotated[Path, typer.Argument(help="JSONL input: id?, prompt|messages, responses?, label?")],
     output: Annotated[Path, typer.Option("-o", "--output", help="JSONL output (appended; a rerun resumes it).")],
-    k: K = 10, temperature: Temperature = 0.5, top_p: TopP = 1.0, max_tokens: MaxTokens = 128,
+    k: Annotated[Optional[int], typer.Option("-k", "--k", help="Responses per record (default: 10 with --target, "
+                                             "else the count of the first record with 2 or more).")] = None,
+    temperature: Temperature = 0.5, top_p: TopP = 1.0, max_tokens: MaxTokens = 128,
     seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
     teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
     no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
     device: Device = "auto", dtype: Dtype = "auto", token_budget: TokenBudget = 16384,
+    retry_budget: RetryBudget = Settings.retry_budget,
     group_size: Annotated[int, typer.Option("--group-size", help="Records per shared teacher pass.")] = 8,
     save_matrix: Annotated[bool, typer.Option("--save-matrix", help="Add D to every output line.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 if any record had an error.")] = False,
 ) -> None:
-    """Score a JSONL log; records with fewer than K responses are topped up from --target."""
+    """Score a JSONL log, one output line per input line; records with fewer than K responses are topped up from --target."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from blackbox_wd.batch import BatchRunner
+    from blackbox_wd.batch import BatchRunner, check_group_size, check_output_path, plan_k, read_done
     from blackbox_wd.pipeline import Detector
 
     quiet_libraries()
     if not logs.is_file():
-        fail(f"input file not found: {logs}")
+        raise BBWDError(f"input file not found: {logs}")
+    check_group_size(group_size)
+    check_output_path(output)
+    read_done(output)  # not bbwd output: refused before any model loads
+    k, k_source = plan_k(logs, k, sample_missing=target is not None)
     settings = settings_from(locals())
     err = Console(stderr=True)
-    try:
-        runner = BatchRunner(Detector.from_settings(settings), sample_missing=target is not None, group_size=group_size)
-        with Progress(TextColumn("[bold]bbwd batch"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("{task.fields[rate]:.2f} rec/s, {task.fields[errors]} errors"),
-                      TimeElapsedColumn(), console=err, disable=not err.is_terminal) as bar:
-            task = bar.add_task("score", total=None, rate=0.0, errors=0)
+    runner = BatchRunner(Detector.from_settings(settings), sample_missing=target is not None, group_size=group_size)
+    with Progress(TextColumn("[bold]bbwd batch"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[rate]:.2f} rec/s, {task.fields[errors]} errors"),
+                  TimeElapsedColumn(), console=err, disable=not err.is_terminal) as bar:
+        task = bar.add_task("score", total=None, rate=0.0, errors=0)
 
-            def progress(done: int, errors: int) -> None:
-                elapsed = bar.tasks[0].elapsed or 1e-9
-                bar.update(task, completed=done, rate=done / elapsed, errors=errors)
+        def progress(done: int, errors: int) -> None:
+            elapsed = bar.tasks[0].elapsed or 1e-9
+            bar.update(task, completed=done, rate=done / elapsed, errors=errors)
 
-            summary = asyncio.run(runner.run(logs, output, save_matrix, progress))
-    except BBWDError as exc:
-        fail(str(exc))
+        summary = asyncio.run(runner.run(logs, output, save_matrix, progress))
+    summary.k_source = k_source
     err.print(summary.line(), highlight=False, soft_wrap=True)
     if strict and summary.errors:
         raise typer.Exit(1)
@@ -168,7 +169,7 @@ def evaluate(
     seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
     teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
     no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
-    device: Device = "auto", dtype: Dtype = "auto",
+    device: Device = "auto", dtype: Dtype = "auto", retry_budget: RetryBudget = Settings.retry_budget,
     no_dse: Annotated[bool, typer.Option("--no-dse", help="Skip discrete semantic entropy (K(K-1) judge calls per prompt).")] = False,
     judge: Annotated[Optional[str], typer.Option("--judge", help="Also label with an LLM judge: API preset or model name (with --judge-base-url).")] = None,
     judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")] = None,
@@ -184,31 +185,57 @@ def evaluate(
     settings = settings_from(locals())
     err = Console(stderr=True)
     try:
-        items = list(load(data, limit))
-        llm_judge = None
-        if judge:
-            from blackbox_wd.clients.api import make_api_sampler
-            from blackbox_wd.eval.judge import LLMJudge
+        every = list(load(data))
+    except (FileNotFoundError, ValueError) as exc:
+        raise BBWDError(str(exc)) from None
+    items = every if limit is None else every[:max(limit, 0)]
+    llm_judge = None
+    if judge:
+        from blackbox_wd.clients.api import make_api_sampler
+        from blackbox_wd.eval.judge import LLMJudge
 
-            llm_judge = LLMJudge(make_api_sampler(dataclasses.replace(
-                settings, target=judge, base_url=judge_base_url, api_key_env=judge_api_key_env)))
-        detector = Detector.from_settings(settings)
-        rows = run_eval(detector, items, output, dse=not no_dse, judge=llm_judge,
-                        progress=lambda n, row: err.print(f"[{n}/{len(items)}] {row['id']} "
-                                                          f"label={row.get('label')} {row.get('error') or ''}",
-                                                          highlight=False))
-        scored = [r for r in rows if "error" not in r]
-        reported = {**detector.reported_settings(), "data": data, "prompts": len(scored),
-                    "errors": len(rows) - len(scored),
-                    "dse_judge": "none" if no_dse else f"QA: teacher LM ({teacher}) yes/no logits; "
-                                                       "MATH: equivalent final answers",
-                    "label_judge": judge or "none"}
-        paths = write_report(scored, output, settings=reported, title=f"Hallucination detection on {Path(data).name}")
-    except (BBWDError, FileNotFoundError, ValueError) as exc:
-        fail(str(exc))
+        llm_judge = LLMJudge(make_api_sampler(dataclasses.replace(
+            settings, target=judge, base_url=judge_base_url, api_key_env=judge_api_key_env)))
+    detector = Detector.from_settings(settings)
+    rows = run_eval(detector, items, output, dse=not no_dse, judge=llm_judge,
+                    hashes={it.id: it.input_hash for it in every},
+                    progress=lambda n, row: err.print(f"[{n}/{len(items)}] {row['id']} "
+                                                      f"label={row.get('label')} {row.get('error') or ''}",
+                                                      highlight=False))
+    scored = [r for r in rows if "error" not in r]
+    reported = {**detector.reported_settings(), "data": data, "prompts": len(scored),
+                "errors": len(rows) - len(scored),
+                "dse_judge": "none" if no_dse else f"QA: teacher LM ({teacher}) yes/no logits; "
+                                                   "MATH: equivalent final answers",
+                "label_judge": judge or "none"}
+    paths = write_report(scored, output, settings=reported, title=f"Hallucination detection on {Path(data).name}")
     err.print(f"wrote {output / 'results.jsonl'}, " + ", ".join(str(p) for p in paths.values()), highlight=False)
 
 
-def main() -> None:
-    """Entry point for ``python -m blackbox_wd``."""
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``bbwd``: every failure ends as one ``error:`` line on stderr.
+
+    Bad input (a usage error or a BBWDError) exits 2, an interrupt 130, anything unexpected 1 with
+    its type and message (``BBWD_DEBUG=1`` shows its traceback instead).
+    """
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args=argv, prog_name="bbwd", standalone_mode=False)
+    except BBWDError as exc:
+        typer.echo(f"error: {one_line(exc, 1000)}", err=True)
+        code = 2
+    except typer.TyperException as exc:  # usage errors: a bad option value, a missing argument
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        typer.echo(f"error: {one_line(exc.format_message(), 1000)}{where}", err=True)
+        code = getattr(exc, "exit_code", 2)
+    except (KeyboardInterrupt, typer.Abort):
+        typer.echo("error: interrupted", err=True)
+        code = 130
+    except Exception as exc:  # noqa: BLE001 - the CLI edge: one line, not a traceback
+        if os.environ.get("BBWD_DEBUG"):
+            raise
+        typer.echo(f"error: unexpected {type(exc).__name__}: {one_line(exc)} (set BBWD_DEBUG=1 for the traceback)",
+                   err=True)
+        code = 1
+    sys.exit(code or 0)

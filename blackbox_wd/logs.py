@@ -1,11 +1,18 @@
-"""Parsing JSONL log records for batch scoring: every problem becomes a one-line error for its line."""
+"""Parsing JSONL log records for batch scoring: every input line becomes exactly one record.
+
+A line that cannot be scored (blank, not UTF-8, not JSON, a wrong field) becomes a record whose
+``error`` names the line and the field; nothing about one line can stop the others. Each record
+keeps a hash of its raw bytes, so that a resumed run can check it reads the same input.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages
@@ -21,6 +28,22 @@ class LogRecord:
     responses: tuple[str, ...] = ()
     label: int | None = None
     error: str | None = None
+    input_hash: str = ""  # first 16 hex digits of the sha256 of the line's raw bytes
+    prompt_field: str = "prompt"  # the field the messages came from: 'prompt' or 'messages'
+
+
+def line_hash(raw: bytes) -> str:
+    """The identity of one input line: sha256 of its bytes without the line ending, 16 hex digits."""
+    return hashlib.sha256(raw.rstrip(b"\r\n")).hexdigest()[:16]
+
+
+def _text(value: Any, field: str, where: str) -> str:
+    """A string that is valid Unicode (JSON escapes can encode lone surrogates, which no tokenizer takes)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BBWDError(f"{where}: field {field} is not valid Unicode (a lone surrogate escape)") from None
+    return value
 
 
 def _messages(obj: dict, where: str) -> Messages:
@@ -32,13 +55,14 @@ def _messages(obj: dict, where: str) -> Messages:
             for m in msgs)
         if not ok:
             raise BBWDError(f"{where}: field 'messages' must be a non-empty list of {{role, content}} strings")
-        return [{"role": m["role"], "content": m["content"]} for m in msgs]
+        return [{"role": _text(m["role"], f"'messages'[{i}].role", where),
+                 "content": _text(m["content"], f"'messages'[{i}].content", where)} for i, m in enumerate(msgs)]
     if "prompt" not in obj:
         raise BBWDError(f"{where}: missing field 'prompt' (or 'messages')")
     prompt = obj["prompt"]
     if not isinstance(prompt, str) or not prompt.strip():
         raise BBWDError(f"{where}: field 'prompt' must be a non-empty string")
-    return [{"role": "user", "content": prompt}]
+    return [{"role": "user", "content": _text(prompt, "'prompt'", where)}]
 
 
 def _responses(obj: dict, where: str) -> tuple[str, ...]:
@@ -49,6 +73,7 @@ def _responses(obj: dict, where: str) -> tuple[str, ...]:
     for i, r in enumerate(responses):
         if not r.strip():
             raise BBWDError(f"{where}: field 'responses'[{i}] is empty")
+        _text(r, f"'responses'[{i}]", where)
     return tuple(responses)
 
 
@@ -57,36 +82,70 @@ def _label(obj: dict, where: str) -> int | None:
     label = obj.get("label")
     if label is None:
         return None
-    if isinstance(label, bool) or label in (0, 1):
+    if isinstance(label, bool) or (isinstance(label, (int, float)) and label in (0, 1)):
         return int(label)
     raise BBWDError(f"{where}: field 'label' must be true/false or 0/1")
 
 
-def parse_line(text: str, line: int) -> LogRecord:
+def _id(obj: dict, line: int, where: str) -> str | int:
+    """The record's id (a string or an integer), else its line number."""
+    rid = obj.get("id", line)
+    if not isinstance(rid, (str, int)) or isinstance(rid, bool):
+        raise BBWDError(f"{where}: field 'id' must be a string or integer")
+    return _text(rid, "'id'", where) if isinstance(rid, str) else rid
+
+
+def parse_line(text: str, line: int, input_hash: str = "") -> LogRecord:
     """Parse one JSONL line; a bad line gives a record with ``error`` set, never an exception."""
     where = f"line {line}"
+    if not text.strip():
+        return LogRecord(line, line, error=f"{where}: empty line", input_hash=input_hash)
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        return LogRecord(line, line, error=f"{where}: invalid JSON ({exc.msg} at column {exc.colno})")
+        return LogRecord(line, line, error=f"{where}: invalid JSON ({exc.msg} at column {exc.colno})",
+                         input_hash=input_hash)
+    except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits, nesting too deep
+        return LogRecord(line, line, error=f"{where}: invalid JSON ({type(exc).__name__}: {str(exc)[:80]})",
+                         input_hash=input_hash)
     if not isinstance(obj, dict):
-        return LogRecord(line, line, error=f"{where}: expected a JSON object, got {type(obj).__name__}")
-    rid = obj.get("id", line)
-    if not isinstance(rid, (str, int)) or isinstance(rid, bool):
-        return LogRecord(line, line, error=f"{where}: field 'id' must be a string or integer")
+        return LogRecord(line, line, error=f"{where}: expected a JSON object, got {type(obj).__name__}",
+                         input_hash=input_hash)
     try:
-        return LogRecord(line, rid, _messages(obj, where), _responses(obj, where), _label(obj, where))
+        rid = _id(obj, line, where)
     except BBWDError as exc:
-        return LogRecord(line, rid, label=obj.get("label") if obj.get("label") in (0, 1) else None, error=str(exc))
+        return LogRecord(line, line, error=str(exc), input_hash=input_hash)
+    field = "messages" if "messages" in obj else "prompt"
+    try:
+        return LogRecord(line, rid, _messages(obj, where), _responses(obj, where), _label(obj, where),
+                         input_hash=input_hash, prompt_field=field)
+    except BBWDError as exc:
+        label = obj.get("label")
+        keep = int(label) if isinstance(label, bool) or (isinstance(label, (int, float)) and label in (0, 1)) else None
+        return LogRecord(line, rid, label=keep, error=str(exc), input_hash=input_hash, prompt_field=field)
+
+
+def decode_line(raw: bytes, line: int) -> LogRecord:
+    """One raw input line (bytes) as a record; bytes that are not UTF-8 make an error record."""
+    digest = line_hash(raw)
+    if line == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark
+        raw = raw[3:]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return LogRecord(line, line, error=f"line {line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
+                                           f"{exc.start})", input_hash=digest)
+    return parse_line(text, line, digest)
+
+
+def raw_lines(path: Path) -> Iterator[bytes]:
+    """The lines of a file as bytes, streamed; the last one may lack its newline."""
+    with open(path, "rb") as f:
+        yield from f
 
 
 def read_records(path: Path, skip: int = 0) -> Iterator[LogRecord]:
-    """Stream the records of a JSONL file (blank lines are skipped), after the first ``skip``."""
-    with open(path, encoding="utf-8") as f:
-        n = 0
-        for line_no, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            n += 1
-            if n > skip:
-                yield parse_line(text, line_no)
+    """Stream one record per line of a JSONL file, after the first ``skip`` lines."""
+    for line_no, raw in enumerate(raw_lines(path), start=1):
+        if line_no > skip:
+            yield decode_line(raw, line_no)

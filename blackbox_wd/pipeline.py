@@ -12,9 +12,9 @@ import numpy as np
 from blackbox_wd.baselines import Entails, compute_baselines
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
-from blackbox_wd.scores import DEFAULT_ALPHA, P_NORM, avg_wd, eigen_wd, median_bandwidth
+from blackbox_wd.scores import avg_wd, eigen_wd, median_bandwidth
+from blackbox_wd.settings import Settings, fingerprint
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
-from blackbox_wd.teachers.registry import EMBEDDED
 from blackbox_wd.transport import pairwise_w2
 
 
@@ -22,39 +22,6 @@ class Sampler(Protocol):
     """Anything that draws K responses for a prompt."""
 
     def sample(self, messages: Messages, params: SamplingParams) -> SampleSet: ...
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything that determines a score; reported with every result."""
-
-    teacher: str = EMBEDDED
-    target: str | None = None  # None: white-box, sample from the teacher itself
-    k: int = 10
-    temperature: float = 0.5
-    top_p: float = 1.0
-    max_tokens: int = 128
-    seed: int | None = 0
-    layer: int | None = None  # None: floor(L / 2)
-    alpha: float = DEFAULT_ALPHA
-    p: float = P_NORM
-    device: str = "auto"
-    dtype: str = "auto"
-    base_url: str | None = None
-    api_key_env: str | None = None
-    cache: bool = True
-    cache_dir: str | None = None
-    concurrency: int = 16
-    token_budget: int = 16384
-
-    @property
-    def white_box(self) -> bool:
-        """True when the target is the teacher itself."""
-        return self.target is None or (self.target == self.teacher and self.base_url is None)
-
-    def sampling(self) -> SamplingParams:
-        """The sampling part of the settings."""
-        return SamplingParams(self.k, self.temperature, self.top_p, self.max_tokens, self.seed)
 
 
 @dataclass
@@ -97,17 +64,10 @@ def scores_from_states(states: list[TokenStates], alpha: float, p: float) -> tup
     return d, avg_wd(d), eigen_wd(d, alpha, p)
 
 
-def check_k(k: int) -> None:
-    """Raise BBWDError unless K >= 2: a distance needs two responses."""
-    if k < 2:
-        raise BBWDError(f"k must be at least 2 (got {k}): a distance needs two responses")
-
-
 class Detector:
     """Scores prompts with a teacher and a target sampler under fixed settings."""
 
     def __init__(self, teacher: HFTeacher, sampler: Sampler, settings: Settings) -> None:
-        check_k(settings.k)
         self.teacher = teacher
         self.sampler = sampler
         self.settings = settings
@@ -115,7 +75,6 @@ class Detector:
     @classmethod
     def from_settings(cls, settings: Settings) -> "Detector":
         """Load the teacher and build the sampler the settings name."""
-        check_k(settings.k)
         from blackbox_wd.clients import api_sampler_for, local_sampler_for
 
         api = api_sampler_for(settings)  # first: a missing API key fails before any model loads
@@ -123,14 +82,21 @@ class Detector:
         return cls(teacher, api or local_sampler_for(settings, teacher), settings)
 
     def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
-        """The settings as run: resolved layer, projection and kernel bandwidth included."""
+        """The settings as run (resolved layer, projection, API endpoint, fingerprint; D's bandwidth when given)."""
         out = asdict(self.settings)
+        endpoint = getattr(self.sampler, "endpoint", None)
         out.update(target=self.settings.target or self.settings.teacher, white_box=self.settings.white_box,
+                   endpoint=endpoint.host if endpoint is not None else None,
                    layer=self.teacher.layer, n_layers=self.teacher.n_layers, proj_dim=self.teacher.proj_dim,
                    proj_seed=self.teacher.proj_seed, device=str(self.teacher.device))
+        out["fingerprint"] = fingerprint(out)
         if d is not None:
             out["bandwidth"] = median_bandwidth(d)
         return out
+
+    def fingerprint(self) -> str:
+        """The fingerprint of the settings that change a prompt's score (``settings.fingerprint``)."""
+        return self.reported_settings()["fingerprint"]
 
     def _teacher_input(self, sample: Sample) -> str | tuple[int, ...]:
         """Reuse the sampled token ids when the sampler is this teacher's own model."""

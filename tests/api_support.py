@@ -1,17 +1,26 @@
 """A loopback OpenAI-compatible server that injects faults, serving real recorded response bodies.
 
-Each request takes the next action of ``script`` (then ``"ok"``):
-``ok``, ``429:<seconds>`` (with Retry-After), ``500``, ``stall:<seconds>`` (answer only after that
-long), ``drop`` (headers and half the body, then the connection is closed), ``401``/``400``/... .
+Each request takes the next action of ``script`` (then ``then``, by default ``"ok"``):
+``ok``, ``429`` (no Retry-After), ``429:<seconds>`` (Retry-After in seconds), ``429date:<seconds>``
+(Retry-After as the HTTP-date that many seconds ahead, rounded up to a whole second), ``500``,
+``noretry500`` (a 500 with ``x-should-retry: false``), ``retry400`` (a 400 with ``x-should-retry:
+true``), ``nullcontent``/``blankcontent``/``spacecontent`` (a 200 whose choices' content is null,
+"" or whitespace; ``:<j>`` empties choice j only), ``stall:<seconds>`` (answer only after that
+long), ``drop`` (headers and half the body, then the connection is closed), ``401``/``408``/... .
+``override(body)`` may pick the action for a request instead (None: the script's), and a request
+whose body carries a field named in ``rejects`` is answered 400 naming that field.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
+import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +44,9 @@ def recorded_error(status: int, name: str = "llamacpp.json") -> dict[str, Any]:
 
 
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-           429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
+           408: "Request Timeout", 409: "Conflict", 422: "Unprocessable Entity", 429: "Too Many Requests",
+           500: "Internal Server Error", 503: "Service Unavailable"}
+EMPTY_CONTENT = {"nullcontent": None, "blankcontent": "", "spacecontent": " \n\t "}
 
 
 @dataclass
@@ -43,6 +54,9 @@ class FaultServer:
     """Threaded asyncio HTTP/1.1 server on 127.0.0.1 (random port), one response per connection."""
 
     script: list[str] = field(default_factory=list)
+    then: str = "ok"
+    override: Callable[[dict[str, Any]], str | None] | None = None
+    rejects: tuple[str, ...] = ()
     latency: float = 0.0
     honour_n: bool = False
     api_key: str | None = None
@@ -94,9 +108,25 @@ class FaultServer:
             self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             self._loop.close()
 
-    def _next_action(self) -> str:
+    def _next_action(self, request: dict[str, Any]) -> str:
+        """A rejection of a field in ``rejects``, else the override's action, else the script's next."""
+        refused = next((f for f in self.rejects if f in request), None)
+        if refused is not None:
+            return f"reject:{refused}"
+        forced = self.override(request) if self.override is not None else None
+        if forced is not None:
+            return forced
         with self._lock:
-            return self._script.popleft() if self._script else "ok"
+            return self._script.popleft() if self._script else self.then
+
+    def _empty_body(self, request: dict[str, Any], action: str) -> dict[str, Any]:
+        """An ok body whose choices (or only choice j of ``<kind>:<j>``) have empty content."""
+        kind, _, which = action.partition(":")
+        body = json.loads(json.dumps(self._ok_body(request)))  # its choices may be shared with ``bodies``
+        for j, choice in enumerate(body["choices"]):
+            if not which or int(which) == j:
+                choice["message"]["content"] = EMPTY_CONTENT[kind]
+        return body
 
     def _ok_body(self, request: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -131,7 +161,7 @@ class FaultServer:
             headers = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:] if ":" in ln)}
             raw = await reader.readexactly(int(headers.get("content-length", "0")))
             request = json.loads(raw or b"{}")
-            action = self._next_action()
+            action = self._next_action(request)
             with self._lock:
                 self.received.append({"path": lines[0].split()[1], "body": request,
                                       "authorization": headers.get("authorization", ""), "t": time.monotonic()})
@@ -142,10 +172,24 @@ class FaultServer:
                 await self._send(writer, 401, self.error_bodies.get(401, recorded_error(401)))
             elif action == "ok":
                 await self._send(writer, 200, self._ok_body(request))
-            elif action.startswith("429"):
-                wait = action.split(":", 1)[1] if ":" in action else "1"
+            elif action.startswith("429date:"):
+                when = math.ceil(time.time() + float(action.split(":", 1)[1]))
                 await self._send(writer, 429, {"error": {"message": "rate limited", "type": "rate_limit"}},
-                                 {"Retry-After": wait})
+                                 {"Retry-After": email.utils.formatdate(when, usegmt=True)})
+            elif action.startswith("429"):
+                wait = {"Retry-After": action.split(":", 1)[1]} if ":" in action else {}
+                await self._send(writer, 429, {"error": {"message": "rate limited", "type": "rate_limit"}}, wait)
+            elif action.partition(":")[0] in EMPTY_CONTENT:
+                await self._send(writer, 200, self._empty_body(request, action))
+            elif action.startswith("reject:"):
+                name = action.split(":", 1)[1]
+                await self._send(writer, 400, {"error": {"message": f"Unrecognized request argument supplied: {name}",
+                                                         "type": "invalid_request_error", "param": name}})
+            elif action == "noretry500":
+                await self._send(writer, 500, {"error": {"message": "injected server error", "type": "server_error"}},
+                                 {"x-should-retry": "false"})
+            elif action == "retry400":
+                await self._send(writer, 400, recorded_error(400), {"x-should-retry": "true"})
             elif action.startswith("stall"):
                 await asyncio.sleep(float(action.split(":", 1)[1]) if ":" in action else 5.0)
                 await self._send(writer, 200, self._ok_body(request))

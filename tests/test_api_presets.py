@@ -10,21 +10,31 @@ from pathlib import Path
 
 import pytest
 
-from blackbox_wd.clients import LocalSampler, api_sampler_for, local_sampler_for
-from blackbox_wd.clients.api import APISampler, is_api_target, make_api_sampler
+from blackbox_wd.clients import LocalSampler, api_sampler_for, local_sampler_for, target_kind
+from blackbox_wd.clients.api import APISampler, make_api_sampler
 from blackbox_wd.clients.cache import sample_key
 from blackbox_wd.clients.presets import LOCAL_DUMMY_KEY, resolve_endpoint
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.pipeline import Settings
+from blackbox_wd.settings import Settings
 from blackbox_wd.records import SamplingParams
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
-def test_is_api_target():
-    assert is_api_target("gpt-4o-mini", None) and is_api_target("deepseek-chat", None)
-    assert is_api_target("anything", "http://127.0.0.1:8000/v1")
-    assert not is_api_target("smollm2-135m", None) and not is_api_target(None, None)
+def test_target_kind(tmp_path):
+    kind = lambda **kw: target_kind(Settings(**kw))  # noqa: E731
+    assert kind(target="gpt-4o-mini") == kind(target="deepseek-chat") == "api"
+    assert kind(target="anything", base_url="http://127.0.0.1:8000/v1") == "api"
+    assert kind(target="org/name", base_url="http://127.0.0.1:8000/v1") == "api"
+    assert kind() == kind(target="smollm2-135m") == kind(target="org/name", teacher="org/name") == "white-box"
+    assert kind(target="gemma3-270m") == kind(target="llama-2-7b") == "local"
+    (tmp_path / "m.gguf").write_bytes(b"")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "folder" / "config.json").write_text("{}")
+    assert kind(target=str(tmp_path / "m.gguf")) == kind(target=str(tmp_path / "folder")) == "local"
+    for unknown in ("gpt-4o", "org/name", str(tmp_path / "missing.gguf"), str(tmp_path)):
+        with pytest.raises(BBWDError, match=f"unknown target '{unknown}': API presets are gpt-4o-mini, deepseek-chat"):
+            kind(target=unknown)
 
 
 @pytest.mark.parametrize("target,var", [("gpt-4o-mini", "OPENAI_API_KEY"), ("deepseek-chat", "DEEPSEEK_API_KEY")])

@@ -99,7 +99,7 @@ def test_env_record_then_replay_without_network(tmp_path, monkeypatch):
     from api_support import FaultServer
 
     from blackbox_wd.clients.api import make_api_sampler
-    from blackbox_wd.pipeline import Settings
+    from blackbox_wd.settings import Settings
 
     key = "sk-env-record-test-key-2718281828"
     fixture = tmp_path / "recorded.json"

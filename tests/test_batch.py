@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from blackbox_wd.batch import completed_lines
+from blackbox_wd.batch import read_done
 from blackbox_wd.logs import parse_line
 
 BBWD = [sys.executable, "-m", "blackbox_wd", "batch"]
@@ -41,6 +41,8 @@ GOOD_SAMPLED = [
 ]
 BAD = [
     ("not json at all", "invalid JSON"),
+    ("", "empty line"),
+    (b'{"id": "x13", "prompt": "caf\xe9"}', "not valid UTF-8 (byte 0xe9 at offset 28)"),
     ("[1, 2, 3]", "expected a JSON object, got list"),
     ('{"id": "x1"}', "missing field 'prompt' (or 'messages')"),
     ('{"id": "x2", "prompt": 42}', "field 'prompt' must be a non-empty string"),
@@ -55,22 +57,24 @@ BAD = [
     ('{"id": "x11", "messages": "hello"}', "field 'messages' must be a non-empty list"),
     ('{"id": "x12", "prompt": "hi", "label": 2}', "field 'label' must be true/false or 0/1"),
 ]
+assert len(BAD) == 16
 
 
 def make_log(path):
-    """30 records: good pre-sampled, good to sample, and every kind of bad line, interleaved."""
-    good = [json.dumps(r) for r in GOOD_PRESAMPLED + GOOD_SAMPLED]
+    """32 lines: good pre-sampled, good to sample, and every kind of bad line, interleaved."""
+    good = [json.dumps(r).encode() for r in GOOD_PRESAMPLED + GOOD_SAMPLED]
     lines, expected = [], []
-    for n in range(30):
-        if n % 2 == 1 and len(expected) - sum(e is None for e in expected) < len(BAD):
-            line, err = BAD[sum(e is not None for e in expected)]
+    bad = [(line if isinstance(line, bytes) else line.encode(), err) for line, err in BAD]
+    for n in range(32):
+        if (n % 2 == 1 or not good) and bad:
+            line, err = bad.pop(0)
             lines.append(line)
             expected.append(err)
         else:
             lines.append(good.pop(0))
             expected.append(None)
-    assert not good and len(lines) == 30
-    path.write_text("\n".join(lines) + "\n")
+    assert not good and not bad and len(lines) == 32
+    path.write_bytes(b"\n".join(lines) + b"\n")
     return expected
 
 
@@ -90,14 +94,14 @@ def without_timings(rs):
 
 
 @pytest.mark.slow
-def test_batch_30_records_then_crash_and_resume(tmp_path):
+def test_batch_32_lines_then_crash_and_resume(tmp_path):
     src = tmp_path / "logs.jsonl"
     expected = make_log(src)
     full = tmp_path / "full.jsonl"
     proc = run_batch(src, full, "--target", "smollm2-135m", "--save-matrix")
     out = rows(full)
-    assert len(out) == 30
-    assert [r["line"] for r in out] == list(range(1, 31))  # input order
+    assert len(out) == 32
+    assert [r["line"] for r in out] == list(range(1, 33))  # input order
     for r, err in zip(out, expected):
         if err is None:
             assert r["error"] is None, r
@@ -109,7 +113,8 @@ def test_batch_30_records_then_crash_and_resume(tmp_path):
             assert r["error"].startswith(f"line {r['line']}: ") and err in r["error"], r
             assert r["avg_wd"] is None
     assert [r.get("label") for r in out if str(r["id"]).startswith("p")] == [i % 2 for i in range(10)]
-    assert "30 records (0 already done), 14 errors" in proc.stderr
+    assert all(r["fingerprint"] == out[0]["fingerprint"] and len(r["input_hash"]) == 16 for r in out)
+    assert "32 records (0 already done, 0 retried), 16 errors, K=3 responses each (-k)" in proc.stderr
 
     # kill -9 mid-run, then rerun the same command: nothing lost, nothing duplicated
     crashed = tmp_path / "crashed.jsonl"
@@ -122,27 +127,38 @@ def test_batch_30_records_then_crash_and_resume(tmp_path):
     p.wait()
     with open(crashed, "a") as f:
         f.write('{"id": "p0", "li')  # a torn last line, as a crash mid-write leaves it
-    n_before = completed_lines(crashed)
-    assert 6 <= n_before < 30, "the kill must land mid-run"
+    n_before = len(read_done(crashed))  # cuts the torn line
+    assert 6 <= n_before < 32, "the kill must land mid-run"
     resumed = run_batch(src, crashed, "--target", "smollm2-135m", "--save-matrix")
-    assert f"({n_before} already done)" in resumed.stderr
+    assert f"({n_before} already done, 0 retried)" in resumed.stderr
     assert without_timings(rows(crashed)) == without_timings(out)
     again = run_batch(src, crashed, "--target", "smollm2-135m", "--save-matrix")  # nothing left to do
-    assert "0 records (30 already done)" in again.stderr and len(rows(crashed)) == 30
+    assert "0 records (32 already done, 0 retried)" in again.stderr and len(rows(crashed)) == 32
 
 
 @pytest.mark.slow
-def test_without_target_needs_two_responses(tmp_path):
+def test_without_target_every_record_is_scored_on_the_first_valid_count(tmp_path):
     src = tmp_path / "in.jsonl"
-    src.write_text('{"prompt": "hi", "responses": ["a b", "c d"]}\n{"prompt": "hi", "responses": ["only one"]}\n'
+    src.write_text('{"prompt": "hi", "responses": ["only one"]}\n{"prompt": "hi", "responses": ["a b", "c d", "e f"]}\n'
+                   '{"prompt": "hi", "responses": ["a b", "c d", "e f", "g h"]}\n{"prompt": "hi", "responses": ["a", "b"]}\n'
                    '{"prompt": "no responses"}\n')
     dst = tmp_path / "out.jsonl"
-    proc = run_batch(src, dst, "--strict", check=False)
-    assert proc.returncode == 1  # --strict: some records had errors
+    args = [*BBWD, str(src), "-o", str(dst), "--device", "cpu", "--strict"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stderr  # --strict: some records had errors
+    assert "K=3 responses each (the count of line 2's responses)" in proc.stderr
     out = rows(dst)
-    assert out[0]["error"] is None and out[0]["n_samples"] == 2
-    assert out[1]["error"] == "line 2: field 'responses' has 1 response(s); at least 2 are needed without a --target to sample more"
-    assert out[2]["error"].startswith("line 3: field 'responses' has 0 response(s)")
+    assert [r["n_samples"] for r in out] == [0, 3, 3, 0, 0]  # more than K: the first K
+    assert out[0]["error"] == ("line 1: field 'responses' has 1 response(s); every record of this run is scored "
+                               "on K=3 and there is no --target to sample more")
+    assert out[3]["error"].startswith("line 4: field 'responses' has 2 response(s)")
+    assert out[4]["error"].startswith("line 5: field 'responses' has 0 response(s)")
+    # the first 3 of 4 responses give the same D as the 3 alone
+    again = tmp_path / "again.jsonl"
+    src2 = tmp_path / "in2.jsonl"
+    src2.write_text('{"prompt": "hi", "responses": ["a b", "c d", "e f"]}\n')
+    subprocess.run([*BBWD, str(src2), "-o", str(again), "--device", "cpu"], check=True, capture_output=True, timeout=900)
+    assert rows(again)[0]["avg_wd"] == pytest.approx(out[2]["avg_wd"], rel=1e-9)
 
 
 def test_parse_line_keeps_ids_and_labels():
@@ -152,12 +168,26 @@ def test_parse_line_keeps_ids_and_labels():
     assert parse_line('{"prompt": "q"}', 9).id == 9
 
 
-def test_completed_lines_truncates_torn_tail(tmp_path):
+def test_read_done_cuts_a_torn_tail_of_bbwd_rows_only(tmp_path):
+    row = {"id": 1, "line": 1, "error": None, "fingerprint": "f" * 16, "input_hash": "0" * 16}
     f = tmp_path / "o.jsonl"
-    f.write_text('{"a": 1}\n{"b": 2}\n{"c"')
-    assert completed_lines(f) == 2
-    assert f.read_text() == '{"a": 1}\n{"b": 2}\n'
-    assert completed_lines(tmp_path / "missing.jsonl") == 0
+    f.write_text(json.dumps(row) + "\n" + json.dumps({**row, "line": 2}) + "\n" + '{"id": 3, "li')
+    assert [r["line"] for r in read_done(f)] == [1, 2]
+    assert f.read_text().count("\n") == 2 and f.read_text().endswith("}\n")
+    assert read_done(tmp_path / "missing.jsonl") == []
+
+
+@pytest.mark.parametrize("content", [b'{"id": 1, "prompt": "a log line, not output"}\n{"id": 2',
+                                     b'{"id": 1, "prompt": "no newline"}', b"plain text\n",
+                                     b'{"id": 1, "line": 2, "error": null, "fingerprint": "x", "input_hash": "y"}\n'])
+def test_read_done_refuses_and_never_touches_other_files(tmp_path, content):
+    from blackbox_wd.errors import BBWDError
+
+    f = tmp_path / "o.jsonl"
+    f.write_bytes(content)
+    with pytest.raises(BBWDError, match="is not bbwd batch output"):
+        read_done(f)
+    assert f.read_bytes() == content
 
 
 def test_missing_input_file(tmp_path):
@@ -186,8 +216,9 @@ def test_batch_black_box_from_replayed_fixture(tmp_path):
     assert [r["error"] for r in out[:3]] == [None, None, None]
     assert [r["n_samples"] for r in out] == [4, 4, 4, 0]
     # the record that needs one more sample asks for a request the transcript lacks: its own error only
-    assert out[3]["error"].startswith("line 4: replay miss in llamacpp.json")
-    assert "API: 2 requests, 0 cached" in proc.stderr  # one n=4 request per prompt, as recorded
+    assert out[3]["error"].startswith("line 4: sample 0: replay miss in llamacpp.json") and not out[3]["transient"]
+    # one n=4 request per prompt, as recorded, and the missed one: a failed record's usage is reported too
+    assert "API: 3 requests, 0 cached" in proc.stderr
     # llama.cpp's usage counts one choice of n; the client counts each choice's logprob tokens
     recorded = [c for e in fixture["exchanges"][:2] for c in e["response"]["body"]["choices"]]
     completion = sum(len(c["logprobs"]["content"]) for c in recorded)

@@ -118,15 +118,31 @@ def test_local_sampler_k_seeded_no_eos(teacher):
 def test_inverse_cdf_draw_follows_the_softmax() -> None:
     from blackbox_wd.clients.local import InverseCDFDraw
 
+    n = 40_000
     probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
-    scores = torch.log(probs).repeat(40_000, 1)  # the last token has probability 0 (score -inf)
-    out = InverseCDFDraw(torch.Generator().manual_seed(0))(torch.zeros(40_000, 1, dtype=torch.long), scores.clone())
+    scores = torch.log(probs).repeat(n, 1)  # the last token has probability 0 (score -inf)
+    gens = lambda: [torch.Generator().manual_seed(i) for i in range(n)]  # noqa: E731 - one per row
+    out = InverseCDFDraw(gens())(torch.zeros(n, 1, dtype=torch.long), scores.clone())
     drawn = out.argmax(dim=-1)
-    assert torch.all(out[torch.arange(40_000), drawn] == float("inf"))
-    assert torch.isinf(out).sum() == 40_000 + 40_000  # one +inf per row, the -inf of token 3 kept
-    freq = torch.bincount(drawn, minlength=4).double() / 40_000
+    assert torch.all(out[torch.arange(n), drawn] == float("inf"))
+    assert torch.isinf(out).sum() == n + n  # one +inf per row, the -inf of token 3 kept
+    freq = torch.bincount(drawn, minlength=4).double() / n
     # 4 standard errors of a proportion at n = 40,000 is at most 0.01.
     assert torch.allclose(freq, probs.double(), atol=0.01)
     assert freq[3] == 0.0
-    again = InverseCDFDraw(torch.Generator().manual_seed(0))(None, scores.clone()).argmax(dim=-1)
+    again = InverseCDFDraw(gens())(None, scores.clone()).argmax(dim=-1)
     assert torch.equal(drawn, again)
+
+
+def test_local_samples_depend_on_seed_and_prompt_only(teacher):
+    """A prompt's samples are the same alone, after another prompt, or in another order."""
+    sampler = LocalSampler(teacher)
+    params = SamplingParams(k=3, temperature=1.0, max_tokens=5, seed=11)
+    a = [{"role": "user", "content": "what is the capital of france"}]
+    b = [{"role": "user", "content": "is rome a big city"}]
+    ids = lambda sets: [[s.token_ids for s in ss.samples] for ss in sets]  # noqa: E731
+    alone_a, alone_b = ids(sampler.sample_many([(a, 3)], params)), ids(sampler.sample_many([(b, 3)], params))
+    assert ids(sampler.sample_many([(a, 3), (b, 3)], params)) == alone_a + alone_b
+    assert ids(sampler.sample_many([(b, 3), (a, 3)], params)) == alone_b + alone_a
+    assert ids(sampler.sample_many([(b, 2), (a, 3)], params)) == [alone_b[0][:2], alone_a[0]]
+    assert alone_a != alone_b  # the prompt enters the seed, not only the position in the call

@@ -2,31 +2,56 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from blackbox_wd.clients.local import LocalSampler
+from blackbox_wd.clients.presets import PRESETS
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.settings import Settings
+from blackbox_wd.teachers.registry import known_names
 
 if TYPE_CHECKING:
     from blackbox_wd.clients.api import APISampler
-    from blackbox_wd.pipeline import Settings
     from blackbox_wd.teachers.hf import HFTeacher
 
-__all__ = ["LocalSampler", "api_sampler_for", "local_sampler_for"]
+__all__ = ["LocalSampler", "api_sampler_for", "local_sampler_for", "target_kind"]
+
+
+def target_kind(settings: Settings) -> str:
+    """'white-box', 'api' or 'local' for the settings' target; BBWDError for a target bbwd cannot reach.
+
+    An API target is a preset or any model name with ``base_url``. A local target is a registry
+    name, a model folder or a .gguf file; a bare hub id (org/name) is refused rather than
+    downloaded, since it usually names a hosted model that needs ``--base-url``.
+    """
+    target = settings.target
+    if settings.white_box:
+        return "white-box"
+    if settings.base_url is not None or target in PRESETS:
+        return "api"
+    path = Path(target).expanduser()
+    if target in known_names() or (target.endswith(".gguf") and path.is_file()) or \
+            (path.is_dir() and (path / "config.json").exists()):
+        return "local"
+    raise BBWDError(f"unknown target '{target}': API presets are {', '.join(PRESETS)}; any other model behind an "
+                    "OpenAI-compatible endpoint needs --base-url URL (and --api-key-env VAR); local targets are "
+                    f"{', '.join(known_names())}, a model folder or a .gguf file")
 
 
 def api_sampler_for(settings: Settings) -> APISampler | None:
     """The API sampler when the settings' target is reached through an API, else None."""
-    if settings.white_box:
+    if target_kind(settings) != "api":
         return None
-    from blackbox_wd.clients.api import is_api_target, make_api_sampler
+    from blackbox_wd.clients.api import make_api_sampler
 
-    return make_api_sampler(settings) if is_api_target(settings.target, settings.base_url) else None
+    return make_api_sampler(settings)
 
 
 def local_sampler_for(settings: Settings, teacher: HFTeacher) -> LocalSampler:
     """Sample from the teacher itself (white-box) or from another local model."""
     from blackbox_wd.teachers.hf import load_teacher
 
-    if settings.white_box:
+    if target_kind(settings) == "white-box":
         return LocalSampler(teacher)
     return LocalSampler(load_teacher(settings.target, settings.device, settings.dtype))

@@ -1,19 +1,31 @@
 """Black-box sampling from an OpenAI-compatible chat API with the official async openai client.
 
 K samples per prompt: one request with ``n`` = the samples not in the cache; when fewer choices
-come back (DeepSeek and ``transformers serve`` ignore ``n``), the rest go out as concurrent single
-requests with per-sample seeds (``seed + i``). All requests of all prompts share one semaphore of
-``concurrency`` slots; failures worth retrying (429, 5xx, timeouts, dropped connections) are
-retried with tenacity, everything else fails at once with the server's message.
+come back (DeepSeek and ``transformers serve`` ignore ``n``) or some come back empty, the rest go
+out as concurrent single requests with per-sample seeds (``seed + i``). All requests of all prompts
+share one semaphore of ``concurrency`` slots.
+
+Retried with tenacity (rules in :mod:`blackbox_wd.clients.retry`): timeouts, dropped connections,
+HTTP 408, 409, 429 and 5xx, and a single request whose content is null, "" or whitespace (such
+content is never cached nor returned); ``x-should-retry: true``/``false`` forces or forbids a retry.
+Each request retries for up to ``settings.retry_budget`` seconds (300) since its first attempt: it
+waits the server's Retry-After (seconds or HTTP-date) when sent and stops at once when that is more
+than the budget has left, else ``0.5 s * 2**n`` plus jitter capped at 30 s. A 400 that names
+``logprobs``/``top_logprobs`` or ``seed`` is sent again once without it, and this sampler omits it
+from then on; a 400 that names ``n`` turns the prompt to single requests; other failures are final.
+Every failure of :meth:`APISampler.asample` is a one-line :class:`~blackbox_wd.errors.SamplingError`
+with the prompt's usage so far, ``transient`` when the last failure was of a retried kind.
 
 Environment: ``BBWD_API_RECORD=<file>`` records every exchange to a scrubbed fixture,
-``BBWD_API_REPLAY=<file>`` serves a fixture instead of the network; ``BBWD_API_TIMEOUT``,
+``BBWD_API_REPLAY=<file>`` serves a fixture instead of the network; ``BBWD_API_TIMEOUT`` (seconds
+per request), ``BBWD_API_RETRY_BUDGET`` (seconds, over ``settings.retry_budget``),
 ``BBWD_API_ATTEMPTS`` and ``BBWD_API_BACKOFF_CAP`` tune timeouts and retries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import re
 from collections.abc import Callable
@@ -23,26 +35,33 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import openai
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from blackbox_wd.clients.cache import CachedSample, SampleCache, sample_key
-from blackbox_wd.clients.presets import Endpoint, is_api_target, resolve_endpoint
-from blackbox_wd.clients.replay import Cassette, RecordingTransport, ReplayTransport
-from blackbox_wd.clients.retry import RetryPolicy, fatal_error, is_retryable, make_wait, server_message
-from blackbox_wd.errors import BBWDError
+from blackbox_wd.clients.presets import Endpoint, resolve_endpoint
+from blackbox_wd.clients.replay import Cassette, RecordingTransport, ReplayMiss, ReplayTransport, scrub
+from blackbox_wd.clients.retry import (EmptyContent, RetryPolicy, describe, gave_up, is_retryable, make_stop,
+                                       make_wait, server_message)
+from blackbox_wd.errors import BBWDError, SamplingError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, Usage
 
 if TYPE_CHECKING:
-    from blackbox_wd.pipeline import Settings
+    from blackbox_wd.settings import Settings
 
-__all__ = ["APISampler", "is_api_target", "make_api_sampler"]
+__all__ = ["APISampler", "make_api_sampler"]
 
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
 _N_FIELD = re.compile(r"""(?:\bn\b|'n'|"n")""")
+# Optional request fields a server may refuse, and how its 400 names them (top_logprobs drops logprobs).
+_OPTIONAL = {"logprobs": re.compile(r"logprobs"), "seed": re.compile(r"\bseed\b")}
 
 
-class NRejected(BBWDError):
+class NRejected(SamplingError):
     """A 400 that names the ``n`` field: the server cannot give that many choices in one request."""
+
+
+class ReplayMissed(SamplingError, ReplayMiss):
+    """A replay miss while sampling: a SamplingError that is still the fixture's ReplayMiss."""
 
 
 @dataclass(frozen=True)
@@ -55,18 +74,22 @@ class Choice:
     completion_tokens: int
 
 
-def parse_choices(response: Any) -> tuple[list[Choice], int]:
-    """Choices (by index) and prompt tokens of a ChatCompletion; per-choice tokens from logprobs when sent."""
+def _choice(raw: Any, share: int) -> Choice | None:
+    """One choice, None when its content is null, empty or whitespace; tokens from logprobs when sent."""
+    text = getattr(getattr(raw, "message", None), "content", None) or ""
+    if not text.strip():
+        return None
+    content = getattr(getattr(raw, "logprobs", None), "content", None)
+    lps = tuple(float(t.logprob) for t in content) if content else None
+    return Choice(text, lps, raw.finish_reason, len(lps) if lps is not None else share)
+
+
+def parse_choices(response: Any) -> tuple[list[Choice | None], int]:
+    """Choices (by index, None where empty) and prompt tokens of a ChatCompletion."""
     choices = sorted(response.choices or [], key=lambda c: c.index or 0)
     usage = response.usage
-    total = int(getattr(usage, "completion_tokens", 0) or 0)
-    out = []
-    for c in choices:
-        content = getattr(getattr(c, "logprobs", None), "content", None)
-        lps = tuple(float(t.logprob) for t in content) if content else None
-        n_tok = len(lps) if lps is not None else round(total / max(len(choices), 1))
-        out.append(Choice(c.message.content or "", lps, c.finish_reason, n_tok))
-    return out, int(getattr(usage, "prompt_tokens", 0) or 0)
+    share = round(int(getattr(usage, "completion_tokens", 0) or 0) / max(len(choices), 1))
+    return [_choice(c, share) for c in choices], int(getattr(usage, "prompt_tokens", 0) or 0)
 
 
 class APISampler:
@@ -75,6 +98,7 @@ class APISampler:
     def __init__(self, endpoint: Endpoint, *, concurrency: int = 16, cache: SampleCache | None = None,
                  retry: RetryPolicy = RetryPolicy(), timeout: float = 60.0,
                  transport: TransportFactory | None = None) -> None:
+        """A sampler for ``endpoint``; ``transport`` makes the httpx transport of each event loop."""
         if concurrency < 1:
             raise BBWDError(f"concurrency must be at least 1 (got {concurrency})")
         self.endpoint = endpoint
@@ -84,11 +108,20 @@ class APISampler:
         self.timeout = timeout
         self.transport = transport
         self.honours_n = endpoint.honours_n
+        # Optional fields not to send: the preset's knowledge, then what the server refused with a 400.
+        self.unsupported = {name for name, sent in (("logprobs", endpoint.logprobs), ("seed", endpoint.seed))
+                            if not sent}
         self._bound: tuple[asyncio.AbstractEventLoop, openai.AsyncOpenAI, asyncio.Semaphore] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
+        """The endpoint (never its key) and the concurrency."""
         return f"APISampler({self.endpoint!r}, concurrency={self.concurrency})"
+
+    @property
+    def where(self) -> str:
+        """The endpoint and model, as error messages name them."""
+        return f"{self.endpoint.base_url} ({self.endpoint.model})"
 
     # -- per-event-loop client and semaphore ------------------------------------------------
     def _client(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
@@ -127,21 +160,34 @@ class APISampler:
 
     # -- sampling ---------------------------------------------------------------------------
     async def asample(self, messages: Messages, params: SamplingParams) -> SampleSet:
-        """K samples for one prompt: cache hits first, then one ``n`` request, then single requests."""
+        """K samples for one prompt; any failure is a SamplingError carrying the usage so far."""
         usage = Usage()
+        try:
+            return await self._draw(messages, params, usage)
+        except SamplingError:
+            raise
+        except Exception as exc:  # the cache or a reply the client cannot read: still one line
+            raise SamplingError(self._message(describe(exc, self.where)), usage) from exc
+
+    def _cached(self, key: str, usage: Usage) -> Sample | None:
+        """The cached sample of a key (counted in usage), or None; an empty one is a miss."""
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is None or not hit.text.strip():
+            return None
+        usage.cache_hits += 1
+        usage.cached_completion_tokens += hit.completion_tokens
+        return Sample(hit.text, token_logprobs=hit.token_logprobs, finish_reason=hit.finish_reason, cached=True)
+
+    async def _draw(self, messages: Messages, params: SamplingParams, usage: Usage) -> SampleSet:
+        """Cache hits first, then one ``n`` request, then single requests for the samples still missing."""
         keys = [sample_key(self.endpoint.host, self.endpoint.model, messages, params, i) for i in range(params.k)]
-        slots: list[Sample | None] = [None] * params.k
-        if self.cache is not None:
-            for i, key in enumerate(keys):
-                hit = self.cache.get(key)
-                if hit is not None:
-                    slots[i] = Sample(hit.text, token_logprobs=hit.token_logprobs,
-                                      finish_reason=hit.finish_reason, cached=True)
-                    usage.cache_hits += 1
-                    usage.cached_completion_tokens += hit.completion_tokens
+        slots = [self._cached(key, usage) for key in keys]
         missing = [i for i, s in enumerate(slots) if s is None]
 
-        def keep(index: int, choice: Choice) -> None:
+        def keep(index: int, choice: Choice | None) -> None:
+            """Put a non-empty choice in its slot and the cache; an empty one leaves the slot missing."""
+            if choice is None:
+                return
             slots[index] = Sample(choice.text, token_logprobs=choice.token_logprobs,
                                   finish_reason=choice.finish_reason)
             usage.completion_tokens += choice.completion_tokens
@@ -158,39 +204,42 @@ class APISampler:
                 self.honours_n = len(choices) >= len(missing)
             for index, choice in zip(missing, choices):
                 keep(index, choice)
-            missing = missing[len(choices):]
+            missing = [i for i in missing if slots[i] is None]
 
         async def single(index: int) -> None:
-            keep(index, (await self._create(messages, params, 1, index, usage))[0])  # cached on arrival
+            """Draw sample ``index`` alone (cached on arrival)."""
+            keep(index, (await self._create(messages, params, 1, index, usage))[0])
 
         results = await asyncio.gather(*(single(i) for i in missing), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
+        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        if failure is not None:
+            raise failure
         return SampleSet([s for s in slots if s is not None], usage)
 
     def _body(self, messages: Messages, params: SamplingParams, n: int, index: int) -> dict[str, Any]:
-        """Request arguments for ``n`` choices whose first is sample ``index``."""
+        """Request arguments for ``n`` choices whose first is sample ``index``, less the unsupported fields."""
         body: dict[str, Any] = dict(model=self.endpoint.model, messages=messages, temperature=params.temperature,
                                     top_p=params.top_p, max_tokens=params.max_tokens)
         if n > 1:
             body["n"] = n
-        if params.seed is not None and self.endpoint.seed:
+        if params.seed is not None and "seed" not in self.unsupported:
             body["seed"] = params.seed + index
-        if self.endpoint.logprobs:
+        if "logprobs" not in self.unsupported:
             body.update(logprobs=True, top_logprobs=1)
         return body
 
     async def _create(self, messages: Messages, params: SamplingParams, n: int, index: int,
-                      usage: Usage) -> list[Choice]:
-        """One chat completion with retries; non-retryable or exhausted failures become BBWDError."""
+                      usage: Usage) -> list[Choice | None]:
+        """One chat completion (None for empty choices), retried in budget; its final failure a SamplingError."""
         client, slots = self._client()
         body = self._body(messages, params, n, index)
+        empty = 0
 
-        def count_retry(_state: Any) -> None:
+        def count_retry(_state: RetryCallState) -> None:
+            """Count a retry in the prompt's usage."""
             usage.retries += 1
 
-        retrying = AsyncRetrying(stop=stop_after_attempt(max(1, self.retry.attempts)), wait=make_wait(self.retry),
+        retrying = AsyncRetrying(stop=make_stop(self.retry), wait=make_wait(self.retry),
                                  retry=retry_if_exception(is_retryable), before_sleep=count_retry, reraise=True)
         try:
             async for attempt in retrying:
@@ -198,29 +247,56 @@ class APISampler:
                     async with slots:
                         usage.requests += 1
                         response = await client.chat.completions.create(**body)
-        except openai.OpenAIError as exc:
-            error = fatal_error(exc, f"{self.endpoint.base_url} ({self.endpoint.model})")
-            if n > 1 and isinstance(exc, openai.BadRequestError) and _N_FIELD.search(server_message(exc)):
-                raise NRejected(str(error)) from None
-            raise error from None
-        choices, prompt_tokens = parse_choices(response)
-        if not choices:
-            raise BBWDError(f"{self.endpoint.base_url} returned no choices for {self.endpoint.model}")
-        usage.prompt_tokens += prompt_tokens
+                    choices, prompt_tokens = parse_choices(response)
+                    usage.prompt_tokens += prompt_tokens
+                    if n == 1 and (choices or [None])[0] is None:
+                        empty += 1
+                        raise EmptyContent(empty)
+        except Exception as exc:
+            if self._omit_refused(body, exc):
+                return await self._create(messages, params, n, index, usage)
+            raise self._failure(exc, n, index, usage, retrying.statistics) from exc
         return choices[:n]
+
+    def _omit_refused(self, body: dict[str, Any], exc: Exception) -> bool:
+        """After a 400 naming ``logprobs``/``seed`` that ``body`` carried, omit it from now on; True if so."""
+        if not isinstance(exc, openai.BadRequestError):
+            return False
+        named = {name for name, pattern in _OPTIONAL.items() if name in body and pattern.search(server_message(exc))}
+        self.unsupported |= named
+        return bool(named)
+
+    def _failure(self, exc: Exception, n: int, index: int, usage: Usage, stats: dict[str, Any]) -> SamplingError:
+        """The SamplingError for a request that failed for good; transient when its last failure was retried."""
+        transient = is_retryable(exc)
+        message = describe(exc, self.where)
+        if transient and not isinstance(exc, EmptyContent):
+            message += f" ({gave_up(exc, self.retry, stats)})"
+        message = self._message(f"sample {index}: {message}" if n == 1 else message)
+        if isinstance(exc, ReplayMiss):
+            return ReplayMissed(message, usage, transient)
+        n_refused = n > 1 and isinstance(exc, openai.BadRequestError) and _N_FIELD.search(server_message(exc))
+        return (NRejected if n_refused else SamplingError)(message, usage, transient)
+
+    def _message(self, text: str) -> str:
+        """An error message on one line, with the API key and anything key-shaped scrubbed."""
+        return scrub(" ".join(text.split()), (self.endpoint.api_key,))
 
 
 def _env_float(name: str, default: float) -> float:
-    """A float from the environment, or the default."""
+    """A finite float from the environment, or the default."""
     raw = os.environ.get(name)
     try:
-        return float(raw) if raw else default
+        value = float(raw) if raw else default
     except ValueError:
-        raise BBWDError(f"{name} must be a number, got '{raw}'") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise BBWDError(f"{name} must be a number, got '{raw}'")
+    return value
 
 
 def make_api_sampler(settings: "Settings") -> APISampler:
-    """The API sampler for the settings' target (cache, concurrency, record/replay from the environment)."""
+    """The API sampler for the settings' target (cache, concurrency, retry budget, record/replay from the env)."""
     replay = os.environ.get("BBWD_API_REPLAY")
     record = os.environ.get("BBWD_API_RECORD")
     if replay and record:
@@ -234,7 +310,9 @@ def make_api_sampler(settings: "Settings") -> APISampler:
     elif record:
         rec = Cassette(meta={"base_url_host": endpoint.host, "model": endpoint.model})
         transport = lambda: RecordingTransport(record, rec, secrets=(endpoint.api_key,))  # noqa: E731
-    policy = RetryPolicy(attempts=int(_env_float("BBWD_API_ATTEMPTS", RetryPolicy.attempts)),
+    budget = getattr(settings, "retry_budget", RetryPolicy.budget)
+    policy = RetryPolicy(budget=_env_float("BBWD_API_RETRY_BUDGET", budget),
+                         attempts=int(_env_float("BBWD_API_ATTEMPTS", RetryPolicy.attempts)),
                          cap=_env_float("BBWD_API_BACKOFF_CAP", RetryPolicy.cap))
     cache = SampleCache(settings.cache_dir) if settings.cache else None
     return APISampler(endpoint, concurrency=settings.concurrency, cache=cache, retry=policy,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 
 import torch
@@ -11,24 +13,46 @@ from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.teachers.hf import HFTeacher, pad_batch
 
 
+def sample_seed(seed: int, messages: Messages, index: int) -> int:
+    """The seed of sample ``index`` of a prompt: a hash of (seed, messages, index), whatever else is drawn."""
+    payload = json.dumps([seed, messages, index], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return int.from_bytes(hashlib.sha256(payload.encode()).digest()[:8], "big") >> 1
+
+
 class InverseCDFDraw(LogitsProcessor):
     """Draws each row's next token from softmax(scores) by inverse CDF and gives it the only +inf score.
 
     Run as the last processor of a greedy ``generate``, it makes greedy search sample: the same
     categorical distribution as ``torch.multinomial``, whose CPU kernel draws one exponential per
     vocabulary entry (~100 ms a step for 80 rows of SmolLM2's 49k tokens, against ~6 ms here).
-    The cumulative sum is in float64, so no token's probability is distorted by float32 rounding.
+    Row r takes one uniform a step from ``generators[r]``, so its tokens depend on its own seed
+    only, not on the rows batched with it. The cumulative sum is in float64, so no token's
+    probability is distorted by float32 rounding.
     """
 
-    def __init__(self, generator: torch.Generator) -> None:
-        self.generator = generator
+    def __init__(self, generators: Sequence[torch.Generator]) -> None:
+        self.generators = list(generators)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         """Scores with +inf at the drawn token of each row (others unchanged, all below it)."""
         cdf = torch.softmax(scores, dim=-1).double().cumsum_(dim=-1)
-        u = torch.rand((len(cdf), 1), generator=self.generator, dtype=torch.float64, device=cdf.device) * cdf[:, -1:]
-        drawn = torch.searchsorted(cdf, u, right=True).clamp_(max=scores.shape[-1] - 1)
-        return scores.scatter_(1, drawn, float("inf"))
+        u = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])
+        drawn = torch.searchsorted(cdf, u[:, None].to(cdf.device) * cdf[:, -1:], right=True)
+        return scores.scatter_(1, drawn.clamp_(max=scores.shape[-1] - 1), float("inf"))
+
+
+def row_generators(requests: Sequence[tuple[Messages, int]], seed: int | None) -> list[torch.Generator]:
+    """One CPU generator per sampled row: seeded by ``sample_seed``, or from the OS when seed is None."""
+    gens = []
+    for messages, k in requests:
+        for i in range(k):
+            g = torch.Generator()
+            if seed is None:
+                g.seed()
+            else:
+                g.manual_seed(sample_seed(seed, messages, i))
+            gens.append(g)
+    return gens
 
 
 class LocalSampler:
@@ -68,23 +92,19 @@ class LocalSampler:
     def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams) -> list[SampleSet]:
         """``k`` samples for each (messages, k), all in one left-padded ``generate`` call.
 
-        Seeded from ``params.seed`` with a generator of its own (the global RNG is not touched); the
-        draw depends on the whole request list, so the same list gives the same samples.
+        Sample i of a prompt is drawn with its own generator seeded from (``params.seed``, the
+        messages, i), so a prompt's samples do not depend on the other prompts of the call, their
+        order or the grouping (up to float rounding of padded batches); the global RNG is untouched.
         """
         pad = self.pad_id()
         ids, mask = pad_batch([self.teacher.prompt_ids(m) for m, k in requests for _ in range(k)], pad, left=True)
         device = self.teacher.device
         draw = LogitsProcessorList()
         if params.temperature > 0:
-            generator = torch.Generator(device=device)
-            if params.seed is None:
-                generator.seed()
-            else:
-                generator.manual_seed(params.seed)
             draw.append(TemperatureLogitsWarper(params.temperature))
             if params.top_p < 1.0:
                 draw.append(TopPLogitsWarper(params.top_p))
-            draw.append(InverseCDFDraw(generator))
+            draw.append(InverseCDFDraw(row_generators(requests, params.seed)))
         out = self.teacher.model.generate(
             ids.to(device), attention_mask=mask.to(device), do_sample=False, logits_processor=draw,
             temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens, min_new_tokens=1,

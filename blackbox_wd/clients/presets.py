@@ -65,11 +65,6 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-def is_api_target(target: str | None, base_url: str | None) -> bool:
-    """True for a preset name or whenever a base URL is given."""
-    return base_url is not None or (target is not None and target in PRESETS)
-
-
 def resolve_endpoint(target: str | None, base_url: str | None, api_key_env: str | None,
                      require_key: bool = True) -> Endpoint:
     """The endpoint for a target: a preset (overridable URL/key variable) or a model at ``base_url``.

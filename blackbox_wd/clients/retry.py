@@ -1,65 +1,123 @@
-"""Which API failures are retried and how long to wait: tenacity with Retry-After, backoff, jitter, cap."""
+"""Which API failures are retried, for how long, and how long to wait between tries (tenacity).
+
+Retried: timeouts, dropped connections, HTTP 408, 409, 429 and 5xx, and a reply whose content is
+empty (null, "" or whitespace); a response header ``x-should-retry: true`` makes any status
+retried and ``x-should-retry: false`` makes none retried (as openai-python does). Everything else
+(400, 401, 403, 404, 422, ...) fails at once.
+
+How long: each request retries until its ``budget`` (300 s by default) since its first attempt
+would be passed by the next wait, or until ``attempts`` tries (100: the budget is what stops).
+The wait is the server's ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP-date) when sent,
+honoured in full up to what is left of the budget (a longer one stops at once); otherwise
+``initial * 2**n`` plus up to ``jitter`` seconds, capped at ``cap`` (30 s).
+"""
 
 from __future__ import annotations
 
-import random
+import email.utils
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
 
+import httpx
 import openai
-from tenacity import RetryCallState
+from tenacity import RetryCallState, stop_after_attempt, stop_before_delay, wait_exponential, wait_random
+from tenacity.stop import stop_base
 
 from blackbox_wd.errors import BBWDError
 
-RETRYABLE = (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError, openai.APIConnectionError)
-FATAL_STATUS = (400, 401, 403, 404, 422)
+RETRY_STATUS = frozenset({408, 409, 429})
+
+
+class EmptyContent(BBWDError):
+    """A 200 whose one choice has null, empty or whitespace-only content (retried like a 5xx)."""
+
+    def __init__(self, times: int) -> None:
+        super().__init__(f"returned empty content {times} time{'s' if times != 1 else ''}")
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Attempts and waits: exponential ``initial * 2**n`` plus jitter, capped; Retry-After when sent."""
+    """Retry ``budget`` in seconds since the first attempt, an attempts cap, and the backoff's shape."""
 
-    attempts: int = 6
+    budget: float = 300.0
+    attempts: int = 100
     initial: float = 0.5
-    cap: float = 20.0
+    cap: float = 30.0
     jitter: float = 0.5
-    retry_after_cap: float = 60.0
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """429, 5xx, timeouts and dropped connections; never 4xx other than 429."""
+    """True for timeouts, dropped connections, empty content, HTTP 408/409/429/5xx or ``x-should-retry: true``."""
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500
-    return isinstance(exc, RETRYABLE)
+        hint = exc.response.headers.get("x-should-retry")
+        if hint in ("true", "false"):
+            return hint == "true"
+        return exc.status_code in RETRY_STATUS or exc.status_code >= 500
+    return isinstance(exc, (openai.APIConnectionError, EmptyContent))  # APITimeoutError is one too
+
+
+def _seconds(raw: str | None) -> float | None:
+    """A non-negative number of seconds from a header value, or None when absent or not a number."""
+    try:
+        value = float(raw)  # type: ignore[arg-type] - None is a TypeError
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else max(value, 0.0)
+
+
+def _until(raw: str | None) -> float | None:
+    """Seconds from now until an HTTP-date (0 when it is past), or None when it is not one."""
+    try:
+        when = email.utils.parsedate_to_datetime(raw) if raw else None
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return max((when - datetime.now(timezone.utc)).total_seconds(), 0.0)
 
 
 def retry_after(exc: BaseException | None) -> float | None:
-    """Seconds from a Retry-After (or retry-after-ms) header of an API error, if any."""
+    """Seconds the server asked to wait: ``retry-after-ms``, else ``Retry-After`` in seconds or as an HTTP-date."""
     response = getattr(exc, "response", None)
-    if response is None:
-        return None
-    headers = response.headers
-    try:
-        if headers.get("retry-after-ms") is not None:
-            return float(headers["retry-after-ms"]) / 1000
-        if headers.get("retry-after") is not None:
-            return float(headers["retry-after"])
-    except ValueError:  # an HTTP date: treat as unknown
-        return None
-    return None
+    headers = response.headers if isinstance(response, httpx.Response) else httpx.Headers()
+    ms = _seconds(headers.get("retry-after-ms"))
+    if ms is not None:
+        return ms / 1000
+    raw = headers.get("retry-after")
+    seconds = _seconds(raw)
+    return seconds if seconds is not None else _until(raw)
 
 
-def make_wait(policy: RetryPolicy):  # noqa: ANN201 - a tenacity wait callable
-    """A tenacity wait: the server's Retry-After when sent (up to its cap), else capped backoff + jitter."""
+def make_wait(policy: RetryPolicy) -> Callable[[RetryCallState], float]:
+    """A tenacity wait: the server's Retry-After when sent, else ``initial * 2**n`` + jitter capped at ``cap``."""
+    backoff = wait_exponential(multiplier=policy.initial, max=policy.cap) + wait_random(0, policy.jitter)
 
     def wait(state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        hinted = retry_after(exc)
-        if hinted is not None and hinted >= 0:
-            return min(hinted, policy.retry_after_cap)
-        backoff = policy.initial * 2 ** (state.attempt_number - 1)
-        return min(policy.cap, backoff + random.uniform(0, policy.jitter))
+        """The wait before the next attempt of ``state``."""
+        hinted = retry_after(state.outcome.exception() if state.outcome else None)
+        return min(backoff(state), policy.cap) if hinted is None else hinted
 
     return wait
+
+
+def make_stop(policy: RetryPolicy) -> stop_base:
+    """A tenacity stop: when the next wait would end past the budget, or after ``attempts`` tries."""
+    return stop_before_delay(policy.budget) | stop_after_attempt(max(1, policy.attempts))
+
+
+def gave_up(exc: BaseException, policy: RetryPolicy, stats: dict[str, Any]) -> str:
+    """Why a retryable failure was retried no more: a server wait past the budget, or the tries spent."""
+    hinted = retry_after(exc)
+    elapsed = float(stats.get("delay_since_first_attempt") or 0.0)
+    if hinted is not None and elapsed + hinted >= policy.budget:
+        return (f"retry after {hinted:g} s is beyond the retry budget of {policy.budget:g} s, "
+                f"{max(policy.budget - elapsed, 0.0):.0f} s left")
+    attempts = int(stats.get("attempt_number") or 1)
+    return f"{attempts} attempt{'s' if attempts != 1 else ''} in {elapsed:.1f} s"
 
 
 def server_message(exc: openai.APIStatusError) -> str:
@@ -74,14 +132,16 @@ def server_message(exc: openai.APIStatusError) -> str:
     return " ".join(text.split())[:500]
 
 
-def fatal_error(exc: BaseException, where: str) -> BBWDError:
-    """The one-line BBWDError for an API failure that is not (or no longer) retried."""
+def describe(exc: BaseException, where: str) -> str:
+    """What went wrong with a request to ``where``, in one line."""
     if isinstance(exc, openai.APIStatusError):
-        return BBWDError(f"{where} answered HTTP {exc.status_code}: {server_message(exc)}")
+        return f"{where} answered HTTP {exc.status_code}: {server_message(exc)}"
     if isinstance(exc, openai.APITimeoutError):
-        return BBWDError(f"{where} timed out (after retries)")
+        return f"{where} timed out"
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__
-        return BBWDError(f"could not reach {where}: {type(cause).__name__ if cause else 'connection error'}"
-                         f"{': ' + str(cause).splitlines()[0] if cause and str(cause) else ''}")
-    return BBWDError(f"{where}: {type(exc).__name__}: {exc}")
+        return (f"could not reach {where}: {type(cause).__name__ if cause else 'connection error'}"
+                f"{': ' + str(cause).splitlines()[0] if cause and str(cause) else ''}")
+    if isinstance(exc, BBWDError):
+        return f"{where} {exc}" if isinstance(exc, EmptyContent) else str(exc)
+    return f"{where}: {type(exc).__name__}: {exc}"

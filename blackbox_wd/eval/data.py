@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from blackbox_wd.logs import line_hash
+
 DATA_ENV = "BBWD_DATA_DIR"
 DATASETS = {
     "nq": "nq_open_dev.jsonl",
@@ -52,6 +54,7 @@ class Item:
     kind: str
     source: str
     question: str
+    input_hash: str = ""  # logs.line_hash of the record's line in the data file
 
 
 def data_dir() -> Path:
@@ -86,7 +89,7 @@ def build_prompt(record: dict) -> str:
     return QA_PROMPT.format(question=question)
 
 
-def parse_record(record: dict, where: str = "") -> Item:
+def parse_record(record: dict, where: str = "", input_hash: str = "") -> Item:
     """One JSON object -> Item; ValueError naming the missing or malformed key."""
     for key in ("id", "question", "answers", "source"):
         if key not in record:
@@ -96,7 +99,7 @@ def parse_record(record: dict, where: str = "") -> Item:
         raise ValueError(f"{where}'answers' must be a non-empty list of strings")
     source = str(record["source"])
     return Item(id=str(record["id"]), prompt=build_prompt(record), answers=[str(a) for a in answers],
-                kind=kind_of(source), source=source, question=str(record["question"]))
+                kind=kind_of(source), source=source, question=str(record["question"]), input_hash=input_hash)
 
 
 def load(path: str | os.PathLike[str], limit: int | None = None) -> Iterator[Item]:
@@ -115,7 +118,7 @@ def load(path: str | os.PathLike[str], limit: int | None = None) -> Iterator[Ite
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{p}:{lineno}: not JSON: {exc.msg}") from None
-            yield parse_record(record, f"{p}:{lineno}: ")
+            yield parse_record(record, f"{p}:{lineno}: ", line_hash(line.encode()))
             n += 1
             if limit is not None and n >= limit:
                 return

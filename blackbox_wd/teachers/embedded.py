@@ -123,7 +123,7 @@ def ensure_hf_folder(model: WheelModel = SMOLLM2) -> Path:
     if (folder / "config.json").exists():
         return folder
     gguf = ensure_gguf(model)
-    from blackbox_wd.teachers.hf import load_gguf  # torch/transformers only when needed
+    from blackbox_wd.teachers.gguf import load_gguf  # torch/transformers only when needed
 
     with FileLock(models_dir() / ".lock"):
         if (folder / "config.json").exists():

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from jinja2 import TemplateError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from blackbox_wd.errors import BBWDError
+from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, TokenStates
 from blackbox_wd.teachers.embedded import ensure_hf_folder
+from blackbox_wd.teachers.gguf import load_gguf
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
 from blackbox_wd.teachers.registry import EMBEDDED_MODELS, ModelSpec, resolve
 
@@ -39,23 +41,6 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     except KeyError:
         raise BBWDError(f"unknown dtype '{dtype}': use auto, float32, bfloat16 or float16") from None
-
-
-def _strip_quantizer(model: PreTrainedModel) -> PreTrainedModel:
-    """Forget that a model came from a GGUF file: its weights are plain tensors once dequantised."""
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    return model
-
-
-def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Dequantise a GGUF file into a transformers model and its tokenizer."""
-    path = Path(path)
-    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
-    return _strip_quantizer(model), tokenizer
 
 
 def load_model(spec: ModelSpec, device: str = "auto", dtype: str = "auto") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -121,8 +106,11 @@ class HFTeacher:
         """Token ids of the prompt up to where the assistant's answer starts."""
         tok = self.tokenizer
         if tok.chat_template:
-            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
-                                           enable_thinking=False)
+            try:
+                text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                               enable_thinking=False)
+            except TemplateError as exc:  # e.g. roles that do not alternate, no user turn
+                raise BBWDError(f"the teacher's chat template rejects these messages: {one_line(exc)}") from None
             return tok(text, add_special_tokens=False)["input_ids"]
         text = "\n\n".join(m["content"] for m in messages) + "\n"
         return tok(text, add_special_tokens=True)["input_ids"]
