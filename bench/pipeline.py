@@ -23,7 +23,17 @@ tokens whatever ``--max-tokens`` says), so every sample is one request.
   bbwd batch: groups of records sampled in one ``generate`` call (LocalSampler: left padding, the
   inverse-CDF draw), then as in black-box mode.
 
-    python bench/pipeline.py [--mode both] [--n 50] [--k 10] [--max-tokens 32]
+``--mode eval``: ``bbwd eval``'s per-prompt path (``blackbox_wd.eval.run.evaluate``: samples,
+  the baselines' whole-model teacher pass, labels) with the embedded model white-box, once with the
+  previous teacher and sampler (``bench/_reference.py``: every response with its whole prompt, every
+  sampled row prefilling its prompt) and once with the shared-prefix ones; same prompts, same seeds.
+
+``--data nq|squad|sciq`` picks the questions (the first N; sciq: items with a support paragraph):
+SQuAD and SciQ-with-support prompts are ~100-300 tokens, NQ ~50. White-box mode also times
+``bbwd batch`` with the previous teacher and sampler (the path before shared prefixes).
+
+    python bench/pipeline.py [--mode both] [--data nq] [--n 50] [--k 10] [--max-tokens 32]
+    python bench/pipeline.py --mode eval --data squad --n 10
 """
 
 from __future__ import annotations
@@ -49,12 +59,15 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(
 
 import ot  # noqa: E402
 from _common import table  # noqa: E402
+from _reference import PreviousSampler, PreviousTeacher  # noqa: E402
+from teacher import dataset_items  # noqa: E402
 
 from blackbox_wd.batch import BatchRunner, BatchSummary  # noqa: E402
 from blackbox_wd.clients.api import APISampler, make_api_sampler  # noqa: E402
 from blackbox_wd.clients.local import LocalSampler  # noqa: E402
 from blackbox_wd.clients.presets import resolve_endpoint  # noqa: E402
-from blackbox_wd.eval.data import load  # noqa: E402
+from blackbox_wd.eval.data import Item  # noqa: E402
+from blackbox_wd.eval.run import evaluate  # noqa: E402
 from blackbox_wd.pipeline import Detector, as_messages  # noqa: E402
 from blackbox_wd.settings import Settings  # noqa: E402
 from blackbox_wd.records import Sample  # noqa: E402
@@ -164,12 +177,18 @@ def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
         return [stock(messages, 1, params.seed + i)[0] for i in range(params.k)]
 
     prompts = [it.prompt for it in items]
-    naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed
     naive = []
-    for name, draw in [("naive, K samples in 1 generate call (strong reference)", one_call),
-                       ("naive, K generate calls of 1 sample (per-sample seeds)", per_sample)]:
-        s, st = time_naive(teacher, draw, prompts, settings)
-        naive.append((name, s, st))
+    if not args.skip_naive:
+        naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed
+        for name, draw in [("naive, K samples in 1 generate call (strong reference)", one_call),
+                           ("naive, K generate calls of 1 sample (per-sample seeds)", per_sample)]:
+            s, st = time_naive(teacher, draw, prompts, settings)
+            naive.append((name, s, st))
+    previous = PreviousTeacher.wrap(teacher)
+    prev_summary, prev_sums = time_batch(Detector(previous, PreviousSampler(previous), settings), items, args.group_size)
+    st = Stages()
+    st.teacher, st.ot, st.errors = prev_sums.get("teacher", 0.0), prev_sums.get("transport", 0.0), prev_summary.errors
+    naive.append(("bbwd batch before shared prefixes (previous teacher and sampler)", prev_summary.seconds, st))
     summary, sums = time_batch(Detector(teacher, sampler, settings), items, args.group_size)
     report(f"white-box: target = the teacher's own model ({TARGET}), generated locally", len(items), naive,
            summary.seconds, summary, sums, "in batch")
@@ -216,23 +235,53 @@ def black_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
           f"{args.k * args.latency / args.concurrency:.3f} s/prompt (concurrency {args.concurrency})")
 
 
+def eval_mode(args: argparse.Namespace, teacher: HFTeacher, items: list[Item]) -> None:
+    """``bbwd eval``'s per-prompt path white-box, with the previous teacher and sampler and with the new ones."""
+    settings = Settings(k=args.k, max_tokens=args.max_tokens, device="cpu")
+    previous = PreviousTeacher.wrap(teacher)
+    paths = {"previous (every response with its prompt)": Detector(previous, PreviousSampler(previous), settings),
+             "shared prefix": Detector(teacher, LocalSampler(teacher), settings)}
+    evaluate(paths["shared prefix"], items[:1], Path(tempfile.mkdtemp()))  # warm-up, untimed
+    rows, seconds = [], {}
+    for name, detector in paths.items():
+        before = detector.teacher.tokens.padded
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            done = evaluate(detector, items, Path(tmp))
+            seconds[name] = time.perf_counter() - t0
+        sums: dict[str, float] = {}
+        for row in done:
+            for key, v in row.get("timings", {}).items():
+                sums[key] = sums.get(key, 0.0) + v
+        floor = sum(row.get("timings", {}).get("teacher_tokens", 0) for row in done) or 1
+        rows.append([name, f"{seconds[name]:.1f}", f"{seconds[name] / len(items):.2f}",
+                     *(f"{sums.get(k, 0.0):.1f}" for k in ("sample", "teacher", "baselines")),
+                     f"{(detector.teacher.tokens.padded - before) / floor:.2f}"])
+    print(f"\n### bbwd eval per prompt, white-box ({TARGET}), {args.data}, {len(items)} prompts\n")
+    print(table(["path", "seconds", "s/prompt", "sample s", "teacher s", "baselines s", "teacher tokens/floor"], rows))
+    a, b = seconds.values()
+    print(f"speed-up: {a / b:.2f}x (target >= 2x on SQuAD; >= 0.95x on NQ)")
+
+
 def main() -> None:
     """Print the command and settings, then run the chosen modes."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=["white-box", "black-box", "both"], default="both")
-    ap.add_argument("--n", type=int, default=50, help="NQ-open dev questions")
+    ap.add_argument("--mode", choices=["white-box", "black-box", "both", "eval"], default="both")
+    ap.add_argument("--data", choices=["nq", "squad", "sciq"], default="nq", help="questions: the first N")
+    ap.add_argument("--n", type=int, default=50, help="questions")
+    ap.add_argument("--skip-naive", action="store_true", help="white-box: time only bbwd batch, previous and new")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--latency", type=float, default=0.2, help="black-box: injected seconds per request")
     ap.add_argument("--concurrency", type=int, default=16, help="black-box: bbwd batch request slots")
     args = ap.parse_args()
-    items = list(load("nq", args.n))
+    items = dataset_items(args.data, args.n)
     print("command: " + shlex.join(["python", *sys.argv]))
     print(f"python {platform.python_version()}, torch {torch.__version__}, torch threads {torch.get_num_threads()}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs, "
           f"load average at start {os.getloadavg()[0]:.2f}")
-    print(f"{len(items)} NQ-open dev questions, K={args.k}, T={Settings.temperature}, max_tokens={args.max_tokens}, "
+    print(f"{len(items)} {args.data} questions, K={args.k}, T={Settings.temperature}, max_tokens={args.max_tokens}, "
           f"group size {args.group_size}, teacher {Settings.teacher} on CPU (layer floor(L/2)); black-box: latency "
           f"{args.latency * 1e3:.0f} ms/request, concurrency {args.concurrency}, cache off")
     teacher = load_teacher(Settings.teacher, "cpu")
@@ -240,6 +289,8 @@ def main() -> None:
         black_box(args, teacher, items)
     if args.mode in ("white-box", "both"):
         white_box(args, teacher, items)
+    if args.mode == "eval":
+        eval_mode(args, teacher, items)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,29 @@
-"""Teacher forcing of K responses: per-response full forward vs HFTeacher.encode (batched, cut at the layer).
+"""Teacher forcing: the shared-prefix pass (each prompt once) against the previous pass (prompt + response
+for every response) and a per-response full forward, measured in the same run.
 
-Reference: for each response, one forward pass of the whole causal LM over prompt + response with
-``output_hidden_states=True``, taking ``hidden_states[layer]`` at the response tokens and projecting
-them with the teacher's fixed matrix. Optimised: ``teacher.encode(messages, responses)``, one
-right-padded batch whose forward stops after block ``layer`` (a hook raises). Both include
-tokenization. Run with the model cached:
+Workloads:
+- ``synthetic``: one 44-token prompt, K responses of ~80 tokens built from fixed sentences.
+- ``squad``, ``sciq`` (items with a support paragraph), ``nq``: the first ``--prompts`` items of each
+  shared set as ``bbwd eval`` prompts them; K responses per prompt sampled once (untimed) from the
+  teacher itself at T=0.5, up to ``--max-tokens`` tokens. All pairs go through one call, as a
+  ``bbwd batch`` group does.
 
-    BBWD_CACHE_DIR=/tmp/bbwdcache python bench/teacher.py [--rounds 5] [--k 10]
+Paths, timed in alternating rounds on the same pairs (tokenisation excluded):
+- previous: ``bench/_reference.PreviousTeacher`` (prompt + response sequences, right-padded,
+  length-bucketed under the token budget, cut after the layer);
+- shared prefix: ``HFTeacher.encode_ids`` (prompts once, left-padded, their cache copied to the
+  responses, identical responses once);
+- full forward (synthetic only): one whole-model forward per response with ``output_hidden_states``.
+Printed per workload: median ms, speed-up, tokens each path ran against the token floor (prompt
+tokens once + each distinct response's tokens once), and the largest state deviation between paths.
+
+    python bench/teacher.py [--workload all] [--rounds 3] [--prompts 8] [--k 10] [--logprobs]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 from pathlib import Path
@@ -23,7 +35,12 @@ import torch
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 from _common import table, timed  # noqa: E402
+from _reference import PreviousTeacher  # noqa: E402
 
+from blackbox_wd.clients.local import LocalSampler  # noqa: E402
+from blackbox_wd.eval.data import Item, load, parse_record, resolve_path  # noqa: E402
+from blackbox_wd.pipeline import as_messages, token_floor  # noqa: E402
+from blackbox_wd.records import SamplingParams  # noqa: E402
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher  # noqa: E402
 
 PROMPT = [{"role": "user", "content": "Explain in a short paragraph why the sky looks blue during the day."}]
@@ -37,78 +54,113 @@ SENTENCES = [
     "Clouds look white because their droplets are large and scatter all visible wavelengths about equally.",
     "The effect was explained by Lord Rayleigh in the nineteenth century using the wave theory of light.",
 ]
+Pairs = list[tuple[list[int], list[int]]]
 
 
-def responses(teacher: HFTeacher, k: int, target: int = 80) -> list[str]:
-    """K different responses of about ``target`` tokens, built from rotated sentences."""
-    out = []
+def synthetic_pairs(teacher: HFTeacher, k: int, target: int = 80) -> Pairs:
+    """K different responses of about ``target`` tokens after one prompt, built from rotated sentences."""
+    prompt, out = teacher.prompt_ids(PROMPT), []
     for i in range(k):
         text, j = "", i
         while len(teacher.response_ids(text)) < target:
             text += (" " if text else "") + SENTENCES[j % len(SENTENCES)]
             j += 3
-        ids = teacher.response_ids(text)[: target - 4 + (i % 9)]  # 76..84 tokens
-        out.append(teacher.tokenizer.decode(ids))
+        out.append((prompt, teacher.response_ids(text)[: target - 4 + (i % 9)]))  # 76..84 tokens
     return out
+
+
+def dataset_items(name: str, n: int) -> list[Item]:
+    """The first n items of a shared set as ``bbwd eval`` prompts them (SciQ: items with support only)."""
+    if name != "sciq":
+        return list(load(name, n))
+    rows = (json.loads(line) for line in resolve_path("sciq").read_text().splitlines() if line.strip())
+    return [parse_record(r) for r in rows if (r.get("context") or "").strip()][:n]
+
+
+def sampled_pairs(teacher: HFTeacher, prompts: list[str], k: int, max_tokens: int) -> Pairs:
+    """K responses per prompt drawn from the teacher itself (white-box), as token ids."""
+    params = SamplingParams(k=k, temperature=0.5, max_tokens=max_tokens, seed=0)
+    sets = LocalSampler(teacher).sample_many([(as_messages(p), k) for p in prompts], params)
+    return [(teacher.prompt_ids(as_messages(p)), list(s.token_ids)) for p, ss in zip(prompts, sets) for s in ss.samples]
 
 
 @torch.inference_mode()
-def reference(teacher: HFTeacher, messages: list[dict], texts: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per-response full forward with all hidden states: (projected states, last unprojected state)."""
-    prompt = teacher.prompt_ids(messages)
+def full_forward(teacher: HFTeacher, pairs: Pairs) -> list[np.ndarray]:
+    """Per response, one whole-model forward with all hidden states: projected states of the response."""
     out = []
-    for text in texts:
-        response = teacher.response_ids(text)
-        ids = torch.tensor([prompt + response], device=teacher.device)
-        hs = teacher.model(input_ids=ids, output_hidden_states=True).hidden_states[teacher.layer]
-        states = hs[0, len(prompt):].cpu().double().numpy()
-        out.append((states @ teacher.projection, states[-1].copy()))
+    for prompt, response in pairs:
+        hs = teacher.model(input_ids=torch.tensor([prompt + response], device=teacher.device),
+                           output_hidden_states=True).hidden_states[teacher.layer]
+        out.append(hs[0, len(prompt):].float().cpu().double().numpy() @ teacher.projection)
     return out
 
 
-def deviation(enc: list, ref: list[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float, float, float]:
-    """Max abs difference of projected states and of unprojected last states, and the largest |value| of each."""
-    d_proj = max(float(np.max(np.abs(e.states - s))) for e, (s, _) in zip(enc, ref))
-    d_last = max(float(np.max(np.abs(e.last - last))) for e, (_, last) in zip(enc, ref))
-    return (d_proj, d_last, max(float(np.max(np.abs(s))) for s, _ in ref),
-            max(float(np.max(np.abs(last))) for _, last in ref))
+def deviation(a: list[np.ndarray], b: list[np.ndarray]) -> str:
+    """Largest |a - b| over all states, and relative to the largest |value|."""
+    diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
+    scale = max(float(np.max(np.abs(y))) for y in b)
+    return f"{diff:.1e} ({diff / scale:.1e} of max |value| {scale:.0f})"
+
+
+def measure(name: str, teacher: HFTeacher, previous: PreviousTeacher, pairs: Pairs, rounds: int,
+            logprobs: bool) -> list:
+    """One table row: timings of both paths (and the full forward on synthetic), ratios, floor, deviation."""
+    floor = token_floor(pairs)
+    runs: dict[str, list[float]] = {"previous": [], "prefix": [], "full": []}
+    for r in range(rounds):  # alternate the order so that drift hits both paths alike
+        order = ["previous", "prefix"] if r % 2 == 0 else ["prefix", "previous"]
+        for path in order:
+            tool = previous if path == "previous" else teacher
+            before = tool.tokens.padded
+            ms, states = timed(lambda: tool.encode_ids(pairs, logprobs=logprobs))
+            runs[path].append(ms)
+            tokens = tool.tokens.padded - before
+            if path == "previous":
+                prev_states, prev_tokens = states, tokens
+            else:
+                new_states, new_tokens = states, tokens
+        if name == "synthetic":
+            runs["full"].append(timed(lambda: full_forward(teacher, pairs))[0])
+    prev_ms, new_ms = np.median(runs["previous"]), np.median(runs["prefix"])
+    full = f"{np.median(runs['full']):.0f} ({np.median(runs['full']) / new_ms:.2f}x)" if runs["full"] else "-"
+    prompts = {tuple(p) for p, _ in pairs}
+    return [name, len(prompts), len(pairs), f"{np.mean([len(p) for p in prompts]):.0f}",
+            f"{np.mean([len(r) for _, r in pairs]):.0f}", floor, f"{prev_tokens / floor:.2f}", f"{new_tokens / floor:.2f}",
+            f"{prev_ms:.0f}", f"{new_ms:.0f}", f"{prev_ms / new_ms:.2f}x", full,
+            deviation([s.states for s in new_states], [s.states for s in prev_states])]
 
 
 def main() -> None:
-    """Time both paths in alternating rounds and print one Markdown table."""
+    """Build the workloads, time the paths, print one Markdown table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--workload", choices=["all", "synthetic", "squad", "sciq", "nq"], default="all")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--prompts", type=int, default=8, help="prompts per dataset workload (one batch group)")
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--max-tokens", type=int, default=48)
+    ap.add_argument("--logprobs", action="store_true", help="the whole model, as bbwd eval runs it for LNE")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    teacher = load_teacher("smollm2-135m", device="cpu")
-    texts = responses(teacher, args.k)
-    lengths = [len(teacher.response_ids(t)) for t in texts]
-    reference(teacher, PROMPT, texts[:2])  # warm-up
-    teacher.encode(PROMPT, texts[:2])
-    t_ref, t_opt = [], []
-    for r in range(args.rounds):
-        if r % 2 == 0:
-            t_ref.append(timed(lambda: reference(teacher, PROMPT, texts))[0])
-        t, enc = timed(lambda: teacher.encode(PROMPT, texts))
-        t_opt.append(t)
-        if r % 2 == 1:
-            t_ref.append(timed(lambda: reference(teacher, PROMPT, texts))[0])
-    diffs = {"float32": deviation(enc, reference(teacher, PROMPT, texts))}
-    teacher.model.double()  # same computation in float64: separates rounding from a real difference
-    diffs["float64"] = deviation(teacher.encode(PROMPT, texts), reference(teacher, PROMPT, texts))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, python {platform.python_version()}; "
-          f"teacher smollm2-135m on cpu, layer {teacher.layer} of {teacher.n_layers}; "
-          f"prompt {len(teacher.prompt_ids(PROMPT))} tokens, {args.k} responses of {min(lengths)}-{max(lengths)} tokens")
-    rows = [[args.k, args.rounds, f"{np.median(t_ref):.1f}", f"{np.median(t_opt):.1f}",
-             f"{np.median(t_ref) / np.median(t_opt):.2f}x"]]
-    print(table(["K", "rounds", "per-response full forward ms", "encode ms", "speed-up"], rows))
-    for dtype, (d_proj, d_last, s_proj, s_last) in diffs.items():
-        print(f"model in {dtype}: max |encode - reference| over all response tokens: projected states {d_proj:.2e} "
-              f"(largest |value| {s_proj:.1f}, ratio {d_proj / s_proj:.1e}); unprojected last-token states "
-              f"{d_last:.2e} (largest |value| {s_last:.1f}, ratio {d_last / s_last:.1e})")
+    teacher = load_teacher("smollm2-135m", device=args.device, dtype=args.dtype)
+    previous = PreviousTeacher.wrap(teacher)
+    names = ["synthetic", "squad", "sciq", "nq"] if args.workload == "all" else [args.workload]
+    workloads = {n: synthetic_pairs(teacher, args.k) if n == "synthetic" else
+                 sampled_pairs(teacher, [it.prompt for it in dataset_items(n, args.prompts)], args.k, args.max_tokens) for n in names}
+    for pairs in workloads.values():  # warm-up, untimed
+        previous.encode_ids(pairs[:2], args.logprobs)
+        teacher.encode_ids(pairs[:2], args.logprobs)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, python {platform.python_version()}; teacher "
+          f"smollm2-135m on {args.device} in {args.dtype}, layer {teacher.layer} of {teacher.n_layers}, "
+          f"{'whole model (logprobs)' if args.logprobs else 'cut after the layer'}; token budget "
+          f"{teacher.token_budget}; K={args.k}; {args.rounds} rounds; median ms")
+    rows = [measure(n, teacher, previous, pairs, args.rounds, args.logprobs) for n, pairs in workloads.items()]
+    print(table(["workload", "prompts", "responses", "prompt tok", "resp tok", "floor tok", "previous/floor",
+                 "prefix/floor", "previous ms", "prefix ms", "speed-up", "full forward ms", "max |prefix - previous|"],
+                rows))
 
 
 if __name__ == "__main__":

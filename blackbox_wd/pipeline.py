@@ -1,4 +1,10 @@
-"""The one path from a prompt to scores: samples -> token states -> D -> AvgWD, EigenWD."""
+"""The one path from a prompt to scores: samples -> token states -> D -> AvgWD, EigenWD.
+
+Two stage functions carry it, and every front door (``Detector`` for ``score``, ``batch`` and
+``eval``; the Ray engine; the server) calls them: :func:`teacher_pass` (the model: a prompt's
+samples to their projected token states, one shared-prefix pass for many prompts) and
+:func:`score_states` (CPU: states to D, AvgWD, EigenWD and the baselines).
+"""
 
 from __future__ import annotations
 
@@ -58,6 +64,13 @@ def as_messages(prompt: str | Messages) -> Messages:
     return prompt
 
 
+def token_floor(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> int:
+    """Tokens a teacher pass runs for these pairs: each distinct prompt once, each distinct response of it once."""
+    prompts = {tuple(p) for p, _ in pairs}
+    responses = {(tuple(p), tuple(r)) for p, r in pairs}
+    return sum(map(len, prompts)) + sum(len(r) for _, r in responses)
+
+
 def scores_from_states(states: list[TokenStates], alpha: float, p: float) -> tuple[np.ndarray, float, float]:
     """D, AvgWD and EigenWD from the projected token states of the K responses."""
     d = pairwise_w2([s.states for s in states])
@@ -98,12 +111,6 @@ class Detector:
         """The fingerprint of the settings that change a prompt's score (``settings.fingerprint``)."""
         return self.reported_settings()["fingerprint"]
 
-    def _teacher_input(self, sample: Sample) -> str | tuple[int, ...]:
-        """Reuse the sampled token ids when the sampler is this teacher's own model."""
-        if sample.token_ids is not None and getattr(self.sampler, "teacher", None) is self.teacher:
-            return sample.token_ids
-        return sample.text
-
     def score(self, prompt: str | Messages, responses: list[str] | None = None) -> Result:
         """Sample K responses (unless given), teacher-force them, and score."""
         messages = as_messages(prompt)
@@ -123,61 +130,96 @@ class Detector:
 
     def score_many(self, items: list[tuple[Messages, SampleSet]], baselines: bool = False,
                    judges: Sequence[Entails | None] | None = None) -> list[Result | BBWDError]:
-        """Score several prompts with one length-bucketed teacher pass over all their responses.
+        """Score several prompts with one shared-prefix teacher pass over all their responses.
 
         A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response)
-        gets its BBWDError in its slot; the others are scored. Each result's teacher time is its
-        share of the pass, in proportion to its token count. With ``baselines`` the pass runs the
+        gets its BBWDError in its slot; the others are scored. With ``baselines`` the pass runs the
         full model (LNE needs log-probs) and LNE, LS, ES, ER (and DSE where ``judges`` gives an
         entailment judge for the prompt) are computed on the same samples.
         """
-        out: list[Result | BBWDError | None] = [None] * len(items)
-        pairs: list[tuple[list[int], list[int]]] = []
-        spans: dict[int, slice] = {}
-        for n, (messages, sample_set) in enumerate(items):
-            try:
-                own = self._pairs(messages, sample_set.samples)
-            except BBWDError as exc:
-                out[n] = exc
-                continue
-            spans[n] = slice(len(pairs), len(pairs) + len(own))
-            pairs.extend(own)
-        t0 = time.perf_counter()
-        states = self.teacher.encode_ids(pairs, logprobs=baselines) if pairs else []
-        teacher_time = time.perf_counter() - t0
-        total_tokens = sum(len(r) for _, r in pairs) or 1
-        for n, span in spans.items():
-            messages, sample_set = items[n]
-            own = states[span]
-            t1 = time.perf_counter()
-            d, avg, eig = scores_from_states(own, self.settings.alpha, self.settings.p)
-            counts = [s.n_tokens for s in own]
-            timings = {"teacher": teacher_time * sum(counts) / total_tokens, "transport": time.perf_counter() - t1}
-            result = Result(prompt=messages, responses=[s.text for s in sample_set.samples], token_counts=counts,
-                            D=d, avg_wd=avg, eigen_wd=eig, settings=self.reported_settings(d),
-                            usage=sample_set.usage, timings=timings)
-            if baselines:
-                t2 = time.perf_counter()
-                self._add_baselines(result, sample_set.samples, own, judges[n] if judges else None)
-                timings["baselines"] = time.perf_counter() - t2
-            out[n] = result
-        return out  # type: ignore[return-value]
+        own_ids = getattr(self.sampler, "teacher", None) is self.teacher
+        passed = teacher_pass(self.teacher, items, logprobs=baselines, own_ids=own_ids)
+        reported = self.reported_settings()
+        return [ps if isinstance(ps, BBWDError) else
+                score_states(ps, reported, self.settings.alpha, self.settings.p, baselines=baselines,
+                             judge=judges[n] if judges else None)
+                for n, ps in enumerate(passed)]
 
-    @staticmethod
-    def _add_baselines(result: Result, samples: list[Sample], states: list[TokenStates], judge: Entails | None) -> None:
-        """LNE (API log-probs when every sample has them, else the teacher's), LS, ES, ER, DSE."""
+
+@dataclass
+class PromptStates:
+    """One prompt after the teacher pass: its samples, their token states, and what the pass cost it."""
+
+    messages: Messages
+    samples: SampleSet
+    states: list[TokenStates]
+    teacher_tokens: int  # the prompt once plus each distinct response once
+    teacher_seconds: float  # its share of the pass, in proportion to teacher_tokens
+
+
+def prompt_pairs(teacher: HFTeacher, messages: Messages, samples: Sequence[Sample],
+                 own_ids: bool = False) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, response ids) for each sample, checked against the teacher's limits.
+
+    ``own_ids``: the samples come from the teacher's own model, so their token ids are reused as
+    they are instead of re-tokenising the text.
+    """
+    if len(samples) < 2:
+        raise BBWDError(f"need at least 2 responses, got {len(samples)}")
+    prompt = teacher.prompt_ids(messages)
+    pairs = [(prompt, teacher.response_ids(s.token_ids if own_ids and s.token_ids is not None else s.text))
+             for s in samples]
+    for i, pair in enumerate(pairs):
+        teacher.check(i, *pair)
+    return pairs
+
+
+def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]], *, logprobs: bool = False,
+                 own_ids: bool = False) -> list[PromptStates | BBWDError]:
+    """Teacher-force several prompts' samples in one shared-prefix pass; an unusable prompt gets its BBWDError.
+
+    The stage between sampling and scoring: it holds the model, and hands on only the projected
+    token states (plus one unprojected last-token state per response, and log-probs when asked).
+    """
+    out: list[PromptStates | BBWDError | None] = [None] * len(items)
+    pairs: list[tuple[list[int], list[int]]] = []
+    spans: dict[int, slice] = {}
+    for n, (messages, sample_set) in enumerate(items):
+        try:
+            own = prompt_pairs(teacher, messages, sample_set.samples, own_ids)
+        except BBWDError as exc:
+            out[n] = exc
+            continue
+        spans[n] = slice(len(pairs), len(pairs) + len(own))
+        pairs.extend(own)
+    t0 = time.perf_counter()
+    states = teacher.encode_ids(pairs, logprobs=logprobs) if pairs else []
+    seconds = time.perf_counter() - t0
+    floors = {n: token_floor(pairs[span]) for n, span in spans.items()}
+    total = sum(floors.values()) or 1
+    for n, span in spans.items():
+        messages, sample_set = items[n]
+        out[n] = PromptStates(messages, sample_set, states[span], floors[n], seconds * floors[n] / total)
+    return out  # type: ignore[return-value]
+
+
+def score_states(ps: PromptStates, reported: dict[str, Any], alpha: float, p: float, *, baselines: bool = False,
+                 judge: Entails | None = None) -> Result:
+    """D, AvgWD and EigenWD (and with ``baselines`` LNE, LS, ES, ER, DSE) of one prompt's token states."""
+    t0 = time.perf_counter()
+    d, avg, eig = scores_from_states(ps.states, alpha, p)
+    timings = {"teacher": ps.teacher_seconds, "teacher_tokens": ps.teacher_tokens,
+               "transport": time.perf_counter() - t0}
+    samples = ps.samples.samples
+    result = Result(prompt=ps.messages, responses=[s.text for s in samples],
+                    token_counts=[s.n_tokens for s in ps.states], D=d, avg_wd=avg, eigen_wd=eig,
+                    settings={**reported, "bandwidth": median_bandwidth(d)}, usage=ps.samples.usage, timings=timings)
+    if baselines:
+        t1 = time.perf_counter()
         api = all(s.token_logprobs for s in samples)
-        logprobs = [s.token_logprobs for s in samples] if api else [s.logprobs for s in states]
+        logprobs = [s.token_logprobs for s in samples] if api else [s.logprobs for s in ps.states]
         result.baselines = compute_baselines(result.responses, logprobs=logprobs,
-                                             embeddings=[s.last for s in states], entails=judge)
+                                             embeddings=[s.last for s in ps.states], entails=judge)
         result.lne_source = "api" if api else "teacher"
-
-    def _pairs(self, messages: Messages, samples: list[Sample]) -> list[tuple[list[int], list[int]]]:
-        """(prompt ids, response ids) for each sample, checked against the teacher's limits."""
-        if len(samples) < 2:
-            raise BBWDError(f"need at least 2 responses, got {len(samples)}")
-        prompt = self.teacher.prompt_ids(messages)
-        pairs = [(prompt, self.teacher.response_ids(self._teacher_input(s))) for s in samples]
-        for i, pair in enumerate(pairs):
-            self.teacher.check(i, *pair)
-        return pairs
+        timings["baselines"] = time.perf_counter() - t1
+    return result

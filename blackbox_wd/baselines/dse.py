@@ -151,7 +151,7 @@ class TeacherEntailment:
         """Margins of (premise, hypothesis) pairs not yet cached, in left-padded batched forwards."""
         import torch
 
-        from blackbox_wd.teachers.hf import pad_batch
+        from blackbox_wd.teachers.pad import pad_batch
 
         todo = list(dict.fromkeys(p for p in pairs if p not in self.cache))
         pad = getattr(self.teacher.tokenizer, "pad_token_id", None) or 0

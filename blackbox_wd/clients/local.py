@@ -10,7 +10,8 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
-from blackbox_wd.teachers.hf import HFTeacher, pad_batch
+from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.prefix import left_padded, new_cache, positions, select_rows
 
 
 def sample_seed(seed: int, messages: Messages, index: int) -> int:
@@ -92,23 +93,30 @@ class LocalSampler:
     def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams) -> list[SampleSet]:
         """``k`` samples for each (messages, k), all in one left-padded ``generate`` call.
 
+        Each prompt is read once: all but its last token run in one batch whose key/value cache is
+        then copied to the prompt's k rows, and ``generate`` goes on from there (``teachers.prefix``).
         Sample i of a prompt is drawn with its own generator seeded from (``params.seed``, the
         messages, i), so a prompt's samples do not depend on the other prompts of the call, their
         order or the grouping (up to float rounding of padded batches); the global RNG is untouched.
         """
         pad = self.pad_id()
-        ids, mask = pad_batch([self.teacher.prompt_ids(m) for m, k in requests for _ in range(k)], pad, left=True)
-        device = self.teacher.device
+        model, device = self.teacher.model, self.teacher.device
+        ids, mask = left_padded([self.teacher.prompt_ids(m) for m, _ in requests], pad, device)
+        cache = new_cache(model)
+        if ids.shape[1] > 1:  # the last column goes through generate, which needs one new token a row
+            model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions(mask[:, :-1]),
+                  past_key_values=cache, use_cache=True, logits_to_keep=1)
+        rows = torch.tensor([n for n, (_, k) in enumerate(requests) for _ in range(k)], device=device)
         draw = LogitsProcessorList()
         if params.temperature > 0:
             draw.append(TemperatureLogitsWarper(params.temperature))
             if params.top_p < 1.0:
                 draw.append(TopPLogitsWarper(params.top_p))
             draw.append(InverseCDFDraw(row_generators(requests, params.seed)))
-        out = self.teacher.model.generate(
-            ids.to(device), attention_mask=mask.to(device), do_sample=False, logits_processor=draw,
-            temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens, min_new_tokens=1,
-            pad_token_id=pad,
+        out = model.generate(
+            ids[rows], attention_mask=mask[rows], past_key_values=select_rows(cache, rows), do_sample=False,
+            logits_processor=draw, temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens,
+            min_new_tokens=1, pad_token_id=pad,
         )
         samples = iter(self.samples(out[:, ids.shape[1]:].tolist()))
         return [SampleSet([next(samples) for _ in range(k)]) for _, k in requests]

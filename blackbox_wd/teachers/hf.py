@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from jinja2 import TemplateError
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, Cache, PreTrainedModel, PreTrainedTokenizerBase
 
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, TokenStates
 from blackbox_wd.teachers.embedded import ensure_hf_folder
 from blackbox_wd.teachers.gguf import load_gguf
+from blackbox_wd.teachers.pad import pad_batch
+from blackbox_wd.teachers.prefix import Prefix, left_padded, new_cache, positions
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
 from blackbox_wd.teachers.registry import EMBEDDED_MODELS, ModelSpec, resolve
 
 Response = str | Sequence[int]
+
+
+@dataclass
+class TokenCount:
+    """Tokens a teacher has run: ``real`` ones and ``padded`` (real plus padding)."""
+
+    real: int = 0
+    padded: int = 0
 
 
 class _Stop(Exception):
@@ -59,18 +70,6 @@ def load_model(spec: ModelSpec, device: str = "auto", dtype: str = "auto") -> tu
     return model.to(dev).eval(), tokenizer
 
 
-def pad_batch(seqs: Sequence[Sequence[int]], pad: int, left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token id lists as one (B, T) id tensor and its attention mask, padded right (or left)."""
-    width = max(map(len, seqs))
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        cols = slice(width - len(seq), width) if left else slice(0, len(seq))
-        ids[row, cols] = torch.tensor(seq, dtype=torch.long)
-        mask[row, cols] = 1
-    return ids, mask
-
-
 class HFTeacher:
     """Teacher-forces responses through a causal LM and returns their mid-layer token states.
 
@@ -96,6 +95,7 @@ class HFTeacher:
         self.token_budget = token_budget
         self.max_length = getattr(model.config.get_text_config(), "max_position_embeddings", None)
         self._blocks = model.get_decoder().layers
+        self.tokens = TokenCount()  # running totals over every pass, for benchmarks
 
     @property
     def device(self) -> torch.device:
@@ -126,41 +126,48 @@ class HFTeacher:
         prompt = self.prompt_ids(messages)
         return self.encode_ids([(prompt, self.response_ids(r)) for r in responses], logprobs)
 
+    @torch.inference_mode()
     def encode_ids(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool = False) -> list[TokenStates]:
-        """Teacher-force (prompt ids, response ids) pairs, batched by length under the token budget."""
+        """Teacher-force (prompt ids, response ids) pairs: each distinct prompt runs once, each distinct
+        response of it once, batched by length under the token budget.
+
+        Prompts run left-padded with their key/value cache kept; their responses then run right-padded
+        on a copy of that cache (``teachers.prefix``). Pairs with the same prompt and response get the
+        same TokenStates object. With ``logprobs`` the whole model runs (LNE needs the logits), else
+        only the blocks up to the layer.
+        """
         for i, pair in enumerate(pairs):
             self.check(i, *pair)
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        where: dict[tuple[int, ...], dict[tuple[int, ...], list[int]]] = {}
+        for i, (prompt, response) in enumerate(pairs):
+            where.setdefault(tuple(prompt), {}).setdefault(tuple(response), []).append(i)
         out: list[TokenStates | None] = [None] * len(pairs)
-        for chunk in self._chunks(order, pairs):
-            for i, ts in zip(chunk, self._forward([pairs[i] for i in chunk], logprobs)):
-                out[i] = ts
+        prompts = sorted(where, key=len)
+        for chunk in self._chunks([len(p) for p in prompts], 0):
+            group = [prompts[i] for i in chunk]
+            prefix, last = self._prefill(group, logprobs)
+            rows = sorted(((n, r) for n, p in enumerate(group) for r in where[p]), key=lambda row: len(row[1]))
+            for part in self._chunks([len(r) for _, r in rows], prefix.width):
+                batch = [rows[i] for i in part]
+                for (n, response), ts in zip(batch, self._respond(prefix, last, batch, logprobs)):
+                    for i in where[group[n]][response]:
+                        out[i] = ts
         return out  # type: ignore[return-value]
 
-    def check(self, index: int, prompt: list[int], response: list[int]) -> None:
-        """Raise BBWDError when response ``index`` is empty or does not fit the teacher's context."""
-        if not response:
-            raise BBWDError(f"response {index} is empty: no tokens to measure")
-        if self.max_length and len(prompt) + len(response) > self.max_length:
-            raise BBWDError(f"prompt+response {index} has {len(prompt) + len(response)} tokens, "
-                            f"over the teacher's context of {self.max_length}")
-
-    def _chunks(self, order: list[int], pairs: Sequence[tuple[list[int], list[int]]]) -> list[list[int]]:
-        """Consecutive groups of the length-sorted indices whose padded size fits the token budget."""
+    def _chunks(self, lengths: list[int], extra: int) -> list[list[int]]:
+        """Consecutive runs of indices into ascending ``lengths`` whose padded size, each row
+        ``extra`` + its longest length, fits the token budget (a single row always goes)."""
         chunks: list[list[int]] = [[]]
-        for i in order:
-            length = len(pairs[i][0]) + len(pairs[i][1])  # sorted, so the newest is the longest
-            if chunks[-1] and (len(chunks[-1]) + 1) * length > self.token_budget:
+        for i, length in enumerate(lengths):
+            if chunks[-1] and (len(chunks[-1]) + 1) * (extra + length) > self.token_budget:
                 chunks.append([])
             chunks[-1].append(i)
         return chunks
 
-    @torch.inference_mode()
-    def _forward(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool) -> list[TokenStates]:
-        """One right-padded forward pass over a batch of prompt+response sequences."""
-        ids, mask = pad_batch([p + r for p, r in pairs], self.tokenizer.pad_token_id or 0)
-        ids, mask = ids.to(self.device), mask.to(self.device)
-
+    def _run(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Cache,
+             logprobs: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One forward pass with a cache: the states after block ``layer`` (and the final normed
+        hidden states when ``logprobs``; else the blocks above the layer are skipped)."""
         captured: list[torch.Tensor] = []
 
         def hook(_module, _args, output):
@@ -170,22 +177,52 @@ class HFTeacher:
 
         handle = self._blocks[self.layer - 1].register_forward_hook(hook)
         try:
-            last_hidden = self.model.get_decoder()(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+            last = self.model.get_decoder()(input_ids=ids, attention_mask=mask, position_ids=pos,
+                                            past_key_values=cache, use_cache=True).last_hidden_state
         except _Stop:
-            last_hidden = None
+            last = None
         finally:
             handle.remove()
-        mid = captured[0].float()
+        return captured[0], last
 
+    def _prefill(self, prompts: list[tuple[int, ...]], logprobs: bool) -> tuple[Prefix, torch.Tensor | None]:
+        """Run the prompts once; their prefix, and the final hidden state at each prompt's last token."""
+        ids, mask = left_padded(prompts, self.tokenizer.pad_token_id or 0, self.device)
+        self.tokens.real += int(mask.sum())
+        self.tokens.padded += ids.numel()
+        cache = new_cache(self.model)
+        _, last = self._run(ids, mask, positions(mask), cache, logprobs)
+        return Prefix(cache, mask, mask.sum(1)), None if last is None else last[:, -1]
+
+    def _respond(self, prefix: Prefix, last: torch.Tensor | None, rows: list[tuple[int, tuple[int, ...]]],
+                 logprobs: bool) -> list[TokenStates]:
+        """Teacher-force responses (row: index of its prompt in the prefix, response ids) after their prompts."""
+        ids, mask = pad_batch([r for _, r in rows], self.tokenizer.pad_token_id or 0)
+        ids = ids.to(self.device)
+        self.tokens.real += int(mask.sum())
+        self.tokens.padded += ids.numel()
+        cache, full, pos = prefix.continuation([n for n, _ in rows], mask)
+        mid, hidden = self._run(ids, full, pos, cache, logprobs)
+        mid = mid.float()
         out = []
-        for row, (prompt, response) in enumerate(pairs):
-            lo, hi = len(prompt), len(prompt) + len(response)
-            states = mid[row, lo:hi].cpu().double().numpy()
+        for row, (n, response) in enumerate(rows):
+            states = mid[row, :len(response)].cpu().double().numpy()
             lp = None
-            if last_hidden is not None:
-                lp = self._token_logprobs(last_hidden[row, lo - 1 : hi - 1], ids[row, lo:hi])
+            if hidden is not None and last is not None:
+                before = torch.cat([last[n:n + 1], hidden[row, :len(response) - 1]])  # the state preceding each token
+                lp = self._token_logprobs(before, ids[row, :len(response)])
             out.append(TokenStates(states=states @ self.projection, last=states[-1].copy(), logprobs=lp))
         return out
+
+    def check(self, index: int, prompt: list[int], response: list[int]) -> None:
+        """Raise BBWDError when the prompt or response ``index`` is empty or they do not fit the teacher's context."""
+        if not prompt:
+            raise BBWDError(f"prompt of response {index} has no tokens")
+        if not response:
+            raise BBWDError(f"response {index} is empty: no tokens to measure")
+        if self.max_length and len(prompt) + len(response) > self.max_length:
+            raise BBWDError(f"prompt+response {index} has {len(prompt) + len(response)} tokens, "
+                            f"over the teacher's context of {self.max_length}")
 
     def _token_logprobs(self, hidden: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
         """log p(target_t | prefix) from the final hidden states preceding each target token."""

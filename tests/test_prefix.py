@@ -1,0 +1,117 @@
+"""The shared-prefix teacher pass and sampler give what a plain per-response forward gives.
+
+Each prompt runs once (left-padded with others, its key/value cache kept) and its responses run
+after it on a copy of that cache (right-padded). The reference is one unpadded forward of
+prompt + response through the whole model, ``hidden_states[layer]`` at the response tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler, row_generators
+from blackbox_wd.pipeline import scores_from_states, token_floor
+from blackbox_wd.records import SamplingParams
+from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.pad import pad_batch
+
+PROMPTS = [[{"role": "user", "content": "what"}],
+           [{"role": "user", "content": "what is the capital of france"}],
+           [{"role": "system", "content": "a big city"}, {"role": "user", "content": "is it rome or paris"}]]
+RESPONSES = ["paris", "it is rome a big city", "the capital is paris yes", "no it is small", "paris"]
+
+
+@pytest.fixture
+def teacher(tiny_llama):
+    return HFTeacher(*tiny_llama, name="tiny")
+
+
+@torch.inference_mode()
+def plain(teacher, prompt, response):
+    """Projected states and log-probs of the response from one unpadded full forward."""
+    out = teacher.model(torch.tensor([prompt + response]), output_hidden_states=True)
+    hidden = out.hidden_states[teacher.layer][0, len(prompt):].double().numpy()
+    logp = torch.log_softmax(out.logits[0].double(), -1)
+    lp = [logp[len(prompt) - 1 + t, tok].item() for t, tok in enumerate(response)]
+    return hidden @ teacher.projection, np.array(lp)
+
+
+def pairs_of(teacher):
+    return [(teacher.prompt_ids(m), teacher.response_ids(r)) for m in PROMPTS for r in RESPONSES]
+
+
+@pytest.mark.parametrize("logprobs", [False, True])
+def test_mixed_prompt_lengths_equal_plain_forwards(teacher, logprobs):
+    pairs = pairs_of(teacher)
+    assert len({len(p) for p, _ in pairs}) == 3 and len({len(r) for _, r in pairs}) == 4
+    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=logprobs)):
+        states, lp = plain(teacher, prompt, response)
+        np.testing.assert_allclose(ts.states, states, atol=1e-5)
+        if logprobs:
+            np.testing.assert_allclose(ts.logprobs, lp, atol=1e-5)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_padding_side_and_budget_change_nothing(teacher, side):
+    pairs = pairs_of(teacher)
+    teacher.tokenizer.padding_side = side
+    try:
+        together = teacher.encode_ids(pairs, logprobs=True)  # one prefill batch, one response batch
+        teacher.token_budget = 1  # every prompt and every response alone: no padding at all
+        alone = teacher.encode_ids(pairs, logprobs=True)
+    finally:
+        teacher.tokenizer.padding_side, teacher.token_budget = "right", 16384
+    for a, b in zip(together, alone):
+        np.testing.assert_allclose(a.states, b.states, atol=1e-5)
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+
+
+def test_each_prompt_and_distinct_response_runs_once(teacher):
+    pairs = pairs_of(teacher)
+    before = teacher.tokens.real
+    states = teacher.encode_ids(pairs)
+    assert teacher.tokens.real - before == token_floor(pairs)
+    assert token_floor(pairs) == sum(len(teacher.prompt_ids(m)) for m in PROMPTS) + \
+        3 * sum(len(teacher.response_ids(r)) for r in RESPONSES[:4])  # "paris" twice: once per prompt
+    assert states[0] is states[4] and states[5] is states[9]  # identical responses share their states
+    d, _, _ = scores_from_states(states[:5], 1e-3, 0.1)
+    assert d[0, 4] == d[4, 0] == 0.0 and (d[np.triu_indices(5, 1)] > 0).sum() == 9
+
+
+def test_sliding_window_teacher_equals_plain_forward(tiny_llama):
+    """Gemma-3's local layers keep only a window of keys: prompts longer than it still match."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    _, tok = tiny_llama
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=4,
+                              layer_types=["sliding_attention", "full_attention"] * 2, max_position_embeddings=64,
+                              pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    teacher = HFTeacher(Gemma3ForCausalLM(config).eval(), tok, name="tiny-gemma")
+    pairs = pairs_of(teacher)
+    assert max(len(p) for p, _ in pairs) > 2 * config.sliding_window
+    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=True)):
+        states, lp = plain(teacher, prompt, response)
+        np.testing.assert_allclose(ts.states, states, atol=1e-5)
+        np.testing.assert_allclose(ts.logprobs, lp, atol=1e-5)
+
+
+@torch.inference_mode()
+def test_prefilled_sampling_draws_what_a_full_generate_draws(teacher):
+    sampler = LocalSampler(teacher)
+    params = SamplingParams(k=4, temperature=1.0, max_tokens=6, seed=5)
+    requests = [(m, 4) for m in PROMPTS]
+    got = [[s.token_ids for s in ss.samples] for ss in sampler.sample_many(requests, params)]
+    # reference: every row's whole prompt through generate, no cache given
+    pad = sampler.pad_id()
+    ids, mask = pad_batch([teacher.prompt_ids(m) for m, k in requests for _ in range(k)], pad, left=True)
+    out = teacher.model.generate(ids, attention_mask=mask, do_sample=False,
+                                 logits_processor=[InverseCDFDraw(row_generators(requests, params.seed))],
+                                 temperature=None, top_p=None, top_k=None, max_new_tokens=6, min_new_tokens=1,
+                                 pad_token_id=pad)
+    rows = [s.token_ids for s in sampler.samples(out[:, ids.shape[1]:].tolist())]
+    assert got == [rows[0:4], rows[4:8], rows[8:12]]
+    assert len({r for rs in got for r in rs}) > 3  # real draws, not one repeated answer
