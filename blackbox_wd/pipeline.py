@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from blackbox_wd.baselines import Entails, compute_baselines
+from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
 from blackbox_wd.scores import avg_wd, eigen_wd, median_bandwidth
@@ -39,6 +40,9 @@ class Result:
     timings: dict[str, float] = field(default_factory=dict)
     baselines: dict[str, float] = field(default_factory=dict)
     lne_source: str | None = None  # "api" (target's token logprobs) or "teacher" (teacher-forced)
+    p_hallucination: float | None = None  # with a calibration: its probability of hallucination
+    flag: bool | None = None  # with a calibration: p_hallucination >= its threshold
+    calibration: dict[str, Any] | None = None  # with a calibration: its ``summary()``
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (D as nested lists)."""
@@ -65,21 +69,33 @@ def scores_from_states(states: list[TokenStates], alpha: float, p: float) -> tup
 
 
 class Detector:
-    """Scores prompts with a teacher and a target sampler under fixed settings."""
+    """Scores prompts with a teacher and a target sampler under fixed settings.
 
-    def __init__(self, teacher: HFTeacher, sampler: Sampler, settings: Settings) -> None:
+    With a ``calibration`` (refused unless it was fitted for these settings) every result also
+    gets its probability of hallucination and flag.
+    """
+
+    def __init__(self, teacher: HFTeacher, sampler: Sampler, settings: Settings,
+                 calibration: Calibration | None = None) -> None:
         self.teacher = teacher
         self.sampler = sampler
         self.settings = settings
+        self.calibration = calibration
+        if calibration is not None:
+            calibration.check(self.reported_settings())
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Detector":
+    def from_settings(cls, settings: Settings, calibration: Calibration | None = None) -> "Detector":
         """Load the teacher and build the sampler the settings name."""
         from blackbox_wd.clients import api_sampler_for, local_sampler_for
 
         api = api_sampler_for(settings)  # first: a missing API key fails before any model loads
         teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget)
-        return cls(teacher, api or local_sampler_for(settings, teacher), settings)
+        return cls(teacher, api or local_sampler_for(settings, teacher), settings, calibration)
+
+    def with_calibration(self, calibration: Calibration | None) -> "Detector":
+        """The same teacher and sampler with another calibration (checked against the settings)."""
+        return Detector(self.teacher, self.sampler, self.settings, calibration)
 
     def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
         """The settings as run (resolved layer, projection, API endpoint, fingerprint; D's bandwidth when given)."""
@@ -160,8 +176,20 @@ class Detector:
                 t2 = time.perf_counter()
                 self._add_baselines(result, sample_set.samples, own, judges[n] if judges else None)
                 timings["baselines"] = time.perf_counter() - t2
-            out[n] = result
+            out[n] = self._calibrated(result)
         return out  # type: ignore[return-value]
+
+    def _calibrated(self, result: Result) -> Result | BBWDError:
+        """The result with its probability and flag under the calibration, if any; a BBWDError if its scores have none."""
+        if self.calibration is None:
+            return result
+        try:
+            result.p_hallucination = self.calibration.predict(result)
+        except BBWDError as exc:
+            return exc
+        result.flag = self.calibration.flag(result.p_hallucination)
+        result.calibration = self.calibration.summary()
+        return result
 
     @staticmethod
     def _add_baselines(result: Result, samples: list[Sample], states: list[TokenStates], judge: Entails | None) -> None:
