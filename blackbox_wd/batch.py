@@ -5,8 +5,9 @@ Every input line gets exactly one output line, in input order. Records are proce
 targets) while the teacher and OT work on the current one, and each group's responses share one
 length-bucketed teacher pass. Every record of a run is scored on the same number K of responses.
 
-Output lines carry the settings' fingerprint and the hash of their input line. A rerun checks both
-(another input or other settings is refused, and a file that is not bbwd output is never touched),
+Output lines carry the settings' fingerprint and the hash of their input line, and with a
+calibration its probability, flag and the calibration's id. A rerun checks them (another input,
+other settings or another calibration is refused, and a file that is not bbwd output is never touched),
 keeps the complete lines, recomputes the records whose error was transient (network, 5xx, 429),
 drops a torn last line, recomputes the unfinished group from its start (groups are fixed by input
 position, so it batches exactly as before) and appends only the missing lines.
@@ -117,12 +118,16 @@ def read_done(dst: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def check_resume(done: list[dict[str, Any]], fingerprint: str, src: Path, dst: Path) -> None:
-    """Raise BBWDError unless every done row has this run's fingerprint and its input line's hash."""
+def check_resume(done: list[dict[str, Any]], fingerprint: str, src: Path, dst: Path,
+                 calibration: str | None = None) -> None:
+    """Raise BBWDError unless every done row has this run's fingerprint, calibration id and its input line's hash."""
     for row in done:
         if row["fingerprint"] != fingerprint:
             raise BBWDError(f"{dst} was written with other settings (fingerprint {row['fingerprint']}, this run "
                             f"{fingerprint}): resume with the same settings, or choose another -o")
+        if row.get("calibration") != calibration:
+            raise BBWDError(f"{dst} was written with another calibration ({row.get('calibration') or 'none'}, this run "
+                            f"{calibration or 'none'}): resume with the same --calibration, or choose another -o")
     lines = islice(raw_lines(src), len(done))
     for row, raw in zip(done, lines):
         if line_hash(raw) != row["input_hash"]:
@@ -138,8 +143,9 @@ def _groups(records: Iterator[LogRecord], size: int) -> Iterator[list[LogRecord]
         yield group
 
 
-def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: bool, fingerprint: str) -> dict[str, Any]:
-    """The JSON object written for one record."""
+def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: bool, fingerprint: str,
+               calibration: str | None = None) -> dict[str, Any]:
+    """The JSON object written for one record; with a calibration (its id), also p_hallucination and flag."""
     row: dict[str, Any] = {"id": rec.id, "line": rec.line}
     if isinstance(result, Result):
         row.update(avg_wd=result.avg_wd, eigen_wd=result.eigen_wd, n_samples=len(result.responses),
@@ -148,6 +154,10 @@ def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: b
             row["D"] = result.D.tolist()
     else:
         row.update(avg_wd=None, eigen_wd=None, n_samples=0, token_counts=[], timings={})
+    if calibration is not None:
+        scored = isinstance(result, Result)
+        row.update(p_hallucination=result.p_hallucination if scored else None,
+                   flag=result.flag if scored else None, calibration=calibration)
     if rec.label is not None:
         row["label"] = rec.label
     row["error"] = rec.error or (None if isinstance(result, Result) else f"line {rec.line}: {result}")
@@ -286,7 +296,8 @@ class BatchRunner:
         check_output_path(dst)
         done = read_done(dst)
         fp = self.detector.fingerprint()
-        check_resume(done, fp, src, dst)
+        cal = self.detector.calibration.id if self.detector.calibration is not None else None
+        check_resume(done, fp, src, dst, cal)
         summary = BatchSummary(k=self.k, resumed_from=len(done))
         t0 = time.perf_counter()
 
@@ -304,7 +315,7 @@ class BatchRunner:
             redone: dict[int, dict[str, Any]] = {}
 
             def keep(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
-                redone[rec.line] = row = output_row(rec, res, save_matrix, fp)
+                redone[rec.line] = row = output_row(rec, res, save_matrix, fp, cal)
                 count(row, sset)
 
             await self._process((r for r in read_records(src) if r.line in retry), keep)
@@ -317,7 +328,7 @@ class BatchRunner:
             def append(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
                 if rec.line <= len(done):  # done already: the unfinished group is recomputed from its start
                     return
-                row = output_row(rec, res, save_matrix, fp)
+                row = output_row(rec, res, save_matrix, fp, cal)
                 out.write(json.dumps(row) + "\n")
                 out.flush()
                 os.fsync(out.fileno())

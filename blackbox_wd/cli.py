@@ -40,6 +40,8 @@ Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N
 Dtype = Annotated[str, typer.Option("--dtype", help="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16.")]
 TokenBudget = Annotated[int, typer.Option("--token-budget", help="Max padded tokens in one teacher forward pass.")]
 RetryBudget = Annotated[float, typer.Option("--retry-budget", help="Seconds an API request may spend retrying 429/5xx/timeouts.")]
+CalibrationFile = Annotated[Optional[Path], typer.Option("--calibration", help="Calibration file (bbwd calibrate): adds "
+                                                      "p_hallucination and flag; refused unless fitted for these settings.")]
 
 
 @app.callback()
@@ -82,6 +84,14 @@ def render(result: Result, console: Console) -> None:
     console.print(f"[bold]EigenWD[/bold] {result.eigen_wd:.6g}   (p={s['p']}, alpha={s['alpha']}, bandwidth={s['bandwidth']:.4g})")
     console.print(f"target={s['target']} teacher={s['teacher']} layer={s['layer']}/{s['n_layers']} K={s['k']} "
                   f"T={s['temperature']} top_p={s['top_p']} seed={s['seed']} device={s['device']}")
+    if result.p_hallucination is not None:
+        c = result.calibration or {}
+        op = c.get("operating_point", {})
+        console.print(f"calibration: {c.get('origin')} (label {c.get('label')}, fingerprint {c.get('fingerprint')})",
+                      highlight=False)
+        console.print(f"[bold]risk {result.p_hallucination:.2f}[/bold] - {'flagged' if result.flag else 'not flagged'} "
+                      f"(threshold {c.get('threshold', float('nan')):.2f}, FPR {op.get('fpr', float('nan')):.0%} on "
+                      f"{c.get('n')} labelled prompts)", highlight=False)
     u = result.usage
     if u.requests or u.cache_hits:
         console.print(f"API: {u.requests} requests, {u.cache_hits} from cache, {u.retries} retries, "
@@ -97,14 +107,24 @@ def score(
     no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
     device: Device = "auto", dtype: Dtype = "auto", retry_budget: RetryBudget = Settings.retry_budget,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    calibration: Annotated[Optional[Path], typer.Option(
+        "--calibration", help="Calibration file (bbwd calibrate): adds the risk and a flag; refused unless fitted for "
+                              "these settings. Default: the embedded one for the teacher, when it matches.")] = None,
 ) -> None:
-    """Score one prompt: sample K responses, teacher-force them, print D, AvgWD and EigenWD."""
+    """Score one prompt: sample K responses, teacher-force them, print D, AvgWD, EigenWD and, calibrated, the risk."""
+    from blackbox_wd.calibration import Calibration, embedded_calibration
     from blackbox_wd.pipeline import Detector, as_messages
 
     quiet_libraries()
     settings = settings_from(locals())
     messages = as_messages(prompt)
-    result = Detector.from_settings(settings).score(messages)
+    detector = Detector.from_settings(settings, Calibration.load(calibration) if calibration else None)
+    if calibration is None:
+        embedded, note = embedded_calibration(detector.reported_settings())
+        detector = detector.with_calibration(embedded)
+        if note:
+            typer.echo(note, err=True)
+    result = detector.score(messages)
     if as_json:
         json.dump(result.to_dict(), sys.stdout)
         sys.stdout.write("\n")
@@ -127,11 +147,13 @@ def batch(
     group_size: Annotated[int, typer.Option("--group-size", help="Records per shared teacher pass.")] = 8,
     save_matrix: Annotated[bool, typer.Option("--save-matrix", help="Add D to every output line.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 if any record had an error.")] = False,
+    calibration: CalibrationFile = None,
 ) -> None:
     """Score a JSONL log, one output line per input line; records with fewer than K responses are topped up from --target."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from blackbox_wd.batch import BatchRunner, check_group_size, check_output_path, plan_k, read_done
+    from blackbox_wd.calibration import Calibration
     from blackbox_wd.pipeline import Detector
 
     quiet_libraries()
@@ -142,8 +164,9 @@ def batch(
     read_done(output)  # not bbwd output: refused before any model loads
     k, k_source = plan_k(logs, k, sample_missing=target is not None)
     settings = settings_from(locals())
+    cal = Calibration.load(calibration) if calibration else None
     err = Console(stderr=True)
-    runner = BatchRunner(Detector.from_settings(settings), sample_missing=target is not None, group_size=group_size)
+    runner = BatchRunner(Detector.from_settings(settings, cal), sample_missing=target is not None, group_size=group_size)
     with Progress(TextColumn("[bold]bbwd batch"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[rate]:.2f} rec/s, {task.fields[errors]} errors"),
                   TimeElapsedColumn(), console=err, disable=not err.is_terminal) as bar:
@@ -210,6 +233,38 @@ def evaluate(
                 "label_judge": judge or "none"}
     paths = write_report(scored, output, settings=reported, title=f"Hallucination detection on {Path(data).name}")
     err.print(f"wrote {output / 'results.jsonl'}, " + ", ".join(str(p) for p in paths.values()), highlight=False)
+
+
+@app.command()
+def calibrate(
+    results: Annotated[Path, typer.Argument(help="Labelled JSONL: bbwd eval's results.jsonl, or rows with avg_wd, "
+                                                 "eigen_wd and a 0/1 label (1 = hallucination).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Calibration file to write; the report "
+                                         "(<name>.md, <name>.reliability.png) goes beside it.")] = Path("calibration.json"),
+    label: Annotated[str, typer.Option("--label", help="Label field: label, label_em, label_judge, ...")] = "label",
+    settings_from: Annotated[Optional[Path], typer.Option(
+        "--settings-from", help="The rows' reported settings (JSON object); default: settings.json beside RESULTS, "
+                                "which bbwd eval writes.")] = None,
+    target_fpr: Annotated[Optional[float], typer.Option(
+        "--target-fpr", help="Threshold: the smallest whose cross-validated FPR is at most this (default 0.1).")] = None,
+    max_f1: Annotated[bool, typer.Option("--max-f1", help="Threshold: the one of maximum F1 instead.")] = False,
+    with_baselines: Annotated[bool, typer.Option(
+        "--with-baselines", help="Also report the combined score with the baselines (not applied).")] = False,
+    folds: Annotated[int, typer.Option("--folds", help="Cross-validation folds (stratified).")] = 5,
+) -> None:
+    """Fit a calibration (probability of hallucination and a flag) on labelled results, with a report."""
+    from blackbox_wd.batch import check_output_path
+    from blackbox_wd.calibration_fit import fit_file
+    from blackbox_wd.calibration_report import summary_line, write_report
+
+    if max_f1 and target_fpr is not None:
+        raise BBWDError("give --target-fpr or --max-f1, not both")
+    check_output_path(output)
+    fit = fit_file(results, label=label, settings_from=settings_from, folds=folds,
+                   target_fpr=0.1 if target_fpr is None else target_fpr, max_f1=max_f1, with_baselines=with_baselines)
+    fit.calibration.save(output)
+    paths = write_report(fit, output)
+    typer.echo(f"wrote {output}, {paths['report']}, {paths['reliability']}: {summary_line(fit)}", err=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from blackbox_wd.baselines import Entails, compute_baselines
+from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
 from blackbox_wd.scores import avg_wd, eigen_wd, median_bandwidth
@@ -45,6 +46,9 @@ class Result:
     timings: dict[str, float] = field(default_factory=dict)
     baselines: dict[str, float] = field(default_factory=dict)
     lne_source: str | None = None  # "api" (target's token logprobs) or "teacher" (teacher-forced)
+    p_hallucination: float | None = None  # with a calibration: its probability of hallucination
+    flag: bool | None = None  # with a calibration: p_hallucination >= its threshold
+    calibration: dict[str, Any] | None = None  # with a calibration: its ``summary()``
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (D as nested lists)."""
@@ -78,21 +82,33 @@ def scores_from_states(states: list[TokenStates], alpha: float, p: float) -> tup
 
 
 class Detector:
-    """Scores prompts with a teacher and a target sampler under fixed settings."""
+    """Scores prompts with a teacher and a target sampler under fixed settings.
 
-    def __init__(self, teacher: HFTeacher, sampler: Sampler, settings: Settings) -> None:
+    With a ``calibration`` (refused unless it was fitted for these settings) every result also
+    gets its probability of hallucination and flag.
+    """
+
+    def __init__(self, teacher: HFTeacher, sampler: Sampler, settings: Settings,
+                 calibration: Calibration | None = None) -> None:
         self.teacher = teacher
         self.sampler = sampler
         self.settings = settings
+        self.calibration = calibration
+        if calibration is not None:
+            calibration.check(self.reported_settings())
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Detector":
+    def from_settings(cls, settings: Settings, calibration: Calibration | None = None) -> "Detector":
         """Load the teacher and build the sampler the settings name."""
         from blackbox_wd.clients import api_sampler_for, local_sampler_for
 
         api = api_sampler_for(settings)  # first: a missing API key fails before any model loads
         teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget)
-        return cls(teacher, api or local_sampler_for(settings, teacher), settings)
+        return cls(teacher, api or local_sampler_for(settings, teacher), settings, calibration)
+
+    def with_calibration(self, calibration: Calibration | None) -> "Detector":
+        """The same teacher and sampler with another calibration (checked against the settings)."""
+        return Detector(self.teacher, self.sampler, self.settings, calibration)
 
     def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
         """The settings as run (resolved layer, projection, API endpoint, fingerprint; D's bandwidth when given)."""
@@ -140,10 +156,15 @@ class Detector:
         own_ids = getattr(self.sampler, "teacher", None) is self.teacher
         passed = teacher_pass(self.teacher, items, logprobs=baselines, own_ids=own_ids)
         reported = self.reported_settings()
-        return [ps if isinstance(ps, BBWDError) else
-                score_states(ps, reported, self.settings.alpha, self.settings.p, baselines=baselines,
-                             judge=judges[n] if judges else None)
-                for n, ps in enumerate(passed)]
+        out: list[Result | BBWDError] = []
+        for n, ps in enumerate(passed):
+            try:
+                out.append(ps if isinstance(ps, BBWDError) else
+                           score_states(ps, reported, self.settings.alpha, self.settings.p, baselines=baselines,
+                                        judge=judges[n] if judges else None, calibration=self.calibration))
+            except BBWDError as exc:  # e.g. scores the calibration cannot map
+                out.append(exc)
+        return out
 
 
 @dataclass
@@ -204,8 +225,12 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
 
 
 def score_states(ps: PromptStates, reported: dict[str, Any], alpha: float, p: float, *, baselines: bool = False,
-                 judge: Entails | None = None) -> Result:
-    """D, AvgWD and EigenWD (and with ``baselines`` LNE, LS, ES, ER, DSE) of one prompt's token states."""
+                 judge: Entails | None = None, calibration: Calibration | None = None) -> Result:
+    """D, AvgWD and EigenWD (and with ``baselines`` LNE, LS, ES, ER, DSE) of one prompt's token states.
+
+    With a ``calibration`` (checked against the settings by its holder) the result also gets its
+    probability of hallucination and flag; scores it cannot map raise BBWDError.
+    """
     t0 = time.perf_counter()
     d, avg, eig = scores_from_states(ps.states, alpha, p)
     timings = {"teacher": ps.teacher_seconds, "teacher_tokens": ps.teacher_tokens,
@@ -222,4 +247,8 @@ def score_states(ps: PromptStates, reported: dict[str, Any], alpha: float, p: fl
                                              embeddings=[s.last for s in ps.states], entails=judge)
         result.lne_source = "api" if api else "teacher"
         timings["baselines"] = time.perf_counter() - t1
+    if calibration is not None:
+        result.p_hallucination = calibration.predict(result)
+        result.flag = calibration.flag(result.p_hallucination)
+        result.calibration = calibration.summary()
     return result

@@ -2,7 +2,8 @@
 
 Labels come from the first sampled response (the prompt-level label of the paper's protocol):
 1 = hallucination (incorrect), 0 = correct; see ``eval.labels``. Results are appended to
-``results.jsonl`` as they complete; a rerun skips the ids already there.
+``results.jsonl`` as they complete; a rerun skips the ids already there. ``settings.json`` beside
+it holds the reported settings the rows' fingerprint is computed from.
 """
 
 from __future__ import annotations
@@ -75,8 +76,12 @@ def evaluate(detector: Detector, items: Iterable[Item], out_dir: Path, dse: bool
     items = list(items)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "results.jsonl"
-    fp = fingerprint({**detector.reported_settings(), "protocol": PROTOCOL})
+    reported = {**detector.reported_settings(), "protocol": PROTOCOL}
+    fp = fingerprint(reported)
     rows = done_rows(path, fp, hashes if hashes is not None else {it.id: it.input_hash for it in items})
+    # the readable settings of the rows (``bbwd calibrate`` reads them): the rows carry only fp
+    (out_dir / "settings.json").write_text(json.dumps({**reported, "fingerprint": fp}, indent=1) + "\n",
+                                           encoding="utf-8")
     seen = {r["id"] for r in rows}
     params = detector.settings.sampling()
     with open(path, "a", encoding="utf-8") as f:

@@ -1,0 +1,162 @@
+"""A fitted calibration: exact JSON round trip, refusal of other settings, the embedded default, application."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from blackbox_wd import calibration as calibration_module
+from blackbox_wd.batch import BatchRunner
+from blackbox_wd.calibration import (Calibration, FittedOn, Isotonic, OperatingPoint, Platt, ScoreModel,
+                                     calibration_fingerprint, covered_settings, default_calibration_path,
+                                     embedded_calibration)
+from blackbox_wd.clients.local import LocalSampler
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.pipeline import Detector
+from blackbox_wd.settings import Settings
+from blackbox_wd.teachers.hf import HFTeacher
+
+REPORTED = {"teacher": "smollm2-135m", "target": "smollm2-135m", "endpoint": None, "layer": 15, "k": 10,
+            "temperature": 0.5, "top_p": 1.0, "max_tokens": 128, "seed": 0, "alpha": 0.001, "p": 0.1, "proj_dim": 128,
+            "proj_seed": 0, "device": "cpu", "fingerprint": "whatever", "bandwidth": 80.0}
+
+
+def make(reported=REPORTED, calibrator=None, threshold=0.5) -> Calibration:
+    """A calibration with round numbers: z = (avg - 60) / 15 + (ln eig - 18) / 2, Platt p = sigmoid(z)."""
+    model = ScoreModel(("avg_wd", "log_eigen_wd"), (60.0, 18.0), (15.0, 2.0), (1.0, 1.0), 0.0,
+                       calibrator or Platt(-1.0, 0.0))
+    point = OperatingPoint("target_fpr", 0.1, threshold, 0.1, 0.6, 0.7, 0.65)
+    on = FittedOn("results.jsonl", {"nq": 300, "sciq": 300}, "zero-shot", "label_em", 600, 270, 0.45, 5, 0,
+                  {"auroc": 0.8, "log_loss": 0.5, "brier": 0.18, "ece": 0.04})
+    return Calibration(model, point, calibration_fingerprint(reported), covered_settings(reported), on, "0.1.0")
+
+
+@pytest.mark.parametrize("calibrator", [Platt(-1.0634, 0.0123456789012345),
+                                        Isotonic((-2.0, -0.5, 0.1 + 0.2, 1.75), (0.0, 0.1, 1 / 3, 1.0))])
+def test_json_round_trips_exactly(tmp_path, calibrator):
+    cal = make(calibrator=calibrator)
+    text = cal.to_json()
+    again = Calibration.from_json(text)
+    assert again == cal and again.to_json() == text
+    cal.save(tmp_path / "c.json")
+    loaded = Calibration.load(tmp_path / "c.json")
+    assert loaded == cal and loaded.origin == str(tmp_path / "c.json") and loaded.id == cal.id
+    row = {"avg_wd": 75.07, "eigen_wd": 1.17e8}
+    assert loaded.predict(row) == cal.predict(row)
+    body = json.loads(text)  # plain JSON: numbers, strings, lists, objects
+    assert body["format"] == "bbwd-calibration/1" and body["model"]["calibrator"]["method"] == calibrator.method
+    assert "origin" not in body and body["settings"]["k"] == 10 and "seed" not in body["settings"]
+
+
+def test_predict_is_the_documented_formula():
+    cal = make()
+    z = (75.07 - 60) / 15 + (math.log(1.17e8) - 18) / 2
+    assert cal.predict({"avg_wd": 75.07, "eigen_wd": 1.17e8}) == pytest.approx(1 / (1 + math.exp(-z)), abs=1e-15)
+    iso = make(calibrator=Isotonic((-1.0, 1.0), (0.2, 0.8)))
+    assert iso.predict({"avg_wd": 60.0, "eigen_wd": math.exp(18.5)}) == pytest.approx(0.575)  # z = 0.25
+    assert cal.flag(0.5) and not cal.flag(0.4999)
+    with pytest.raises(BBWDError, match="cannot calibrate: avg_wd=None"):
+        cal.predict({"avg_wd": None, "eigen_wd": 1e8})
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda b: b.update(format="other"), "field 'format' is not 'bbwd-calibration/1'"),
+    (lambda b: b["settings"].update(k=4), "field 'fingerprint' must be the fingerprint of its settings"),
+    (lambda b: b["model"].update(features=["avg_wd", "lne"]), "field 'model.features'"),
+    (lambda b: b["model"]["calibrator"].update(method="beta"), "calibrator method 'beta'"),
+    (lambda b: b["model"].update(scale=[15.0, 0.0]), "field 'model.scale' must be positive"),
+    (lambda b: b["operating_point"].pop("threshold"), "missing or unexpected field"),
+])
+def test_a_bad_file_is_refused_naming_the_field(edit, message):
+    body = json.loads(make().to_json())
+    edit(body)
+    with pytest.raises(BBWDError, match=message):
+        Calibration.from_json(json.dumps(body), origin="c.json")
+
+
+def test_nan_and_pickles_are_not_calibration_files(tmp_path):
+    text = make().to_json().replace('"auroc": 0.8', '"auroc": NaN')
+    with pytest.raises(BBWDError, match="not a calibration file: NaN is not a number in plain JSON"):
+        Calibration.from_json(text)
+    (tmp_path / "c.pkl").write_bytes(b"\x80\x04\x95")
+    with pytest.raises(BBWDError, match="is not a calibration file"):
+        Calibration.load(tmp_path / "c.pkl")
+    with pytest.raises(BBWDError, match="calibration file not found"):
+        Calibration.load(tmp_path / "missing.json")
+
+
+def test_a_mismatched_fingerprint_is_refused_naming_what_differs():
+    cal = replace(make(), origin="cal.json")
+    cal.check({**REPORTED, "seed": 7, "device": "cuda", "protocol": "zero-shot"})  # none of these change the law
+    run = {**REPORTED, "k": 4, "max_tokens": 64}
+    with pytest.raises(BBWDError) as info:
+        cal.check(run)
+    message = str(info.value)
+    assert message.startswith("calibration cal.json does not apply to this run: it is for settings "
+                              f"{cal.fingerprint}, this run has {calibration_fingerprint(run)} ")
+    assert "(k: 10 in the calibration, 4 here; max_tokens: 128 in the calibration, 64 here)" in message
+    with pytest.raises(BBWDError, match='teacher: "smollm2-135m" in the calibration, "gemma3-270m" here'):
+        cal.check({**REPORTED, "teacher": "gemma3-270m"})
+
+
+def test_default_calibration_path_only_for_registry_names():
+    assert default_calibration_path("smollm2-135m") == calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.json"
+    assert default_calibration_path("/models/x.gguf") is None and default_calibration_path("org/name") is None
+    assert default_calibration_path("..") is None
+
+
+def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch):
+    path = tmp_path / "smollm2-135m.json"
+    monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher: path)
+    assert embedded_calibration(REPORTED) == (None, None)  # none shipped
+    make().save(path)
+    cal, note = embedded_calibration({**REPORTED, "seed": 3})
+    assert note is None and cal == make() and cal.origin == "embedded smollm2-135m.json"
+    cal, note = embedded_calibration({**REPORTED, "k": 3})
+    assert cal is None and note.startswith("note: the embedded calibration smollm2-135m.json does not apply")
+    assert "k: 10 in the calibration, 3 here" in note
+
+
+def tiny_detector(tiny_llama, calibration=None, **settings) -> Detector:
+    teacher = HFTeacher(*tiny_llama, name="tiny")
+    return Detector(teacher, LocalSampler(teacher), Settings(**{"k": 2, "device": "cpu", **settings}), calibration)
+
+
+def test_detector_adds_probability_and_flag_and_refuses_other_settings(tiny_llama):
+    plain = tiny_detector(tiny_llama)
+    cal = make(plain.reported_settings(), threshold=0.3)
+    detector = plain.with_calibration(cal)
+    result = detector.score("what is the capital of france", responses=["paris", "it is rome"])
+    assert result.p_hallucination == cal.predict({"avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd})
+    assert 0 < result.p_hallucination < 1 and result.flag == (result.p_hallucination >= 0.3)
+    assert result.calibration["fingerprint"] == cal.fingerprint and result.calibration["n"] == 600
+    assert result.to_dict()["p_hallucination"] == result.p_hallucination
+    assert plain.score("is rome big", responses=["yes", "no"]).p_hallucination is None
+    with pytest.raises(BBWDError, match=r"does not apply to this run: .*\(k: 2 in the calibration, 3 here\)"):
+        tiny_detector(tiny_llama, cal, k=3)
+
+
+def test_batch_rows_carry_probability_flag_and_calibration(tiny_llama, tmp_path):
+    src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"prompt": "what is the capital of france", "responses": ["paris", "it is rome"]},
+        {"prompt": "bad", "responses": "not a list"},
+        {"prompt": "is rome big", "responses": ["yes", "no a small city"]}]))
+    detector = tiny_detector(tiny_llama)
+    cal = make(detector.reported_settings(), threshold=0.3)
+    asyncio.run(BatchRunner(detector.with_calibration(cal), sample_missing=False, group_size=2).run(src, dst))
+    rows = [json.loads(line) for line in dst.read_text().splitlines()]
+    for row in (rows[0], rows[2]):
+        assert row["p_hallucination"] == cal.predict(row) and row["flag"] == (row["p_hallucination"] >= 0.3)
+        assert row["calibration"] == cal.id
+    assert rows[1]["error"] and rows[1]["p_hallucination"] is None and rows[1]["flag"] is None
+    other = make(detector.reported_settings(), threshold=0.9)
+    for resume in (detector.with_calibration(other), detector):
+        with pytest.raises(BBWDError, match="was written with another calibration"):
+            asyncio.run(BatchRunner(resume, sample_missing=False, group_size=2).run(src, dst))
+    assert np.isfinite([rows[0]["p_hallucination"], rows[2]["p_hallucination"]]).all()
