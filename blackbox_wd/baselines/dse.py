@@ -50,7 +50,7 @@ def semantic_ids(responses: Sequence[str], entails: Entails) -> list[int]:
             continue
         ids[i] = next_id
         if prefetch:
-            open_ = [b for b in responses[i + 1:] if b.strip() != a.strip()]
+            open_ = [b for j, b in enumerate(responses[i + 1:], i + 1) if ids[j] == -1 and b.strip() != a.strip()]
             prefetch([(a, b) for b in open_])
             prefetch([(b, a) for b in open_ if entails(a, b)])
         for j in range(i + 1, len(responses)):
@@ -87,15 +87,12 @@ def exact_match_entails(premise: str, hypothesis: str) -> bool:
 def final_answer_entails(premise: str, hypothesis: str) -> bool:
     """Judge for math: two solutions mean the same when their final answers are equivalent.
 
-    The final answer is the last ``\\boxed{}`` (else the last number), compared by
-    ``eval.mathnorm.is_equiv``; a solution without one means the same only as an equal string.
+    The final answer is the last ``\\boxed{}`` first (math-verify's extraction), compared by
+    ``eval.mathcheck.same_final_answer``; a solution without one means the same only as an equal string.
     """
-    from blackbox_wd.eval.mathnorm import extract_answer, is_equiv
+    from blackbox_wd.eval.mathcheck import same_final_answer
 
-    a, b = extract_answer(premise), extract_answer(hypothesis)
-    if a is None or b is None:
-        return premise.strip() == hypothesis.strip()
-    return is_equiv(a, b)
+    return same_final_answer(premise, hypothesis)
 
 
 def entailment_prompt(premise: str, hypothesis: str, question: str | None = None) -> str:

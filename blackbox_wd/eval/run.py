@@ -99,7 +99,7 @@ def evaluate(detector: Detector, items: Iterable[Item], out_dir: Path, dse: bool
                 row = {"id": item.id, "source": item.source, "error": str(result), "transient": result.transient}
             else:
                 result.timings = {"sample": seconds, **result.timings}
-                labels = prompt_labels(item.kind, result.responses, item.answers)
+                labels = prompt_labels(item.kind, result.responses[0], item.answers)
                 if judge is not None:
                     labels["label_judge"] = judge.label(item.question, item.answers, result.responses[0])
                 row = result_row(item, result, labels)
