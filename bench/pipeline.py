@@ -1,8 +1,9 @@
 """End-to-end prompts/s of `bbwd batch` vs naive one-prompt-at-a-time pipelines, measured in the same run.
 
-Questions: the first N of NQ-open dev (``blackbox_wd.eval.data.load("nq", n)``). Teacher: the
-embedded SmolLM2-135M on CPU, one instance shared by every pipeline. Each mode first scores one
-question untimed (warm-up), then times the naive reference(s), then ``BatchRunner``.
+Questions: the first N of NQ-open dev with zero-shot prompts (``blackbox_wd.eval.data.load("nq",
+"zero-shot", n)``). Teacher: the embedded SmolLM2-135M on CPU, one instance shared by every
+pipeline. Each mode first scores one question untimed (warm-up), then times the naive
+reference(s), then ``BatchRunner``.
 
 ``--mode black-box`` (the product's main use): the target is an OpenAI-compatible API, here the
 loopback fault server ``tests/api_support.py`` (127.0.0.1 only, its own process) with ``--latency``
@@ -118,7 +119,7 @@ def time_batch(detector: Detector, items: list, group_size: int) -> tuple[BatchS
     """``BatchRunner.run`` on a JSONL of the items (as ``bbwd batch`` runs it); summary and summed row timings."""
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
-        src.write_text("".join(json.dumps({"id": it.id, "prompt": it.prompt}) + "\n" for it in items))
+        src.write_text("".join(json.dumps({"id": it.id, "prompt": it.messages[0]["content"]}) + "\n" for it in items))
         runner = BatchRunner(detector, sample_missing=True, group_size=group_size)
         summary = asyncio.run(runner.run(src, dst))
         sums: dict[str, float] = {}
@@ -163,7 +164,7 @@ def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
     def per_sample(messages):
         return [stock(messages, 1, params.seed + i)[0] for i in range(params.k)]
 
-    prompts = [it.prompt for it in items]
+    prompts = [it.messages[0]["content"] for it in items]
     naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed
     naive = []
     for name, draw in [("naive, K samples in 1 generate call (strong reference)", one_call),
@@ -197,7 +198,7 @@ def black_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
             requests[0] += got.usage.requests
             return got.samples
 
-        prompts = [it.prompt for it in items]
+        prompts = [it.messages[0]["content"] for it in items]
         naive_prompt(teacher, sequential, prompts[0], settings, Stages())  # warm-up, untimed
         requests[0] = 0
         naive_s, st = time_naive(teacher, sequential, prompts, settings)
@@ -227,7 +228,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.2, help="black-box: injected seconds per request")
     ap.add_argument("--concurrency", type=int, default=16, help="black-box: bbwd batch request slots")
     args = ap.parse_args()
-    items = list(load("nq", args.n))
+    items = load("nq", "zero-shot", args.n).items
     print("command: " + shlex.join(["python", *sys.argv]))
     print(f"python {platform.python_version()}, torch {torch.__version__}, torch threads {torch.get_num_threads()}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs, "
