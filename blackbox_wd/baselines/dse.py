@@ -13,16 +13,19 @@ Pinned variant:
 2. DSE = -sum_c p_c ln p_c with p_c = |cluster c| / K (natural log). 0 when all K responses share
    one meaning, ln K when all differ. Higher = more likely hallucination.
 
-Entailment judge. The reference uses DeBERTa-large-MNLI; no model hub is reachable here and no
-PyPI wheel we could find ships NLI weights, so the judge is a callable
-``entails(premise, hypothesis) -> bool`` passed in by the caller:
+Entailment judge: a callable ``entails(premise, hypothesis) -> bool`` passed in by the caller
+(``bbwd eval --dse``); one with a ``prefetch(pairs)`` method is asked for each cluster's pairs in
+one batch:
 
-* ``TeacherEntailment(teacher, question)``: the default, the teacher LM itself. It is asked
-  (chat template, one user turn) whether answer A entails answer B given the question, and says
-  yes when logsumexp of the logits of its "yes" tokens beats that of its "no" tokens at the first
+* ``exact_match_entails`` (``answer``, short answers): equal after SQuAD normalisation
+  (``eval.labels.em_key``, the exact-match label's normalisation); no model calls.
+* ``final_answer_entails`` (``answer`` for MATH): equivalent final answers (math-verify).
+* ``nli.NLIEntailment`` (``nli``): a sequence-classification NLI model, the reference's choice
+  (DeBERTa-large-MNLI), for longer answers.
+* ``TeacherEntailment(teacher, question)`` (``teacher``): the teacher LM itself is asked (chat
+  template, one user turn) whether answer A entails answer B given the question, and says yes
+  when logsumexp of the logits of its "yes" tokens beats that of its "no" tokens at the first
   position of the reply (Farquhar et al. also use LLM judges with the question in the prompt).
-* ``exact_match_entails``: a cheap fallback (equality after SQuAD normalisation, see
-  ``eval.labels.em_key``), for tests and runs without an LM judge.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def discrete_semantic_entropy(responses: Sequence[str], entails: Entails) -> flo
 
 
 def exact_match_entails(premise: str, hypothesis: str) -> bool:
-    """Fallback judge: equal after SQuAD normalisation (lowercase, no punctuation/articles)."""
+    """Answer-equivalence judge: equal after SQuAD normalisation (lowercase, no punctuation/articles)."""
     return em_key(premise) == em_key(hypothesis)
 
 
