@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from blackbox_wd.baselines import Entails, compute_baselines
+from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
 from blackbox_wd.scores import avg_wd, eigen_wd, median_bandwidth
@@ -129,7 +129,8 @@ class Detector:
         gets its BBWDError in its slot; the others are scored. Each result's teacher time is its
         share of the pass, in proportion to its token count. With ``baselines`` the pass runs the
         full model (LNE needs log-probs) and LNE, LS, ES, ER (and DSE where ``judges`` gives an
-        entailment judge for the prompt) are computed on the same samples.
+        entailment judge for the prompt) are computed on the same samples; the timings hold
+        ``baselines`` (LNE, LS, ES, ER) and ``dse`` apart.
         """
         out: list[Result | BBWDError | None] = [None] * len(items)
         pairs: list[tuple[list[int], list[int]]] = []
@@ -158,18 +159,23 @@ class Detector:
                             usage=sample_set.usage, timings=timings)
             if baselines:
                 t2 = time.perf_counter()
-                self._add_baselines(result, sample_set.samples, own, judges[n] if judges else None)
+                self._add_baselines(result, sample_set.samples, own)
                 timings["baselines"] = time.perf_counter() - t2
+                judge = judges[n] if judges else None
+                if judge is not None:
+                    t3 = time.perf_counter()
+                    result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
+                    timings["dse"] = time.perf_counter() - t3
             out[n] = result
         return out  # type: ignore[return-value]
 
     @staticmethod
-    def _add_baselines(result: Result, samples: list[Sample], states: list[TokenStates], judge: Entails | None) -> None:
-        """LNE (API log-probs when every sample has them, else the teacher's), LS, ES, ER, DSE."""
+    def _add_baselines(result: Result, samples: list[Sample], states: list[TokenStates]) -> None:
+        """LNE (API log-probs when every sample has them, else the teacher's), LS, ES, ER."""
         api = all(s.token_logprobs for s in samples)
         logprobs = [s.token_logprobs for s in samples] if api else [s.logprobs for s in states]
         result.baselines = compute_baselines(result.responses, logprobs=logprobs,
-                                             embeddings=[s.last for s in states], entails=judge)
+                                             embeddings=[s.last for s in states])
         result.lne_source = "api" if api else "teacher"
 
     def _pairs(self, messages: Messages, samples: list[Sample]) -> list[tuple[list[int], list[int]]]:

@@ -124,6 +124,7 @@ def test_fixture_and_limits():
     ds = load(FIXTURE)
     assert [it.id for it in ds.items] == ["tiny-1", "tiny-2", "tiny-3", "tiny-4", "tiny-5"]  # blank line skipped
     assert [it.style for it in ds.items] == ["closed-book", "closed-book", "reading", "math", "closed-book"]
+    assert [it.protocol for it in ds.items] == ["few-shot", "few-shot", "few-shot", "zero-shot", "few-shot"]
     assert ds.described()["exemplars"] == {"closed-book": ["tiny-6", "tiny-7", "tiny-8", "tiny-9", "tiny-10"],
                                            "reading": ["tiny-11", "tiny-12", "tiny-13", "tiny-14", "tiny-15"]}
     assert ds.items[2].messages[8:] == [
@@ -135,7 +136,7 @@ def test_fixture_and_limits():
                                     "carbon dioxide and water and, using light, make sugar and oxygen.\nQuestion: What "
                                     "gas do plants absorb for photosynthesis?"}]
     zero = load(FIXTURE, "zero-shot")
-    assert len(zero.items) == 15 and zero.exemplars == {}
+    assert len(zero.items) == 15 and zero.exemplars == {} and {it.protocol for it in zero.items} == {"zero-shot"}
     assert zero.items[2].messages == [{"role": "user", "content": (
         "Answer the question using the context.\nContext: Plants take in carbon dioxide and water and, using light, "
         "make sugar and oxygen.\nQuestion: What gas do plants absorb for photosynthesis?\nAnswer briefly.")}]

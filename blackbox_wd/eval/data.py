@@ -72,6 +72,7 @@ class Item:
     context: str = ""
     input_hash: str = ""  # logs.line_hash of the record's line in the data file
     messages: list[dict[str, str]] = field(default_factory=list)
+    protocol: str = ""  # 'few-shot' when messages show exemplars, else 'zero-shot' (MATH always)
 
     @property
     def style(self) -> str:
@@ -182,7 +183,8 @@ def load(path: str | os.PathLike[str], protocol: str = "few-shot", limit: int | 
     shown = {ex.id for shots in exemplars.values() for ex in shots}
     turns = {style: exemplar_turns(shots, protocol) for style, shots in exemplars.items()}  # shared by all items
     items = [dataclasses.replace(it, messages=[*turns.get(it.style, []), {"role": "user",
-                                                                         "content": user_prompt(it, protocol)}])
+                                                                         "content": user_prompt(it, protocol)}],
+                                 protocol="few-shot" if turns.get(it.style) else "zero-shot")
              for it in every if it.id not in shown and (it.context or not require_context)]
     if limit is not None:
         items = items[:max(limit, 0)]
