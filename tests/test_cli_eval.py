@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,12 @@ def test_eval_tiny_dataset_writes_report(tmp_path):
     again = subprocess.run(args, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and again.stderr.startswith("wrote "), again.stderr
     assert (out / "results.jsonl").read_bytes() == before
+    # on a terminal (forced), a progress bar: the last prompt is scored again after its row is removed
+    (out / "results.jsonl").write_bytes(b"".join(before.splitlines(keepends=True)[:4]))
+    bar = subprocess.run(args, capture_output=True, text=True, timeout=900, env={**os.environ, "FORCE_COLOR": "1"})
+    assert bar.returncode == 0 and "bbwd eval" in bar.stderr and "5/5" in bar.stderr and " s/prompt" in bar.stderr
+    assert "ETA" in bar.stderr and "wrote " in bar.stderr
+    assert len((out / "results.jsonl").read_text().splitlines()) == 5
 
 
 @pytest.mark.slow

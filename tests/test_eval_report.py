@@ -130,3 +130,5 @@ def test_roc_on_a_secondary_label_that_some_results_lack(tmp_path):
     assert paths["roc"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = paths["summary"].read_text()
     assert "Hallucination base rate: 0.250 (2 hallucinated, 6 correct, n = 8)" in md  # label_em: i in {4, 8}
+    assert "Hallucination base rate: 1.000 (12 hallucinated, 0 correct, n = 12)\n\nOne class only" in md
+    assert md.count("| AvgWD |") == 2  # label_em's table and its paired comparison, none under `label`

@@ -223,6 +223,9 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
         lines += [f"## Label `{key}`: {LABEL_NAMES.get(key, key)}", "",
                   f"Hallucination base rate: {y.mean():.3f} ({int(y.sum())} hallucinated, {int(y.size - y.sum())} "
                   f"correct, n = {y.size})", ""]
+        if y.min() == y.max():
+            lines += ["One class only: AUROC, AUPRC and PRR are undefined under this label.", ""]
+            continue
         lines += _table(tables[key], methods) + [""]
         lines += _comparisons(rows, tables[key], key, n_boot, seed)
     if settings is None and results:
