@@ -199,7 +199,7 @@ def evaluate(
         raise BBWDError(str(exc)) from None
     if not dataset.items:
         raise BBWDError(f"nothing to score in {data} (the few-shot protocol keeps the last 5 records of each "
-                        "kind as exemplars)")
+                        "QA style as exemplars)")
     described = eval_protocol(dataset, label_from, dse, nli)
     max_tokens = max_tokens if max_tokens is not None else default_max_tokens(dataset.items)
     settings = settings_from(locals())
