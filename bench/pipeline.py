@@ -1,8 +1,9 @@
 """End-to-end prompts/s of `bbwd batch` vs naive one-prompt-at-a-time pipelines, measured in the same run.
 
-Questions: the first N of NQ-open dev (``blackbox_wd.eval.data.load("nq", n)``). Teacher: the
-embedded SmolLM2-135M on CPU, one instance shared by every pipeline. Each mode first scores one
-question untimed (warm-up), then times the naive reference(s), then ``BatchRunner``.
+Questions: the first N of NQ-open dev with zero-shot prompts (``blackbox_wd.eval.data.load("nq",
+"zero-shot", n)``). Teacher: the embedded SmolLM2-135M on CPU, one instance shared by every
+pipeline. Each mode first scores one question untimed (warm-up), then times the naive
+reference(s), then ``BatchRunner``.
 
 ``--mode black-box`` (the product's main use): the target is an OpenAI-compatible API, here the
 loopback fault server ``tests/api_support.py`` (127.0.0.1 only, its own process) with ``--latency``
@@ -49,6 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -60,13 +62,13 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(
 import ot  # noqa: E402
 from _common import table  # noqa: E402
 from _reference import PreviousSampler, PreviousTeacher  # noqa: E402
-from teacher import dataset_items  # noqa: E402
+from teacher import dataset  # noqa: E402
 
 from blackbox_wd.batch import BatchRunner, BatchSummary  # noqa: E402
 from blackbox_wd.clients.api import APISampler, make_api_sampler  # noqa: E402
 from blackbox_wd.clients.local import LocalSampler  # noqa: E402
 from blackbox_wd.clients.presets import resolve_endpoint  # noqa: E402
-from blackbox_wd.eval.data import Item  # noqa: E402
+from blackbox_wd.eval.data import Dataset, Item  # noqa: E402
 from blackbox_wd.eval.run import evaluate  # noqa: E402
 from blackbox_wd.pipeline import Detector, as_messages  # noqa: E402
 from blackbox_wd.settings import Settings  # noqa: E402
@@ -131,7 +133,7 @@ def time_batch(detector: Detector, items: list, group_size: int) -> tuple[BatchS
     """``BatchRunner.run`` on a JSONL of the items (as ``bbwd batch`` runs it); summary and summed row timings."""
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
-        src.write_text("".join(json.dumps({"id": it.id, "prompt": it.prompt}) + "\n" for it in items))
+        src.write_text("".join(json.dumps({"id": it.id, "messages": it.messages}) + "\n" for it in items))
         runner = BatchRunner(detector, sample_missing=True, group_size=group_size)
         summary = asyncio.run(runner.run(src, dst))
         sums: dict[str, float] = {}
@@ -176,7 +178,7 @@ def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
     def per_sample(messages):
         return [stock(messages, 1, params.seed + i)[0] for i in range(params.k)]
 
-    prompts = [it.prompt for it in items]
+    prompts = [it.messages[0]["content"] for it in items]  # zero-shot: one user turn
     naive = []
     if not args.skip_naive:
         naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed
@@ -216,7 +218,7 @@ def black_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
             requests[0] += got.usage.requests
             return got.samples
 
-        prompts = [it.prompt for it in items]
+        prompts = [it.messages[0]["content"] for it in items]
         naive_prompt(teacher, sequential, prompts[0], settings, Stages())  # warm-up, untimed
         requests[0] = 0
         naive_s, st = time_naive(teacher, sequential, prompts, settings)
@@ -235,30 +237,32 @@ def black_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
           f"{args.k * args.latency / args.concurrency:.3f} s/prompt (concurrency {args.concurrency})")
 
 
-def eval_mode(args: argparse.Namespace, teacher: HFTeacher, items: list[Item]) -> None:
+def eval_mode(args: argparse.Namespace, teacher: HFTeacher, data: Dataset) -> None:
     """``bbwd eval``'s per-prompt path white-box, with the previous teacher and sampler and with the new ones."""
     settings = Settings(k=args.k, max_tokens=args.max_tokens, device="cpu")
     previous = PreviousTeacher.wrap(teacher)
     paths = {"previous (every response with its prompt)": Detector(previous, PreviousSampler(previous), settings),
              "shared prefix": Detector(teacher, LocalSampler(teacher), settings)}
-    evaluate(paths["shared prefix"], items[:1], Path(tempfile.mkdtemp()))  # warm-up, untimed
+    warm = replace(data, items=data.items[:1])
+    evaluate(paths["shared prefix"], warm, Path(tempfile.mkdtemp()))  # warm-up, untimed
     rows, seconds = [], {}
     for name, detector in paths.items():
         before = detector.teacher.tokens.padded
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            done = evaluate(detector, items, Path(tmp))
+            done = evaluate(detector, data, Path(tmp))
             seconds[name] = time.perf_counter() - t0
         sums: dict[str, float] = {}
         for row in done:
             for key, v in row.get("timings", {}).items():
                 sums[key] = sums.get(key, 0.0) + v
         floor = sum(row.get("timings", {}).get("teacher_tokens", 0) for row in done) or 1
-        rows.append([name, f"{seconds[name]:.1f}", f"{seconds[name] / len(items):.2f}",
-                     *(f"{sums.get(k, 0.0):.1f}" for k in ("sample", "teacher", "baselines")),
+        rows.append([name, f"{seconds[name]:.1f}", f"{seconds[name] / len(data.items):.2f}",
+                     *(f"{sums.get(k, 0.0):.1f}" for k in ("sample", "greedy", "teacher", "baselines", "dse")),
                      f"{(detector.teacher.tokens.padded - before) / floor:.2f}"])
-    print(f"\n### bbwd eval per prompt, white-box ({TARGET}), {args.data}, {len(items)} prompts\n")
-    print(table(["path", "seconds", "s/prompt", "sample s", "teacher s", "baselines s", "teacher tokens/floor"], rows))
+    print(f"\n### bbwd eval per prompt, white-box ({TARGET}), {args.data} ({data.protocol}), {len(data.items)} prompts\n")
+    print(table(["path", "seconds", "s/prompt", "sample s", "greedy s", "teacher s", "baselines s", "dse s",
+                 "teacher tokens/floor"], rows))
     a, b = seconds.values()
     print(f"speed-up: {a / b:.2f}x (target >= 2x on SQuAD; >= 0.95x on NQ)")
 
@@ -276,7 +280,8 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.2, help="black-box: injected seconds per request")
     ap.add_argument("--concurrency", type=int, default=16, help="black-box: bbwd batch request slots")
     args = ap.parse_args()
-    items = dataset_items(args.data, args.n)
+    data = dataset(args.data, args.n, "few-shot" if args.mode == "eval" else "zero-shot")
+    items = data.items
     print("command: " + shlex.join(["python", *sys.argv]))
     print(f"python {platform.python_version()}, torch {torch.__version__}, torch threads {torch.get_num_threads()}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs, "
@@ -290,7 +295,7 @@ def main() -> None:
     if args.mode in ("white-box", "both"):
         white_box(args, teacher, items)
     if args.mode == "eval":
-        eval_mode(args, teacher, items)
+        eval_mode(args, teacher, data)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ for every response) and a per-response full forward, measured in the same run.
 Workloads:
 - ``synthetic``: one 44-token prompt, K responses of ~80 tokens built from fixed sentences.
 - ``squad``, ``sciq`` (items with a support paragraph), ``nq``: the first ``--prompts`` items of each
-  shared set as ``bbwd eval`` prompts them; K responses per prompt sampled once (untimed) from the
+  shared set as ``bbwd eval --protocol zero-shot`` prompts them (SQuAD ~240 tokens, SciQ ~100-300); K responses per prompt sampled once (untimed) from the
   teacher itself at T=0.5, up to ``--max-tokens`` tokens. All pairs go through one call, as a
   ``bbwd batch`` group does.
 
@@ -23,7 +23,6 @@ tokens once + each distinct response's tokens once), and the largest state devia
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
 from pathlib import Path
@@ -38,8 +37,8 @@ from _common import table, timed  # noqa: E402
 from _reference import PreviousTeacher  # noqa: E402
 
 from blackbox_wd.clients.local import LocalSampler  # noqa: E402
-from blackbox_wd.eval.data import Item, load, parse_record, resolve_path  # noqa: E402
-from blackbox_wd.pipeline import as_messages, token_floor  # noqa: E402
+from blackbox_wd.eval.data import Dataset, Item, load  # noqa: E402
+from blackbox_wd.pipeline import token_floor  # noqa: E402
 from blackbox_wd.records import SamplingParams  # noqa: E402
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher  # noqa: E402
 
@@ -69,19 +68,16 @@ def synthetic_pairs(teacher: HFTeacher, k: int, target: int = 80) -> Pairs:
     return out
 
 
-def dataset_items(name: str, n: int) -> list[Item]:
+def dataset(name: str, n: int, protocol: str = "zero-shot") -> Dataset:
     """The first n items of a shared set as ``bbwd eval`` prompts them (SciQ: items with support only)."""
-    if name != "sciq":
-        return list(load(name, n))
-    rows = (json.loads(line) for line in resolve_path("sciq").read_text().splitlines() if line.strip())
-    return [parse_record(r) for r in rows if (r.get("context") or "").strip()][:n]
+    return load(name, protocol, n, require_context=name == "sciq")
 
 
-def sampled_pairs(teacher: HFTeacher, prompts: list[str], k: int, max_tokens: int) -> Pairs:
-    """K responses per prompt drawn from the teacher itself (white-box), as token ids."""
+def sampled_pairs(teacher: HFTeacher, items: list[Item], k: int, max_tokens: int) -> Pairs:
+    """K responses per item drawn from the teacher itself (white-box), as token ids."""
     params = SamplingParams(k=k, temperature=0.5, max_tokens=max_tokens, seed=0)
-    sets = LocalSampler(teacher).sample_many([(as_messages(p), k) for p in prompts], params)
-    return [(teacher.prompt_ids(as_messages(p)), list(s.token_ids)) for p, ss in zip(prompts, sets) for s in ss.samples]
+    sets = LocalSampler(teacher).sample_many([(it.messages, k) for it in items], params)
+    return [(teacher.prompt_ids(it.messages), list(s.token_ids)) for it, ss in zip(items, sets) for s in ss.samples]
 
 
 @torch.inference_mode()
@@ -149,7 +145,7 @@ def main() -> None:
     previous = PreviousTeacher.wrap(teacher)
     names = ["synthetic", "squad", "sciq", "nq"] if args.workload == "all" else [args.workload]
     workloads = {n: synthetic_pairs(teacher, args.k) if n == "synthetic" else
-                 sampled_pairs(teacher, [it.prompt for it in dataset_items(n, args.prompts)], args.k, args.max_tokens) for n in names}
+                 sampled_pairs(teacher, dataset(n, args.prompts).items, args.k, args.max_tokens) for n in names}
     for pairs in workloads.values():  # warm-up, untimed
         previous.encode_ids(pairs[:2], args.logprobs)
         teacher.encode_ids(pairs[:2], args.logprobs)

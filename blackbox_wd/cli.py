@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -57,6 +58,7 @@ def quiet_libraries() -> None:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # a timed-out answer is simply not equivalent
 
 
 def settings_from(options: dict) -> Settings:
@@ -187,31 +189,44 @@ def batch(
 def evaluate(
     data: Annotated[str, typer.Option("--data", help="Dataset JSONL (../shared/data format) or a short name: nq, sciq, squad, math500.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Report folder.")] = Path("report"),
-    limit: Annotated[Optional[int], typer.Option("--limit", help="Score the first N prompts.")] = None,
-    k: K = 10, temperature: Temperature = 0.5, top_p: TopP = 1.0, max_tokens: MaxTokens = 128,
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Score the first N prompts (exemplars excluded).")] = None,
+    protocol: Annotated[str, typer.Option("--protocol", help="few-shot (5 exemplars of the data file as chat turns, short answers) or zero-shot. MATH is zero-shot under both.")] = "few-shot",
+    label_from: Annotated[str, typer.Option("--label-from", help="Judged answer: greedy (one extra answer at temperature 0) or first (the first of the K samples).")] = "greedy",
+    dse: Annotated[str, typer.Option("--dse", help="DSE judge: answer (QA: equal normalised answers; MATH: equivalent final answers), nli (needs --nli), teacher (the teacher LM's yes/no), none.")] = "answer",
+    nli: Annotated[Optional[str], typer.Option("--nli", help="NLI model for --dse nli: hub id or local folder (e.g. microsoft/deberta-large-mnli).")] = None,
+    require_context: Annotated[bool, typer.Option("--require-context", help="Score only records with a non-empty context (e.g. SciQ with its support).")] = False,
+    k: K = 10, temperature: Temperature = 0.5, top_p: TopP = 1.0,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max new tokens per response (default 128; 512 when the data has MATH items).")] = None,
     seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
     teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
     no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
     device: Device = "auto", dtype: Dtype = "auto", retry_budget: RetryBudget = Settings.retry_budget,
-    no_dse: Annotated[bool, typer.Option("--no-dse", help="Skip discrete semantic entropy (K(K-1) judge calls per prompt).")] = False,
     judge: Annotated[Optional[str], typer.Option("--judge", help="Also label with an LLM judge: API preset or model name (with --judge-base-url).")] = None,
     judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")] = None,
     judge_api_key_env: Annotated[Optional[str], typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")] = None,
 ) -> None:
     """Score a dataset with AvgWD, EigenWD and the baselines; write results.jsonl, summary.md and plots."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    from blackbox_wd.baselines.nli import load_nli
     from blackbox_wd.eval.data import load
     from blackbox_wd.eval.report import write_report
-    from blackbox_wd.eval.run import evaluate as run_eval
+    from blackbox_wd.eval.run import default_max_tokens, evaluate as run_eval, protocol as eval_protocol, run_fingerprint
     from blackbox_wd.pipeline import Detector
 
     quiet_libraries()
-    settings = settings_from(locals())
-    err = Console(stderr=True)
     try:
-        every = list(load(data))
+        dataset = load(data, protocol, limit, require_context)
     except (FileNotFoundError, ValueError) as exc:
         raise BBWDError(str(exc)) from None
-    items = every if limit is None else every[:max(limit, 0)]
+    if not dataset.items:
+        raise BBWDError(f"nothing to score in {data} (the few-shot protocol keeps the last 5 records of each "
+                        "QA style as exemplars)")
+    described = eval_protocol(dataset, label_from, dse, nli)
+    max_tokens = max_tokens if max_tokens is not None else default_max_tokens(dataset.items)
+    settings = settings_from(locals())
+    err = Console(stderr=True)
     llm_judge = None
     if judge:
         from blackbox_wd.clients.api import make_api_sampler
@@ -220,19 +235,34 @@ def evaluate(
         llm_judge = LLMJudge(make_api_sampler(dataclasses.replace(
             settings, target=judge, base_url=judge_base_url, api_key_env=judge_api_key_env)))
     detector = Detector.from_settings(settings)
-    rows = run_eval(detector, items, output, dse=not no_dse, judge=llm_judge,
-                    hashes={it.id: it.input_hash for it in every},
-                    progress=lambda n, row: err.print(f"[{n}/{len(items)}] {row['id']} "
-                                                      f"label={row.get('label')} {row.get('error') or ''}",
-                                                      highlight=False))
+    nli_model = load_nli(nli, detector.teacher.device) if nli else None
+    with Progress(TextColumn("[bold]bbwd eval"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[rate]}, {task.fields[errors]} errors"), TimeElapsedColumn(),
+                  TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=not err.is_terminal,
+                  speed_estimate_period=3600) as bar:
+        task = bar.add_task("eval", total=len(dataset.items), rate="", errors=0)
+        start = {"done": 0, "errors": 0}
+
+        def progress(done: int, row: dict | None) -> None:
+            if row is None:  # the rows an earlier run left
+                start["done"] = done
+                bar.reset(task, completed=done)
+                return
+            start["errors"] += "error" in row
+            new, elapsed = done - start["done"], bar.tasks[0].elapsed or 1e-9
+            bar.update(task, completed=done, rate=f"{elapsed / new:.1f} s/prompt", errors=start["errors"])
+
+        rows = run_eval(detector, dataset, output, label_from=label_from, dse=dse, nli=nli_model, judge=llm_judge,
+                        progress=progress)
     scored = [r for r in rows if "error" not in r]
-    reported = {**detector.reported_settings(), "data": data, "prompts": len(scored),
-                "errors": len(rows) - len(scored),
-                "dse_judge": "none" if no_dse else f"QA: teacher LM ({teacher}) yes/no logits; "
-                                                   "MATH: equivalent final answers",
+    reported = {**detector.reported_settings(), "fingerprint": run_fingerprint(detector, described), "data": data,
+                "protocol": described, "prompts": len(scored), "errors": len(rows) - len(scored),
                 "label_judge": judge or "none"}
+    if not scored:
+        raise BBWDError(f"every prompt failed, see {output / 'results.jsonl'}")
     paths = write_report(scored, output, settings=reported, title=f"Hallucination detection on {Path(data).name}")
-    err.print(f"wrote {output / 'results.jsonl'}, " + ", ".join(str(p) for p in paths.values()), highlight=False)
+    err.print(f"wrote {output / 'results.jsonl'} ({len(scored)} prompts scored, {len(rows) - len(scored)} errors), "
+              + ", ".join(str(p) for p in paths.values()), highlight=False)
 
 
 @app.command()

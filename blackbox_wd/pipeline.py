@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from blackbox_wd.baselines import Entails, compute_baselines
+from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
@@ -151,7 +151,8 @@ class Detector:
         A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response)
         gets its BBWDError in its slot; the others are scored. With ``baselines`` the pass runs the
         full model (LNE needs log-probs) and LNE, LS, ES, ER (and DSE where ``judges`` gives an
-        entailment judge for the prompt) are computed on the same samples.
+        entailment judge for the prompt) are computed on the same samples; the timings hold
+        ``baselines`` (LNE, LS, ES, ER) and ``dse`` apart.
         """
         own_ids = getattr(self.sampler, "teacher", None) is self.teacher
         passed = teacher_pass(self.teacher, items, logprobs=baselines, own_ids=own_ids)
@@ -226,7 +227,8 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
 
 def score_states(ps: PromptStates, reported: dict[str, Any], alpha: float, p: float, *, baselines: bool = False,
                  judge: Entails | None = None, calibration: Calibration | None = None) -> Result:
-    """D, AvgWD and EigenWD (and with ``baselines`` LNE, LS, ES, ER, DSE) of one prompt's token states.
+    """D, AvgWD and EigenWD (and with ``baselines`` LNE, LS, ES, ER, and DSE when a ``judge`` is given,
+    timed apart) of one prompt's token states.
 
     With a ``calibration`` (checked against the settings by its holder) the result also gets its
     probability of hallucination and flag; scores it cannot map raise BBWDError.
@@ -244,9 +246,13 @@ def score_states(ps: PromptStates, reported: dict[str, Any], alpha: float, p: fl
         api = all(s.token_logprobs for s in samples)
         logprobs = [s.token_logprobs for s in samples] if api else [s.logprobs for s in ps.states]
         result.baselines = compute_baselines(result.responses, logprobs=logprobs,
-                                             embeddings=[s.last for s in ps.states], entails=judge)
+                                             embeddings=[s.last for s in ps.states])
         result.lne_source = "api" if api else "teacher"
         timings["baselines"] = time.perf_counter() - t1
+        if judge is not None:
+            t2 = time.perf_counter()
+            result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
+            timings["dse"] = time.perf_counter() - t2
     if calibration is not None:
         result.p_hallucination = calibration.predict(result)
         result.flag = calibration.flag(result.p_hallucination)

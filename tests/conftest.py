@@ -37,3 +37,32 @@ def tiny_llama():
     model.generation_config.eos_token_id = [1, vocab["<end>"]]
     model.generation_config.pad_token_id = 0
     return model, tok
+
+
+def save_tiny_nli(folder, entailment_bias: float = 0.0):
+    """A randomly initialised 2-layer BERT NLI classifier (CONTRADICTION, NEUTRAL, ENTAILMENT) and
+    its WordPiece tokenizer, saved to ``folder``; ``entailment_bias`` is added to the ENTAILMENT logit."""
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    folder.mkdir(parents=True, exist_ok=True)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + \
+        "what is the capital of france paris it rome city a an big small yes no london".split()
+    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=32, max_position_embeddings=64, initializer_range=1.0,
+                        id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
+                        label2id={"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2})
+    model = BertForSequenceClassification(config).eval()
+    with torch.no_grad():
+        model.classifier.bias[2] += entailment_bias
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_nli_dir(tmp_path_factory):
+    """A folder with a tiny random NLI model (see ``save_tiny_nli``) that says yes to some pairs, no to others."""
+    return save_tiny_nli(tmp_path_factory.mktemp("nli") / "tiny-nli", entailment_bias=-4.0)

@@ -169,6 +169,21 @@ def test_dse_greedy_compares_with_the_cluster_representative():
     assert ("b", "c") not in calls  # b is already assigned, never a representative
 
 
+def test_prefetch_asks_only_for_responses_not_yet_clustered():
+    # a~a2, b~b2: after a's cluster takes a2, b's batch holds b2 only (not a2)
+    asked = []
+
+    class Judge:
+        def prefetch(self, pairs):
+            asked.extend(pairs)
+
+        def __call__(self, p, h):
+            return p[0] == h[0]
+
+    assert semantic_ids(["a", "b", "a2", "b2"], Judge()) == [0, 1, 0, 1]
+    assert ("b", "a2") not in asked and ("b", "b2") in asked
+
+
 class _FakeTokenizer:
     VOCAB = {"yes": [1], "Yes": [2], " yes": [1], " Yes": [2], "YES": [3], "no": [4], "No": [5], " no": [4],
              " No": [5], "NO": [6, 9]}  # "NO" is two tokens: not used

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from blackbox_wd.eval import data
-from blackbox_wd.eval.data import Item, build_prompt, load
+from blackbox_wd.eval.data import Item, load, user_prompt
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "fixtures" / "tiny_qa.jsonl"
@@ -34,68 +34,135 @@ def test_data_dir_is_shared_data():
     assert (data.data_dir() / "README.md").is_file()
 
 
+EXEMPLARS = {  # the ids the few-shot rule picks: the last 5 records of each QA style, in file order
+    "nq": {"closed-book": [f"nq_open.dev.{i}" for i in range(3605, 3610)]},
+    "sciq": {"closed-book": [f"sciq.validation.{i}" for i in (967, 970, 983, 990, 992)],
+             "reading": [f"sciq.validation.{i}" for i in range(995, 1000)]},
+    "squad": {"reading": [f"5737aafd1c456719005744{x}" for x in ("fb", "fc", "fd", "fe", "ff")]},
+    "math500": {},  # MATH keeps its zero-shot prompt
+}
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_real_files_load_completely(name):
     filename, count, kind, source = EXPECTED[name]
-    items = list(load(name))
+    items = load(name, "zero-shot").items
     assert len(items) == count
-    assert all(isinstance(it, Item) and it.kind == kind and it.answers and it.prompt for it in items)
+    assert all(isinstance(it, Item) and it.kind == kind and it.answers and it.messages for it in items)
     assert len({it.id for it in items}) == count  # ids are unique
     if source:
         assert {it.source for it in items} == {source}
     # by path too, with a limit
-    assert [it.id for it in load(shared_data_dir() / filename, limit=3)] == [it.id for it in items[:3]]
+    assert [it.id for it in load(shared_data_dir() / filename, "zero-shot", limit=3).items] == \
+        [it.id for it in items[:3]]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_few_shot_exemplars_are_pinned_and_never_scored(name):
+    count = EXPECTED[name][1]
+    ds = load(name)
+    assert ds.described() == {"prompts": "few-shot", "exemplars": EXEMPLARS[name]}
+    shown = {i for ids in EXEMPLARS[name].values() for i in ids}
+    assert len(ds.items) == count - len(shown)
+    assert not shown & {it.id for it in ds.items}
+    assert len(ds.hashes) == count  # resume knows every record, exemplars included
+    for it in ds.items[:50]:
+        turns = it.messages[:-1]
+        if it.kind == "math":
+            assert turns == []
+            continue
+        shots = ds.exemplars[it.style]
+        assert [t["role"] for t in turns] == ["user", "assistant"] * 5
+        assert [t["content"] for t in turns[1::2]] == [ex.answers[0] for ex in shots]
+        assert all(f"Question: {ex.question.strip()}" in t["content"] for ex, t in zip(shots, turns[::2]))
 
 
 def test_real_prompts():
-    nq = next(load("nq", limit=1))
+    nq = load("nq", "zero-shot", limit=1).items[0]
     assert nq.id == "nq_open.dev.0"
-    assert nq.prompt == "Answer the question briefly.\nQuestion: when was the last time anyone was on the moon"
+    assert nq.messages == [{"role": "user", "content": "Answer the question briefly.\nQuestion: when was the last time "
+                                                       "anyone was on the moon"}]
     assert nq.answers == ["14 December 1972 UTC", "December 1972"]
+    assert load("nq", limit=1).items[0].messages[-1]["content"] == (
+        "Answer with only the answer: a few words, not a sentence.\nQuestion: when was the last time anyone was on "
+        "the moon")
+    assert load("nq", limit=1).items[0].messages[0]["content"] == (
+        "Answer with only the answer: a few words, not a sentence.\nQuestion: what is the value of the currency in "
+        "paraguay")
 
-    squad = next(load("squad", limit=1))
-    assert squad.prompt.startswith("Answer the question using the context.\nContext: Super Bowl 50 was")
-    assert squad.prompt.endswith("\nQuestion: Which NFL team represented the AFC at Super Bowl 50?\nAnswer briefly.")
+    squad = load("squad", "zero-shot", limit=1).items[0].messages[-1]["content"]
+    assert squad.startswith("Answer the question using the context.\nContext: Super Bowl 50 was")
+    assert squad.endswith("\nQuestion: Which NFL team represented the AFC at Super Bowl 50?\nAnswer briefly.")
+    squad = load("squad", limit=1).items[0].messages[-1]["content"]
+    assert squad.startswith("Answer with only the answer: a few words, not a sentence.\nContext: Super Bowl 50 was")
+    assert squad.endswith("\nQuestion: Which NFL team represented the AFC at Super Bowl 50?")
 
-    math_item = next(load("math500", limit=1))
-    assert math_item.kind == "math" and math_item.answers == [r"\left( 3, \frac{\pi}{2} \right)"]
-    assert "\\boxed{}" in math_item.prompt and math_item.prompt.endswith(math_item.question.strip())
+    for protocol in ("few-shot", "zero-shot"):
+        math_item = load("math500", protocol, limit=1).items[0]
+        assert math_item.kind == "math" and math_item.answers == [r"\left( 3, \frac{\pi}{2} \right)"]
+        prompt = math_item.messages[0]["content"]
+        assert len(math_item.messages) == 1 and "\\boxed{}" in prompt and prompt.endswith(math_item.question.strip())
 
     # SciQ: an empty support gives the no-context prompt, a non-empty one the context prompt
-    sciq = list(load("sciq"))
-    assert sciq[0].prompt.startswith("Answer the question briefly.")
+    sciq = load("sciq", "zero-shot").items
+    assert sciq[0].style == "closed-book" and sciq[0].messages[0]["content"].startswith("Answer the question briefly.")
     raw = [json.loads(line) for line in open(shared_data_dir() / "sciq_validation.jsonl", encoding="utf-8")]
     with_context = next(i for i, r in enumerate(raw) if r["context"].strip())
-    assert sciq[with_context].prompt.startswith("Answer the question using the context.\nContext: ")
+    assert sciq[with_context].style == "reading"
+    assert sciq[with_context].messages[0]["content"].startswith("Answer the question using the context.\nContext: ")
+
+
+def test_require_context():
+    raw = [json.loads(line) for line in open(shared_data_dir() / "sciq_validation.jsonl", encoding="utf-8")]
+    ds = load("sciq", require_context=True)
+    assert len(ds.items) == sum(bool(r["context"].strip()) for r in raw) - 5  # minus the reading exemplars
+    assert all(it.context and it.style == "reading" for it in ds.items)
+    assert [it.id for it in load("sciq", require_context=True, limit=3).items] == [it.id for it in ds.items[:3]]
 
 
 def test_fixture_and_limits():
-    items = list(load(FIXTURE))
-    assert [it.id for it in items] == ["tiny-1", "tiny-2", "tiny-3", "tiny-4", "tiny-5"]  # blank line skipped
-    assert [it.kind for it in items] == ["qa", "qa", "qa", "math", "qa"]
-    assert items[2].prompt == ("Answer the question using the context.\nContext: Plants take in carbon dioxide "
-                               "and water and, using light, make sugar and oxygen.\nQuestion: What gas do plants "
-                               "absorb for photosynthesis?\nAnswer briefly.")
-    assert items[4].prompt == "Answer the question briefly.\nQuestion: How many legs does a spider have?"
-    assert len(list(load(FIXTURE, limit=2))) == 2
-    assert list(load(FIXTURE, limit=0)) == []
+    ds = load(FIXTURE)
+    assert [it.id for it in ds.items] == ["tiny-1", "tiny-2", "tiny-3", "tiny-4", "tiny-5"]  # blank line skipped
+    assert [it.style for it in ds.items] == ["closed-book", "closed-book", "reading", "math", "closed-book"]
+    assert [it.protocol for it in ds.items] == ["few-shot", "few-shot", "few-shot", "zero-shot", "few-shot"]
+    assert ds.described()["exemplars"] == {"closed-book": ["tiny-6", "tiny-7", "tiny-8", "tiny-9", "tiny-10"],
+                                           "reading": ["tiny-11", "tiny-12", "tiny-13", "tiny-14", "tiny-15"]}
+    assert ds.items[2].messages[8:] == [
+        {"role": "user", "content": "Answer with only the answer: a few words, not a sentence.\nContext: Caterpillars "
+                                    "are the larvae of butterflies and moths and turn into them after metamorphosis."
+                                    "\nQuestion: What do caterpillars turn into?"},
+        {"role": "assistant", "content": "butterflies or moths"},
+        {"role": "user", "content": "Answer with only the answer: a few words, not a sentence.\nContext: Plants take in "
+                                    "carbon dioxide and water and, using light, make sugar and oxygen.\nQuestion: What "
+                                    "gas do plants absorb for photosynthesis?"}]
+    zero = load(FIXTURE, "zero-shot")
+    assert len(zero.items) == 15 and zero.exemplars == {} and {it.protocol for it in zero.items} == {"zero-shot"}
+    assert zero.items[2].messages == [{"role": "user", "content": (
+        "Answer the question using the context.\nContext: Plants take in carbon dioxide and water and, using light, "
+        "make sugar and oxygen.\nQuestion: What gas do plants absorb for photosynthesis?\nAnswer briefly.")}]
+    assert zero.items[4].messages[0]["content"] == "Answer the question briefly.\nQuestion: How many legs does a spider have?"
+    assert len(load(FIXTURE, limit=2).items) == 2
+    assert load(FIXTURE, limit=0).items == []
+    with pytest.raises(ValueError, match="protocol"):
+        load(FIXTURE, "one-shot")
 
 
 def test_env_override_and_errors(tmp_path, monkeypatch):
     (tmp_path / "nq_open_dev.jsonl").write_text(FIXTURE.read_text(encoding="utf-8"), encoding="utf-8")
     monkeypatch.setenv("BBWD_DATA_DIR", str(tmp_path))
-    assert len(list(load("nq"))) == 5
+    assert len(load("nq").items) == 5
     with pytest.raises(FileNotFoundError):
-        list(load("sciq"))
+        load("sciq")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "question": "q", "source": "s"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="answers"):
-        list(load(bad))
+        load(bad)
     bad.write_text('{"id": "x", "question": "q", "answers": "not a list", "source": "s"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match="list"):
-        list(load(bad))
+        load(bad)
 
 
-def test_build_prompt_math():
-    assert build_prompt({"question": "1+1?", "source": "math500"}) == (
+def test_math_prompt():
+    item = Item(id="m", question="1+1?", answers=["2"], kind="math", source="math500")
+    assert user_prompt(item, "few-shot") == user_prompt(item, "zero-shot") == (
         "Solve the problem. Be concise and put the final answer in \\boxed{}.\nProblem: 1+1?")

@@ -35,7 +35,7 @@ def test_judge_label_is_the_servers_verdict_and_cached(tmp_path):
 
         out = tmp_path / "report"
         proc = subprocess.run([sys.executable, "-m", "blackbox_wd", "eval", "--data", "fixtures/tiny_qa.jsonl",
-                               "--limit", "2", "-o", str(out), "-k", "2", "--max-tokens", "8", "--no-dse",
+                               "--limit", "2", "-o", str(out), "-k", "2", "--max-tokens", "8", "--dse", "none",
                                "--device", "cpu", "--judge", server.model, "--judge-base-url", server.base_url,
                                "--cache-dir", str(tmp_path / "c2")],
                               capture_output=True, text=True, timeout=600)

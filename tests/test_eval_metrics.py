@@ -81,3 +81,70 @@ def test_rank_auroc_equals_sklearn_with_ties():
     expected = [roc_auc_score(y[b], s[b]) for b in range(50)]
     np.testing.assert_allclose(rank_auroc(y, s), expected, rtol=0, atol=1e-12)
     assert rank_auroc(np.array([[0, 0, 1, 1]]), np.array([[0.5, 0.5, 0.5, 0.5]]))[0] == 0.5
+
+
+def test_auprc_by_hand():
+    from blackbox_wd.eval.metrics import auprc
+
+    # ranked by score: 0.8 (hallucination), 0.35 (correct), 0.3 (hallucination), 0.1 (correct);
+    # AP = sum over hallucinations of the recall step 1/2 times the precision there: 1/2 * 1 + 1/2 * 2/3 = 5/6
+    assert auprc([0, 1, 0, 1], [0.1, 0.3, 0.35, 0.8]) == pytest.approx(5 / 6)
+    assert auprc([0, 0, 1, 1], [0.1, 0.2, 0.8, 0.9]) == 1.0
+    assert auprc([0, 1, 1, 1], [np.nan, 0.5, 0.5, 0.5]) != auprc([0, 1, 1, 1], [0.1, 0.5, 0.5, 0.5])
+    assert math.isnan(auprc([1, 1], [0.1, 0.2]))
+
+
+def test_prr_by_hand():
+    from blackbox_wd.eval.metrics import prr, rejection_area
+
+    # quality q = 1 - label. Perfect order (correct first): prefix means 1, 1, 2/3, 1/2 -> PRA = 19/24 = oracle;
+    # random = mean(q) = 1/2, so PRR = 1. Reversed: prefix means 0, 0, 1/3, 1/2 -> PRA = 5/24 ->
+    # PRR = (5/24 - 12/24) / (19/24 - 12/24) = -1.
+    assert rejection_area(np.array([1.0, 1.0, 0.0, 0.0])) == pytest.approx(19 / 24)
+    assert prr([0, 0, 1, 1], [0.1, 0.2, 0.8, 0.9]) == pytest.approx(1.0)
+    assert prr([0, 0, 1, 1], [0.9, 0.8, 0.2, 0.1]) == pytest.approx(-1.0)
+    # order by score: q = 1, 0, 1, 0 -> prefix means 1, 1/2, 2/3, 1/2 -> PRA = 2/3 = 16/24
+    # PRR = (16/24 - 12/24) / (19/24 - 12/24) = 4/7
+    assert prr([0, 1, 0, 1], [0.1, 0.2, 0.3, 0.9]) == pytest.approx(4 / 7)
+    # all tied: every position counts the mean quality -> PRA = random -> PRR = 0
+    assert prr([0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5]) == pytest.approx(0.0)
+    # a tie of the two middle prompts (q = 0 and 1): both count 1/2 -> prefix means 1, 3/4, 2/3, 1/2
+    # -> PRA = 35/48; PRR = (35/48 - 24/48) / (38/48 - 24/48) = 11/14
+    assert prr([0, 1, 0, 1], [0.1, 0.5, 0.5, 0.9]) == pytest.approx(11 / 14)
+    assert math.isnan(prr([0, 0], [0.1, 0.2]))
+
+
+def test_paired_difference_of_identical_methods_is_zero():
+    from blackbox_wd.eval.metrics import paired_auroc_diff
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200)
+    s = y * 0.5 + rng.normal(size=200)
+    d = paired_auroc_diff(y, s, s.copy())
+    assert (d.diff, d.lo, d.hi) == (0.0, 0.0, 0.0) and d.verdict == "no difference" and d.n_boot == 1000
+
+
+def test_paired_difference_perfect_against_random():
+    from blackbox_wd.eval.metrics import auroc, paired_auroc_diff
+
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 100)
+    perfect, noise = y + 0.1 * rng.random(100), rng.random(100)
+    d = paired_auroc_diff(y, perfect, noise, seed=3)
+    assert d.diff == pytest.approx(1.0 - auroc(y, noise))
+    assert 0 < d.lo < d.diff < d.hi and d.verdict == "better"
+    assert paired_auroc_diff(y, noise, perfect, seed=3).verdict == "worse"
+    # the same resamples for both: the difference's CI is the CI of the per-resample differences,
+    # narrower than what two independent CIs would suggest
+    close = paired_auroc_diff(y, noise + 1e-3 * y, noise, seed=3)
+    assert close.lo >= 0 and close.hi - close.lo < 0.05
+
+
+def test_paired_difference_uses_prompts_where_both_are_finite():
+    from blackbox_wd.eval.metrics import paired_auroc_diff
+
+    y = [0, 1, 0, 1, 1]
+    d = paired_auroc_diff(y, [0.1, 0.9, 0.2, 0.8, np.nan], [0.2, 0.1, 0.3, np.nan, 0.4], n_boot=200)
+    # kept: prompts 0, 1, 2 -> AUROC 1 and 0
+    assert d.n == 3 and d.diff == pytest.approx(1.0)
+    assert paired_auroc_diff([1, 1], [0.1, 0.2], [0.3, 0.4]).verdict == "not computable"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blackbox_wd.eval.report import METHODS, get_score, pick_extremes, summarize, write_report
+from blackbox_wd.eval.report import (METHODS, NAMES, best_baseline, compare, get_score, pick_extremes, summarize,
+                                     timing_lines, truncation_lines, write_report, write_summary)
 
 
 def _synthetic(n: int = 40, k: int = 5, seed: int = 0) -> list[dict]:
@@ -49,15 +50,59 @@ def test_write_report_makes_three_files(tmp_path):
     md = paths["summary"].read_text()
     assert md.startswith("# Synthetic")
     assert "- prompts: 40" in md
-    assert "Hallucination base rate: 0.350 (14 of 40)" in md   # i % 3 == 0 for 14 of 0..39
-    assert "Hallucination base rate: 0.250 (10 of 40)" in md   # label_em: i % 4 == 0
-    for name in ("AvgWD", "EigenWD", "LNE", "LS", "ES", "ER", "DSE"):
-        assert f"| {name} |" in md or f"| **{name}** |" in md
-    best = summarize(results, n_boot=200)
-    top = max(best, key=lambda m: best[m].auroc)
-    names = {"avg_wd": "AvgWD", "eigen_wd": "EigenWD", "lne": "LNE", "ls": "LS", "es": "ES", "er": "ER", "dse": "DSE"}
-    assert f"| **{names[top]}** | **{best[top].auroc:.3f}** |" in md.split("## Label `label_em`")[0]
+    assert "Hallucination base rate: 0.350 (14 hallucinated, 26 correct, n = 40)" in md  # i % 3 == 0
+    assert "Hallucination base rate: 0.250 (10 hallucinated, 30 correct, n = 40)" in md  # label_em: i % 4 == 0
+    table = summarize(results, n_boot=200)
+    es = table["es"]
+    # es = -label ranks every hallucination last: AUROC 0, AUPRC = the base rate
+    assert (es.auroc, es.lo, es.hi, es.auprc) == (0.0, 0.0, 0.0, pytest.approx(14 / 40))
+    assert f"| ES | 0.000 [0.000, 0.000] | 0.350 | {es.prr:.3f} | 40 |" in md
     assert "- teacher: `\"synthetic\"`" in md
+    # the best baseline by AUROC is the reference of the paired comparison
+    best = best_baseline(table)
+    assert best == max(("lne", "ls", "es", "er", "dse"), key=lambda m: table[m].auroc)
+    assert f"Paired difference to the best baseline, {NAMES[best]} (AUROC {table[best].auroc:.3f}" in md
+
+
+def test_only_a_verdict_the_ci_supports_is_bold(tmp_path):
+    rng = np.random.default_rng(0)
+    results = []
+    for i in range(60):
+        label = int(i % 2 == 0)
+        noise = float(rng.random())
+        results.append({"label": label, "avg_wd": label + 0.1 * rng.random(), "eigen_wd": noise,
+                        "baselines": {"lne": noise, "ls": float(rng.random())}})
+    table = summarize(results, n_boot=300)
+    assert best_baseline(table) in ("lne", "ls")
+    md_path = tmp_path / "summary.md"
+    write_summary(results, md_path, label_keys=("label",), n_boot=300)
+    md = md_path.read_text()
+    better = compare(results, "avg_wd", best_baseline(table), n_boot=300)
+    assert better.verdict == "better" and better.lo > 0
+    assert f"| AvgWD | {better.diff:+.3f} [{better.lo:+.3f}, {better.hi:+.3f}] | 60 | **better** |" in md
+    if best_baseline(table) == "lne":  # EigenWD is LNE itself: a CI of exactly 0
+        assert "| EigenWD | +0.000 [+0.000, +0.000] | 60 | no difference |" in md
+    assert md.count("**") == 2  # nothing else is bold: no "best" point estimate
+
+
+def test_timing_and_truncation_lines():
+    rows = [{"kind": "math", "timings": {"sample": 1.0, "teacher": 2.0, "dse": 1.0},  # DSE 25% of 4 s
+             "finish_reasons": ["length", "stop"], "responses": ["so \\boxed{1}", "cut off"],
+             "answer": "\\boxed{2}", "answer_finish_reason": "stop"},
+            {"kind": "math", "timings": {"sample": 3.0, "dse": 1.0},                  # 25% of 4 s
+             "finish_reasons": ["length", "length"], "responses": ["a", "b"],
+             "answer": "none", "answer_finish_reason": "length"},
+            {"kind": "qa", "timings": {"sample": 9.0, "dse": 1.0},                    # 10% of 10 s
+             "finish_reasons": ["stop", "stop"], "responses": ["x", "y"], "answer": "x", "answer_finish_reason": "stop"}]
+    lines = timing_lines(rows)
+    assert lines[0] == "- time per prompt (median s): sample 3.00, teacher 2.00, dse 1.00; total 4.00"
+    assert lines[1] == "- DSE share of a prompt's time: median 25.00%, max 25.00%"
+    # MATH: 3 of 4 samples cut, 3 of 4 without a box; judged answers: 1 of 2 cut, 1 of 2 without a box
+    assert truncation_lines(rows, "math") == [
+        "- MATH (2 prompts): samples cut off at max tokens 75.0% (3 of 4), without \\boxed{} 75.0% (3 of 4); "
+        "judged answers cut off 50.0% (1 of 2), without \\boxed{} 50.0% (1 of 2)"]
+    assert truncation_lines(rows, "qa") == [
+        "- QA (1 prompts): samples cut off at max tokens 0.0% (0 of 2); judged answers cut off 0.0% (0 of 1)"]
 
 
 def test_pick_extremes_and_missing_label(tmp_path):
@@ -84,4 +129,6 @@ def test_roc_on_a_secondary_label_that_some_results_lack(tmp_path):
     paths = write_report(results, tmp_path, n_boot=50)
     assert paths["roc"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = paths["summary"].read_text()
-    assert "Hallucination base rate: 0.250 (2 of 8)" in md  # label_em on the 8 that have it: i in {4, 8}
+    assert "Hallucination base rate: 0.250 (2 hallucinated, 6 correct, n = 8)" in md  # label_em: i in {4, 8}
+    assert "Hallucination base rate: 1.000 (12 hallucinated, 0 correct, n = 12)\n\nOne class only" in md
+    assert md.count("| AvgWD |") == 2  # label_em's table and its paired comparison, none under `label`

@@ -13,16 +13,19 @@ Pinned variant:
 2. DSE = -sum_c p_c ln p_c with p_c = |cluster c| / K (natural log). 0 when all K responses share
    one meaning, ln K when all differ. Higher = more likely hallucination.
 
-Entailment judge. The reference uses DeBERTa-large-MNLI; no model hub is reachable here and no
-PyPI wheel we could find ships NLI weights, so the judge is a callable
-``entails(premise, hypothesis) -> bool`` passed in by the caller:
+Entailment judge: a callable ``entails(premise, hypothesis) -> bool`` passed in by the caller
+(``bbwd eval --dse``); one with a ``prefetch(pairs)`` method is asked for each cluster's pairs in
+one batch:
 
-* ``TeacherEntailment(teacher, question)``: the default, the teacher LM itself. It is asked
-  (chat template, one user turn) whether answer A entails answer B given the question, and says
-  yes when logsumexp of the logits of its "yes" tokens beats that of its "no" tokens at the first
+* ``exact_match_entails`` (``answer``, short answers): equal after SQuAD normalisation
+  (``eval.labels.em_key``, the exact-match label's normalisation); no model calls.
+* ``final_answer_entails`` (``answer`` for MATH): equivalent final answers (math-verify).
+* ``nli.NLIEntailment`` (``nli``): a sequence-classification NLI model, the reference's choice
+  (DeBERTa-large-MNLI), for longer answers.
+* ``TeacherEntailment(teacher, question)`` (``teacher``): the teacher LM itself is asked (chat
+  template, one user turn) whether answer A entails answer B given the question, and says yes
+  when logsumexp of the logits of its "yes" tokens beats that of its "no" tokens at the first
   position of the reply (Farquhar et al. also use LLM judges with the question in the prompt).
-* ``exact_match_entails``: a cheap fallback (equality after SQuAD normalisation, see
-  ``eval.labels.em_key``), for tests and runs without an LM judge.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def semantic_ids(responses: Sequence[str], entails: Entails) -> list[int]:
             continue
         ids[i] = next_id
         if prefetch:
-            open_ = [b for b in responses[i + 1:] if b.strip() != a.strip()]
+            open_ = [b for j, b in enumerate(responses[i + 1:], i + 1) if ids[j] == -1 and b.strip() != a.strip()]
             prefetch([(a, b) for b in open_])
             prefetch([(b, a) for b in open_ if entails(a, b)])
         for j in range(i + 1, len(responses)):
@@ -80,22 +83,19 @@ def discrete_semantic_entropy(responses: Sequence[str], entails: Entails) -> flo
 
 
 def exact_match_entails(premise: str, hypothesis: str) -> bool:
-    """Fallback judge: equal after SQuAD normalisation (lowercase, no punctuation/articles)."""
+    """Answer-equivalence judge: equal after SQuAD normalisation (lowercase, no punctuation/articles)."""
     return em_key(premise) == em_key(hypothesis)
 
 
 def final_answer_entails(premise: str, hypothesis: str) -> bool:
     """Judge for math: two solutions mean the same when their final answers are equivalent.
 
-    The final answer is the last ``\\boxed{}`` (else the last number), compared by
-    ``eval.mathnorm.is_equiv``; a solution without one means the same only as an equal string.
+    The final answer is the last ``\\boxed{}`` first (math-verify's extraction), compared by
+    ``eval.mathcheck.same_final_answer``; a solution without one means the same only as an equal string.
     """
-    from blackbox_wd.eval.mathnorm import extract_answer, is_equiv
+    from blackbox_wd.eval.mathcheck import same_final_answer
 
-    a, b = extract_answer(premise), extract_answer(hypothesis)
-    if a is None or b is None:
-        return premise.strip() == hypothesis.strip()
-    return is_equiv(a, b)
+    return same_final_answer(premise, hypothesis)
 
 
 def entailment_prompt(premise: str, hypothesis: str, question: str | None = None) -> str:

@@ -1,21 +1,29 @@
-"""Loaders for the evaluation JSONL files (``shared/data/README.md``): one object a line with keys
-``id``, ``question``, ``answers`` (list), ``source``; SQuAD and SciQ also carry ``context``.
+"""Loaders for the evaluation JSONL files (``shared/data/README.md``) and the prompt protocols.
 
-Prompts (pinned; the target sees exactly this as one user message):
+A record is one object a line with keys ``id``, ``question``, ``answers`` (list), ``source`` and
+optionally ``context``. Its style: ``math`` when ``source`` starts with "math", else
+``reading`` (reading comprehension) with a non-empty ``context``, else ``closed-book``. Nothing
+depends on the file's name: any JSONL in this format works.
 
-* QA with a non-empty context (SQuAD, SciQ with a support paragraph)::
+Protocols (pinned; the target sees exactly these messages):
 
-      Answer the question using the context.
-      Context: {context}
+* ``few-shot`` (default): for each QA style, the exemplars are the LAST ``N_SHOTS`` = 5 records of
+  that style in file order (from the end, away from the first N that ``--limit N`` scores); they
+  are never scored. Each exemplar is a user turn (its prompt) and an assistant turn (its first
+  reference answer), in file order, before the question's own user turn::
+
+      Answer with only the answer: a few words, not a sentence.
+      [Context: {context}]
+      Question: {question}
+
+* ``zero-shot``: one user turn, no exemplars, every record scored::
+
+      Answer the question using the context.          Answer the question briefly.
+      Context: {context}                              Question: {question}
       Question: {question}
       Answer briefly.
 
-* QA without context (NQ-open, SciQ with an empty support)::
-
-      Answer the question briefly.
-      Question: {question}
-
-* MATH (``source`` starting with "math")::
+* MATH, under both protocols (its answer is a ``\\boxed{}``, not a short phrase)::
 
       Solve the problem. Be concise and put the final answer in \\boxed{}.
       Problem: {question}
@@ -23,11 +31,13 @@ Prompts (pinned; the target sees exactly this as one user message):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from blackbox_wd.logs import line_hash
 
@@ -38,23 +48,51 @@ DATASETS = {
     "squad": "squad_v1.1_dev.jsonl",
     "math500": "math500_test.jsonl",
 }
+PROTOCOLS = ("few-shot", "zero-shot")
+N_SHOTS = 5
+QA_STYLES = ("closed-book", "reading")
 
 QA_CONTEXT_PROMPT = "Answer the question using the context.\nContext: {context}\nQuestion: {question}\nAnswer briefly."
 QA_PROMPT = "Answer the question briefly.\nQuestion: {question}"
+SHORT_CONTEXT_PROMPT = ("Answer with only the answer: a few words, not a sentence.\nContext: {context}\n"
+                        "Question: {question}")
+SHORT_PROMPT = "Answer with only the answer: a few words, not a sentence.\nQuestion: {question}"
 MATH_PROMPT = "Solve the problem. Be concise and put the final answer in \\boxed{{}}.\nProblem: {question}"
 
 
 @dataclass(frozen=True)
 class Item:
-    """One evaluation prompt with its reference answers; kind is 'qa' or 'math'."""
+    """One evaluation record with its reference answers; ``messages`` is what the target sees."""
 
     id: str
-    prompt: str
-    answers: list[str]
-    kind: str
-    source: str
     question: str
+    answers: list[str]
+    kind: str  # 'qa' or 'math'
+    source: str
+    context: str = ""
     input_hash: str = ""  # logs.line_hash of the record's line in the data file
+    messages: list[dict[str, str]] = field(default_factory=list)
+    protocol: str = ""  # 'few-shot' when messages show exemplars, else 'zero-shot' (MATH always)
+
+    @property
+    def style(self) -> str:
+        """'math', 'reading' (a non-empty context) or 'closed-book'."""
+        return "math" if self.kind == "math" else "reading" if self.context else "closed-book"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """The items to score (prompts built), the exemplars they show, and every record's line hash."""
+
+    items: list[Item]
+    exemplars: dict[str, list[Item]]  # QA style -> its exemplars, in file order
+    hashes: dict[str, str]  # id -> line hash, for every record of the file (exemplars included)
+    protocol: str
+
+    def described(self) -> dict[str, Any]:
+        """The protocol as reported and fingerprinted: its name and the exemplar ids per style."""
+        return {"prompts": self.protocol,
+                "exemplars": {style: [ex.id for ex in shots] for style, shots in self.exemplars.items() if shots}}
 
 
 def data_dir() -> Path:
@@ -78,19 +116,30 @@ def kind_of(source: str) -> str:
     return "math" if source.lower().startswith("math") else "qa"
 
 
-def build_prompt(record: dict) -> str:
-    """The prompt of one record (see the module docstring)."""
-    question = record["question"].strip()
-    if kind_of(record["source"]) == "math":
+def user_prompt(item: Item, protocol: str) -> str:
+    """The question's user turn under a protocol (see the module docstring)."""
+    question = item.question.strip()
+    if item.style == "math":
         return MATH_PROMPT.format(question=question)
-    context = (record.get("context") or "").strip()
-    if context:
-        return QA_CONTEXT_PROMPT.format(context=context, question=question)
-    return QA_PROMPT.format(question=question)
+    short = protocol == "few-shot"
+    if item.style == "reading":
+        return (SHORT_CONTEXT_PROMPT if short else QA_CONTEXT_PROMPT).format(context=item.context, question=question)
+    return (SHORT_PROMPT if short else QA_PROMPT).format(question=question)
+
+
+def exemplar_turns(exemplars: Sequence[Item], protocol: str) -> list[dict[str, str]]:
+    """Each exemplar as a user turn (its prompt) and an assistant turn (its first reference answer)."""
+    return [turn for ex in exemplars for turn in ({"role": "user", "content": user_prompt(ex, protocol)},
+                                                  {"role": "assistant", "content": ex.answers[0]})]
+
+
+def pick_exemplars(items: list[Item]) -> dict[str, list[Item]]:
+    """The last N_SHOTS records of each QA style, in file order."""
+    return {style: [it for it in items if it.style == style][-N_SHOTS:] for style in QA_STYLES}
 
 
 def parse_record(record: dict, where: str = "", input_hash: str = "") -> Item:
-    """One JSON object -> Item; ValueError naming the missing or malformed key."""
+    """One JSON object -> Item (no messages yet); ValueError naming the missing or malformed key."""
     for key in ("id", "question", "answers", "source"):
         if key not in record:
             raise ValueError(f"{where}missing key '{key}'")
@@ -98,18 +147,17 @@ def parse_record(record: dict, where: str = "", input_hash: str = "") -> Item:
     if isinstance(answers, str) or not isinstance(answers, list) or not answers:
         raise ValueError(f"{where}'answers' must be a non-empty list of strings")
     source = str(record["source"])
-    return Item(id=str(record["id"]), prompt=build_prompt(record), answers=[str(a) for a in answers],
-                kind=kind_of(source), source=source, question=str(record["question"]), input_hash=input_hash)
+    return Item(id=str(record["id"]), question=str(record["question"]), answers=[str(a) for a in answers],
+                kind=kind_of(source), source=source, context=str(record.get("context") or "").strip(),
+                input_hash=input_hash)
 
 
-def load(path: str | os.PathLike[str], limit: int | None = None) -> Iterator[Item]:
-    """Yield the first ``limit`` items (all when None) of a JSONL file or a named dataset."""
+def read(path: str | os.PathLike[str]) -> list[Item]:
+    """Every record of a JSONL file or a named dataset, in file order (blank lines skipped)."""
     p = resolve_path(path)
     if not p.is_file():
         raise FileNotFoundError(f"evaluation data not found: {p} (set {DATA_ENV} to the data folder)")
-    if limit is not None and limit <= 0:
-        return
-    n = 0
+    items = []
     with open(p, encoding="utf-8") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -118,7 +166,26 @@ def load(path: str | os.PathLike[str], limit: int | None = None) -> Iterator[Ite
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{p}:{lineno}: not JSON: {exc.msg}") from None
-            yield parse_record(record, f"{p}:{lineno}: ", line_hash(line.encode()))
-            n += 1
-            if limit is not None and n >= limit:
-                return
+            items.append(parse_record(record, f"{p}:{lineno}: ", line_hash(line.encode())))
+    return items
+
+
+def load(path: str | os.PathLike[str], protocol: str = "few-shot", limit: int | None = None,
+         require_context: bool = False) -> Dataset:
+    """The first ``limit`` items (all when None) to score under ``protocol``, exemplars excluded.
+
+    ``require_context`` keeps only records with a non-empty context (e.g. SciQ with its support).
+    """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol '{protocol}': use one of {', '.join(PROTOCOLS)}")
+    every = read(path)
+    exemplars = pick_exemplars(every) if protocol == "few-shot" else {}
+    shown = {ex.id for shots in exemplars.values() for ex in shots}
+    turns = {style: exemplar_turns(shots, protocol) for style, shots in exemplars.items()}  # shared by all items
+    items = [dataclasses.replace(it, messages=[*turns.get(it.style, []), {"role": "user",
+                                                                         "content": user_prompt(it, protocol)}],
+                                 protocol="few-shot" if turns.get(it.style) else "zero-shot")
+             for it in every if it.id not in shown and (it.context or not require_context)]
+    if limit is not None:
+        items = items[:max(limit, 0)]
+    return Dataset(items, exemplars, {it.id: it.input_hash for it in every}, protocol)

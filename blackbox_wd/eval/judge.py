@@ -1,4 +1,4 @@
-"""Optional LLM-judge label: an API model says whether the first response answers correctly.
+"""Optional LLM-judge label: an API model says whether the judged answer (``eval.run``) is correct.
 
 The judge sees the question, the reference answers and the response, and is asked for yes/no at
 temperature 0 (one sample, through the same client layer: cache, retries, record/replay). A reply

@@ -1,4 +1,4 @@
-"""Correctness labels of responses; hallucination = 1 when the (first) response is incorrect.
+"""Correctness labels of answers; hallucination = 1 when the judged answer is incorrect.
 
 QA (NQ-open, SciQ, SQuAD):
 * ``rouge`` (primary, the reference protocol): correct when ROUGE-L F1 (``rouge-score``, no
@@ -8,11 +8,11 @@ QA (NQ-open, SciQ, SQuAD):
   equals the normalised response or occurs in it as a whole-word span. A string that normalises
   to nothing ("A+", "---") is compared lowercased with its whitespace collapsed instead.
 
-MATH-500: correct when the final answer extracted from the response (last ``\\boxed{...}``, else
-the last number) is equivalent to a reference under :func:`blackbox_wd.eval.mathnorm.is_equiv`.
+MATH-500: correct when the response's final answer (the last ``\\boxed{...}`` first) verifies
+against a reference with math-verify (:func:`blackbox_wd.eval.mathcheck.math_correct`).
 
-Prompt-level label: that of the FIRST of the K responses (the one a user would have been shown),
-``hallucination_label`` returns 1 when it is incorrect, 0 when correct.
+Prompt-level label: that of the judged answer (``eval.run``: the greedy answer, or the first of
+the K samples); ``hallucination_label`` returns 1 when it is incorrect, 0 when correct.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from functools import lru_cache
 from rouge_score import rouge_scorer
 from rouge_score import tokenize as rouge_tokenize
 
-from blackbox_wd.eval.mathnorm import math_correct
+from blackbox_wd.eval.mathcheck import math_correct
 
 ROUGE_THRESHOLD = 0.5
 LABEL_SCHEMES = ("rouge", "em")
@@ -105,16 +105,14 @@ def is_correct(kind: str, response: str, answers: Sequence[str], scheme: str = "
     raise ValueError(f"unknown label scheme '{scheme}': use one of {', '.join(LABEL_SCHEMES)}")
 
 
-def hallucination_label(kind: str, responses: Sequence[str], answers: Sequence[str], scheme: str = "rouge") -> int:
-    """Prompt-level label from the first response: 1 = hallucination (incorrect), 0 = correct."""
-    if not responses:
-        raise ValueError("no responses to label")
-    return 0 if is_correct(kind, responses[0], answers, scheme) else 1
+def hallucination_label(kind: str, answer: str, answers: Sequence[str], scheme: str = "rouge") -> int:
+    """Label of one judged answer: 1 = hallucination (incorrect), 0 = correct."""
+    return 0 if is_correct(kind, answer, answers, scheme) else 1
 
 
-def prompt_labels(kind: str, responses: Sequence[str], answers: Sequence[str]) -> dict[str, int]:
-    """Every label of a prompt: {'label': primary, 'label_em': secondary} for QA, {'label'} for math."""
-    out = {"label": hallucination_label(kind, responses, answers, "rouge")}
+def prompt_labels(kind: str, answer: str, answers: Sequence[str], suffix: str = "") -> dict[str, int]:
+    """Every label of a judged answer: {'label' + suffix: primary, 'label_em' + suffix: secondary (QA only)}."""
+    out = {f"label{suffix}": hallucination_label(kind, answer, answers, "rouge")}
     if kind == "qa":
-        out["label_em"] = hallucination_label(kind, responses, answers, "em")
+        out[f"label_em{suffix}"] = hallucination_label(kind, answer, answers, "em")
     return out

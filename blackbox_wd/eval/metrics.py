@@ -1,4 +1,4 @@
-"""AUROC with a percentile-bootstrap 95% confidence interval.
+"""AUROC with a percentile-bootstrap 95% confidence interval, paired AUROC differences, AUPRC and PRR.
 
 Convention: label 1 = hallucination, and a higher score = more likely hallucination, so an AUROC
 of 1 means the score ranks every hallucination above every correct answer, 0.5 is chance.
@@ -7,6 +7,13 @@ replacement (``numpy.random.default_rng(seed)``, default 1000 resamples, seed 0)
 that hold one class only, and takes the 2.5 / 97.5 percentiles of the rest. The resamples' AUROCs
 are computed all at once by the Mann-Whitney rank formula (mid-ranks for ties), which equals
 ``roc_auc_score`` exactly (tested) and is ~100x faster than calling it 1000 times.
+
+The paired difference of two methods draws ONE set of resamples (same seed, same indices) and
+scores both methods on each, so the CI of AUROC(a) - AUROC(b) accounts for their correlation; a
+method is ``better`` only when that CI lies above 0, ``worse`` when below, else ``no difference``.
+
+AUPRC is ``sklearn.metrics.average_precision_score`` with hallucination the positive class (its
+chance level is the base rate). PRR is LM-Polygraph's prediction-rejection ratio, see :func:`prr`.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import rankdata
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import average_precision_score, roc_auc_score
 
 N_BOOTSTRAP = 1000
 SEED = 0
@@ -35,15 +42,31 @@ class AurocResult:
     n_boot: int  # resamples actually used (those holding both classes)
 
 
-def _clean(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _clean(labels: Sequence[int] | np.ndarray, *scores: Sequence[float] | np.ndarray) -> tuple[np.ndarray, ...]:
+    """Labels and score arrays on the prompts where every score is finite; ValueError on bad input."""
     y = np.asarray(labels, dtype=int).reshape(-1)
-    s = np.asarray(scores, dtype=float).reshape(-1)
-    if y.shape != s.shape:
-        raise ValueError(f"{y.size} labels but {s.size} scores")
+    arrays = [np.asarray(s, dtype=float).reshape(-1) for s in scores]
+    for s in arrays:
+        if s.shape != y.shape:
+            raise ValueError(f"{y.size} labels but {s.size} scores")
     if not np.isin(y, (0, 1)).all():
         raise ValueError("labels must be 0 (correct) or 1 (hallucination)")
-    keep = np.isfinite(s)
-    return y[keep], s[keep]
+    keep = np.logical_and.reduce([np.isfinite(s) for s in arrays])
+    return (y[keep], *(s[keep] for s in arrays))
+
+
+def _resamples(y: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """(B, n) bootstrap indices of the resamples that hold both classes."""
+    idx = np.random.default_rng(seed).integers(0, y.size, (n_boot, y.size))
+    n_pos = y[idx].sum(axis=1)
+    return idx[(n_pos > 0) & (n_pos < y.size)]
+
+
+def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The (1 - level) / 2 and (1 + level) / 2 percentiles."""
+    tail = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(values, [tail, 100.0 - tail])
+    return float(lo), float(hi)
 
 
 def auroc(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
@@ -73,17 +96,10 @@ def bootstrap_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | n
     y, s = _clean(labels, scores)
     if y.size == 0 or y.min() == y.max():
         return float("nan"), float("nan"), 0
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, y.size, (n_boot, y.size))
-    yb = y[idx]
-    n_pos = yb.sum(axis=1)
-    keep = (n_pos > 0) & (n_pos < y.size)
-    values = rank_auroc(yb[keep], s[idx[keep]])
-    if values.size == 0:
+    idx = _resamples(y, n_boot, seed)
+    if idx.shape[0] == 0:
         return float("nan"), float("nan"), 0
-    tail = (1.0 - level) / 2.0 * 100.0
-    lo, hi = np.percentile(values, [tail, 100.0 - tail])
-    return float(lo), float(hi), int(values.size)
+    return (*_percentiles(rank_auroc(y[idx], s[idx]), level), int(idx.shape[0]))
 
 
 def auroc_with_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray,
@@ -92,3 +108,76 @@ def auroc_with_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | 
     y, s = _clean(labels, scores)
     lo, hi, used = bootstrap_ci(y, s, n_boot, seed, level)
     return AurocResult(auroc(y, s), lo, hi, int(y.size), int(y.sum()), used)
+
+
+@dataclass(frozen=True)
+class PairedDiff:
+    """AUROC(a) - AUROC(b) on the n prompts where both scores are finite, with its paired bootstrap CI."""
+
+    diff: float
+    lo: float
+    hi: float
+    n: int
+    n_boot: int
+
+    @property
+    def verdict(self) -> str:
+        """'better' when the CI lies above 0, 'worse' when below, 'no difference' when it holds 0."""
+        if not (np.isfinite(self.lo) and np.isfinite(self.hi)):
+            return "not computable"
+        return "better" if self.lo > 0 else "worse" if self.hi < 0 else "no difference"
+
+
+def paired_auroc_diff(labels: Sequence[int] | np.ndarray, scores_a: Sequence[float] | np.ndarray,
+                      scores_b: Sequence[float] | np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = SEED,
+                      level: float = LEVEL) -> PairedDiff:
+    """AUROC(a) - AUROC(b) and the percentile CI of the difference over the same resamples for both."""
+    y, a, b = _clean(labels, scores_a, scores_b)
+    nan = float("nan")
+    if y.size == 0 or y.min() == y.max():
+        return PairedDiff(nan, nan, nan, int(y.size), 0)
+    diff = float(roc_auc_score(y, a) - roc_auc_score(y, b))
+    idx = _resamples(y, n_boot, seed)
+    if idx.shape[0] == 0:
+        return PairedDiff(diff, nan, nan, int(y.size), 0)
+    d = rank_auroc(y[idx], a[idx]) - rank_auroc(y[idx], b[idx])
+    return PairedDiff(diff, *_percentiles(d, level), int(y.size), int(idx.shape[0]))
+
+
+def auprc(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
+    """Average precision with hallucination (1) the positive class, on the finite scores; NaN with one class."""
+    y, s = _clean(labels, scores)
+    if y.size == 0 or y.min() == y.max():
+        return float("nan")
+    return float(average_precision_score(y, s))
+
+
+def rejection_area(quality: np.ndarray) -> float:
+    """Mean over j = 1..n of the mean quality of the first j prompts (ordered most confident first)."""
+    return float(np.mean(np.cumsum(quality) / np.arange(1, quality.size + 1)))
+
+
+def prr(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
+    """Prediction-rejection ratio (LM-Polygraph ``PredictionRejectionArea`` normalised by oracle and random).
+
+    With quality q = 1 - label (correct = 1), prompts ordered by ascending score (most confident
+    first) and PRA(order) = (1/n) sum_{j=1..n} mean(q of the first j prompts) -- the area under the
+    curve of the quality kept when rejecting the n - j most uncertain prompts:
+
+        PRR = (PRA(score) - PRA(random)) / (PRA(oracle) - PRA(random))
+
+    where the oracle orders the correct prompts first and PRA(random) is its expectation over
+    random orders, mean(q) (LM-Polygraph estimates it from random permutations). 1 = oracle,
+    0 = random, < 0 worse than random. Tied scores take their expectation over tie orders: each
+    tied prompt counts the mean quality of its tie group (LM-Polygraph leaves the order of ties to
+    ``np.argsort``). NaN when only one class is present.
+    """
+    y, s = _clean(labels, scores)
+    if y.size == 0 or y.min() == y.max():
+        return float("nan")
+    order = np.argsort(s, kind="stable")
+    q = 1.0 - y[order].astype(float)
+    _, group = np.unique(s[order], return_inverse=True)
+    q_tied = (np.bincount(group, weights=q) / np.bincount(group))[group]
+    random, oracle = q.mean(), rejection_area(np.sort(q)[::-1])
+    return (rejection_area(q_tied) - random) / (oracle - random)

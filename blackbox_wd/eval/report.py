@@ -1,13 +1,23 @@
 """The evaluation report: ``summary.md``, ``roc.png`` and ``heatmaps.png`` from per-prompt results.
 
-A per-prompt result is a dict (e.g. ``pipeline.Result.to_dict()`` plus labels) holding:
+A per-prompt result is a dict (a row of ``eval.run``, or ``pipeline.Result.to_dict()`` plus labels)
+holding:
 
-* ``label``: 1 = hallucination, 0 = correct (primary label); optionally ``label_em`` (secondary);
+* labels, 1 = hallucination, 0 = correct (``LABEL_NAMES``): ``label`` (primary), optionally
+  ``label_em``, ``label_first``, ``label_em_first``, ``label_judge``;
 * the score of every method, looked up as ``r[m]``, else ``r["baselines"][m]``, else
   ``r["scores"][m]`` for m in avg_wd, eigen_wd, lne, ls, es, er, dse (missing/None -> NaN, and
-  that prompt is left out of that method's AUROC);
+  that prompt is left out of that method's metrics);
 * ``D``: the K x K distance matrix (nested lists or an array), for the heat maps;
-* optionally ``id`` and ``settings``.
+* optionally ``id``, ``settings``, ``kind``, ``protocol``, ``label_from``, ``dse_judge``,
+  ``timings`` (seconds per stage), ``responses``, ``finish_reasons``, ``answer`` and
+  ``answer_finish_reason`` (for the truncation rates).
+
+Per label, summary.md gives the base rate and the prompts per class, then per method AUROC with its
+95% bootstrap CI, AUPRC and PRR (``eval.metrics``), and for AvgWD and EigenWD the paired bootstrap
+CI of the AUROC difference to the best baseline (the baseline with the highest AUROC) with its
+verdict. Only a verdict the CI supports (better / worse) is bold; nothing is bolded for being the
+largest point estimate.
 
 Figures are drawn on ``matplotlib.figure.Figure`` (Agg canvas), never through pyplot.
 """
@@ -16,20 +26,43 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from blackbox_wd.eval.metrics import N_BOOTSTRAP, SEED, AurocResult, auroc_with_ci
+from blackbox_wd.baselines import BASELINES
+from blackbox_wd.eval.mathcheck import has_boxed
+from blackbox_wd.eval.metrics import N_BOOTSTRAP, SEED, PairedDiff, auprc, auroc_with_ci, paired_auroc_diff, prr
 
 METHODS = ("avg_wd", "eigen_wd", "lne", "ls", "es", "er", "dse")
+OURS = ("avg_wd", "eigen_wd")
 NAMES = {"avg_wd": "AvgWD", "eigen_wd": "EigenWD", "lne": "LNE", "ls": "LS", "es": "ES", "er": "ER",
          "dse": "DSE"}
-LABEL_NAMES = {"label": "ROUGE-L >= 0.5 (QA) / answer equivalence (MATH)",
-               "label_em": "exact match / containment (QA)",
-               "label_judge": "LLM judge through the API client (first response)"}
+LABEL_KEYS = ("label", "label_em", "label_first", "label_em_first", "label_judge")
+LABEL_NAMES = {"label": "ROUGE-L >= 0.5 (QA) / equivalent final answer (MATH) of the judged answer",
+               "label_em": "exact match / containment (QA) of the judged answer",
+               "label_first": "ROUGE-L >= 0.5 (QA) / equivalent final answer (MATH) of the first sample",
+               "label_em_first": "exact match / containment (QA) of the first sample",
+               "label_judge": "LLM judge through the API client, of the judged answer"}
+ANSWER_SOURCES = {"greedy": "a separate greedy answer (temperature 0)", "first": "the first of the K samples"}
+STAGES = ("sample", "greedy", "teacher", "transport", "baselines", "dse")
+
+
+@dataclass(frozen=True)
+class MethodSummary:
+    """One method under one label, on the n prompts with a finite score: AUROC with CI, AUPRC, PRR."""
+
+    auroc: float
+    lo: float
+    hi: float
+    auprc: float
+    prr: float
+    n: int
+    n_pos: int
 
 
 def get_score(result: Mapping[str, Any], method: str) -> float:
@@ -57,47 +90,130 @@ def label_array(results: Sequence[Mapping[str, Any]], key: str = "label") -> np.
 
 
 def summarize(results: Sequence[Mapping[str, Any]], methods: Sequence[str] = METHODS, label_key: str = "label",
-              n_boot: int = N_BOOTSTRAP, seed: int = SEED) -> dict[str, AurocResult]:
-    """AUROC with 95% bootstrap CI of every method that has at least one finite score."""
+              n_boot: int = N_BOOTSTRAP, seed: int = SEED) -> dict[str, MethodSummary]:
+    """AUROC with 95% bootstrap CI, AUPRC and PRR of every method that has at least one finite score."""
     y = label_array(results, label_key)
     out = {}
     for m in methods:
         s = score_array(results, m)
         if np.isfinite(s).any():
-            out[m] = auroc_with_ci(y, s, n_boot=n_boot, seed=seed)
+            a = auroc_with_ci(y, s, n_boot=n_boot, seed=seed)
+            out[m] = MethodSummary(a.auroc, a.lo, a.hi, auprc(y, s), prr(y, s), a.n, a.n_pos)
     return out
 
 
-def _fmt(x: float) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{x:.3f}"
+def best_baseline(table: Mapping[str, MethodSummary]) -> str | None:
+    """The baseline with the highest AUROC (None when no baseline has one)."""
+    scored = [m for m in BASELINES if m in table and math.isfinite(table[m].auroc)]
+    return max(scored, key=lambda m: table[m].auroc, default=None)
 
 
-def _table(aurocs: Mapping[str, AurocResult], methods: Sequence[str]) -> list[str]:
-    finite = [a.auroc for a in aurocs.values() if math.isfinite(a.auroc)]
-    best = max(finite) if finite else None
-    lines = ["| method | AUROC | 95% CI | n |", "|---|---|---|---|"]
+def compare(results: Sequence[Mapping[str, Any]], method: str, baseline: str, label_key: str = "label",
+            n_boot: int = N_BOOTSTRAP, seed: int = SEED) -> PairedDiff:
+    """AUROC(method) - AUROC(baseline) with its paired bootstrap CI, on the prompts where both are finite."""
+    return paired_auroc_diff(label_array(results, label_key), score_array(results, method),
+                             score_array(results, baseline), n_boot=n_boot, seed=seed)
+
+
+def _fmt(x: float | None, signed: bool = False) -> str:
+    if x is None or not math.isfinite(x):
+        return "—"
+    return f"{x:+.3f}" if signed else f"{x:.3f}"
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f}% ({part} of {whole})" if whole else "—"
+
+
+def _table(table: Mapping[str, MethodSummary], methods: Sequence[str]) -> list[str]:
+    lines = ["| method | AUROC [95% CI] | AUPRC | PRR | n |", "|---|---|---|---|---|"]
     for m in methods:
-        name = NAMES.get(m, m)
-        a = aurocs.get(m)
+        a = table.get(m)
         if a is None:
-            lines.append(f"| {name} | — | — | 0 |")
+            lines.append(f"| {NAMES.get(m, m)} | — | — | — | 0 |")
             continue
-        value = _fmt(a.auroc)
-        if best is not None and math.isfinite(a.auroc) and np.isclose(a.auroc, best):
-            name, value = f"**{name}**", f"**{value}**"
-        lines.append(f"| {name} | {value} | [{_fmt(a.lo)}, {_fmt(a.hi)}] | {a.n} |")
+        lines.append(f"| {NAMES.get(m, m)} | {_fmt(a.auroc)} [{_fmt(a.lo)}, {_fmt(a.hi)}] | {_fmt(a.auprc)} | "
+                     f"{_fmt(a.prr)} | {a.n} |")
     return lines
 
 
+def _comparisons(results: Sequence[Mapping[str, Any]], table: Mapping[str, MethodSummary], key: str,
+                 n_boot: int, seed: int) -> list[str]:
+    base = best_baseline(table)
+    ours = [m for m in OURS if m in table]
+    if base is None or not ours:
+        return []
+    lines = [f"Paired difference to the best baseline, {NAMES[base]} (AUROC {_fmt(table[base].auroc)}; same "
+             "resamples for both methods):", "",
+             "| method | AUROC - AUROC(baseline) [95% CI] | n | verdict |", "|---|---|---|---|"]
+    for m in ours:
+        d = compare(results, m, base, key, n_boot, seed)
+        verdict = f"**{d.verdict}**" if d.verdict in ("better", "worse") else d.verdict
+        lines.append(f"| {NAMES[m]} | {_fmt(d.diff, True)} [{_fmt(d.lo, True)}, {_fmt(d.hi, True)}] | {d.n} | "
+                     f"{verdict} |")
+    return lines + [""]
+
+
+def _counts(results: Sequence[Mapping[str, Any]], key: str) -> str:
+    """'a (n), b (m)' of a row field's values, most common first."""
+    found = Counter(str(r[key]) for r in results if r.get(key) is not None)
+    return ", ".join(f"{v} ({n})" for v, n in found.most_common()) or "—"
+
+
+def timing_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Median seconds per stage and per prompt, and DSE's median share of a prompt's time."""
+    timed = [r["timings"] for r in results if r.get("timings")]
+    if not timed:
+        return []
+    medians = [f"{stage} {np.median([t[stage] for t in timed if stage in t]):.2f}"
+               for stage in STAGES if any(stage in t for t in timed)]
+    totals = np.array([sum(t.values()) for t in timed])
+    lines = [f"- time per prompt (median s): {', '.join(medians)}; total {np.median(totals):.2f}"]
+    share = [t["dse"] / sum(t.values()) for t in timed if "dse" in t and sum(t.values()) > 0]
+    if share:
+        lines.append(f"- DSE share of a prompt's time: median {100 * np.median(share):.2f}%, "
+                     f"max {100 * max(share):.2f}%")
+    return lines
+
+
+def truncation_lines(results: Sequence[Mapping[str, Any]], kind: str = "math") -> list[str]:
+    """How many of ``kind``'s samples and judged answers were cut at max tokens, and (MATH) lack a \\boxed{}."""
+    rows = [r for r in results if r.get("kind") == kind and r.get("finish_reasons") is not None]
+    if not rows:
+        return []
+    cut = sum(f == "length" for r in rows for f in r["finish_reasons"])
+    n = sum(len(r["finish_reasons"]) for r in rows)
+    answers = [r for r in rows if r.get("answer") is not None]
+    line = f"- {kind.upper()} ({len(rows)} prompts): samples cut off at max tokens {_pct(cut, n)}"
+    if kind == "math":
+        unboxed = sum(not has_boxed(text) for r in rows for text in r.get("responses", []))
+        line += f", without \\boxed{{}} {_pct(unboxed, n)}"
+    if answers:
+        line += f"; judged answers cut off {_pct(sum(r.get('answer_finish_reason') == 'length' for r in answers), len(answers))}"
+        if kind == "math":
+            line += f", without \\boxed{{}} {_pct(sum(not has_boxed(r['answer']) for r in answers), len(answers))}"
+    return [line]
+
+
 def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Sequence[str] = METHODS,
-                  label_keys: Sequence[str] = ("label", "label_em"), settings: Mapping[str, Any] | None = None,
+                  label_keys: Sequence[str] = LABEL_KEYS, settings: Mapping[str, Any] | None = None,
                   title: str = "Hallucination detection", n_boot: int = N_BOOTSTRAP,
-                  seed: int = SEED) -> dict[str, dict[str, AurocResult]]:
-    """Write summary.md; return {label_key: {method: AurocResult}}."""
+                  seed: int = SEED) -> dict[str, dict[str, MethodSummary]]:
+    """Write summary.md; return {label_key: {method: MethodSummary}}."""
+    sources = {r.get("label_from") for r in results} - {None}
     lines = [f"# {title}", "", f"- prompts: {len(results)}",
-             f"- AUROC: higher score = more likely hallucination; 95% percentile bootstrap CI, "
-             f"{n_boot} resamples, seed {seed}; best in bold", ""]
-    tables: dict[str, dict[str, AurocResult]] = {}
+             f"- prompt protocol: {_counts(results, 'protocol')}",
+             "- judged answer (labels without `_first`): "
+             + (", ".join(ANSWER_SOURCES.get(s, s) for s in sorted(sources)) or "—"),
+             f"- DSE judge: {_counts(results, 'dse_judge')}",
+             *timing_lines(results),
+             *[line for kind in ("qa", "math") for line in truncation_lines(results, kind)],
+             f"- AUROC: higher score = more likely hallucination; 95% percentile bootstrap CI, {n_boot} resamples, "
+             f"seed {seed}. AUPRC: hallucination is the positive class (chance = base rate). PRR: prediction-"
+             "rejection ratio (LM-Polygraph; 1 = oracle, 0 = random).",
+             "- A method is better or worse than the best baseline only when the paired bootstrap CI of the AUROC "
+             "difference excludes 0; nothing else is bold.", ""]
+    tables: dict[str, dict[str, MethodSummary]] = {}
     for key in label_keys:
         rows = labelled(results, key)
         if not rows:
@@ -105,8 +221,13 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
         y = label_array(rows, key)
         tables[key] = summarize(rows, methods, key, n_boot, seed)
         lines += [f"## Label `{key}`: {LABEL_NAMES.get(key, key)}", "",
-                  f"Hallucination base rate: {y.mean():.3f} ({int(y.sum())} of {y.size})", ""]
+                  f"Hallucination base rate: {y.mean():.3f} ({int(y.sum())} hallucinated, {int(y.size - y.sum())} "
+                  f"correct, n = {y.size})", ""]
+        if y.min() == y.max():
+            lines += ["One class only: AUROC, AUPRC and PRR are undefined under this label.", ""]
+            continue
         lines += _table(tables[key], methods) + [""]
+        lines += _comparisons(rows, tables[key], key, n_boot, seed)
     if settings is None and results:
         settings = results[0].get("settings")
     if settings:
@@ -138,7 +259,8 @@ def plot_roc(results: Sequence[Mapping[str, Any]], path: Path, methods: Sequence
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate (hallucinations caught)")
     ax.set_title(f"ROC (label `{label_key}`), n={len(results)}, base rate {y_all.mean():.2f}")
-    ax.legend(loc="lower right", fontsize="small")
+    if ax.get_legend_handles_labels()[0]:  # none when the label has one class
+        ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -189,7 +311,7 @@ def plot_heatmaps(results: Sequence[Mapping[str, Any]], path: Path, by: str = "e
 
 def write_report(results: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
                  settings: Mapping[str, Any] | None = None, methods: Sequence[str] = METHODS,
-                 label_keys: Sequence[str] = ("label", "label_em", "label_judge"), heatmap_by: str = "eigen_wd",
+                 label_keys: Sequence[str] = LABEL_KEYS, heatmap_by: str = "eigen_wd",
                  n_heat: int = 2, title: str = "Hallucination detection", n_boot: int = N_BOOTSTRAP,
                  seed: int = SEED) -> dict[str, Path]:
     """Write summary.md, roc.png and heatmaps.png into ``out_dir``; return their paths."""

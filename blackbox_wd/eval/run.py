@@ -1,38 +1,90 @@
 """The evaluation run: score dataset prompts with AvgWD, EigenWD and the baselines, then label them.
 
-Labels come from the first sampled response (the prompt-level label of the paper's protocol):
-1 = hallucination (incorrect), 0 = correct; see ``eval.labels``. Results are appended to
-``results.jsonl`` as they complete; a rerun skips the ids already there. ``settings.json`` beside
-it holds the reported settings the rows' fingerprint is computed from.
+Per prompt: the K samples that every detector scores and, with ``label_from="greedy"`` (default),
+one more answer at temperature 0 through the same sampler: the answer a user would be shown, which
+the label judges (as INSIDE and LM-Polygraph do). With ``label_from="first"`` the first sample is
+the judged answer. Labels, 1 = hallucination (``eval.labels``): ``label`` / ``label_em`` of the
+judged answer; with greedy also ``label_first`` / ``label_em_first`` of the first sample.
+
+DSE clusters the K samples with the judge ``dse`` names: ``answer`` (QA: equal ``em_key``, the
+exact-match normalisation; MATH: equivalent final answers), ``nli`` (an NLI model), ``teacher``
+(the teacher LM's yes/no logits) or ``none``.
+
+Rows are appended to results.jsonl as they complete. The fingerprint covers the detector's
+settings and the protocol (prompts, exemplar ids, label source, DSE judge); a rerun keeps the rows
+of the same fingerprint and input (``done_rows``) and computes the rest. ``settings.json`` beside
+results.jsonl holds the reported settings (and protocol) the rows' fingerprint is computed from,
+for ``bbwd calibrate``.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from blackbox_wd.baselines import TeacherEntailment
+from blackbox_wd.baselines import Entails, TeacherEntailment, exact_match_entails
 from blackbox_wd.baselines.dse import final_answer_entails
+from blackbox_wd.baselines.nli import NLIEntailment, NLIModel
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.eval.data import Item
+from blackbox_wd.eval.data import Dataset, Item
 from blackbox_wd.eval.judge import LLMJudge
 from blackbox_wd.eval.labels import prompt_labels
-from blackbox_wd.pipeline import Detector, Result, as_messages
+from blackbox_wd.pipeline import Detector, Result
+from blackbox_wd.records import SampleSet, SamplingParams
 from blackbox_wd.settings import fingerprint
 
+LABEL_SOURCES = ("greedy", "first")
+DSE_JUDGES = ("answer", "nli", "teacher", "none")
+MAX_TOKENS = {"qa": 128, "math": 512}  # default --max-tokens: the largest over the kinds in the data
 
-PROTOCOL = "zero-shot"  # how dataset items become prompts (eval.data); part of the fingerprint
+
+def default_max_tokens(items: Sequence[Item]) -> int:
+    """MAX_TOKENS of the data's kinds (room for a \\boxed{} answer when MATH items are present)."""
+    return max((MAX_TOKENS[it.kind] for it in items), default=MAX_TOKENS["qa"])
 
 
-def result_row(item: Item, result: Result, labels: dict[str, int]) -> dict[str, Any]:
+def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None) -> dict[str, Any]:
+    """What changes a row beyond the detector's settings: prompts and exemplars, label source, DSE judge."""
+    if label_from not in LABEL_SOURCES:
+        raise BBWDError(f"unknown label source '{label_from}': use one of {', '.join(LABEL_SOURCES)}")
+    if dse not in DSE_JUDGES:
+        raise BBWDError(f"unknown DSE judge '{dse}': use one of {', '.join(DSE_JUDGES)}")
+    if (dse == "nli") != (nli is not None):
+        raise BBWDError("--dse nli needs --nli MODEL, and --nli is used only with --dse nli")
+    return {**dataset.described(), "label_from": label_from, "dse": f"nli:{nli}" if nli else dse}
+
+
+def run_fingerprint(detector: Detector, described: dict[str, Any]) -> str:
+    """The fingerprint of every row: the detector's settings plus the protocol."""
+    return fingerprint({**detector.reported_settings(), "protocol": described})
+
+
+def dse_judge(item: Item, dse: str, detector: Detector, nli: NLIModel | None = None) -> tuple[Entails | None, str]:
+    """The judge DSE clusters this item's samples with, and its name in the row."""
+    if dse == "answer":
+        return (final_answer_entails, "final-answer") if item.kind == "math" else (exact_match_entails, "answer")
+    if dse == "nli":
+        return NLIEntailment(nli), f"nli:{nli.name}"
+    if dse == "teacher":
+        return TeacherEntailment(detector.teacher, item.question), f"teacher:{detector.settings.teacher}"
+    return None, "none"
+
+
+def greedy_params(detector: Detector) -> SamplingParams:
+    """One answer at temperature 0 with the run's max tokens and seed."""
+    s = detector.settings
+    return SamplingParams(k=1, temperature=0.0, top_p=1.0, max_tokens=s.max_tokens, seed=s.seed)
+
+
+def result_row(item: Item, result: Result, extra: dict[str, Any]) -> dict[str, Any]:
     """The results.jsonl object of one prompt."""
-    return {"id": item.id, "source": item.source, "kind": item.kind, "question": item.question,
-            "answers": item.answers, "responses": result.responses, "token_counts": result.token_counts,
+    return {"id": item.id, "source": item.source, "kind": item.kind, "style": item.style, "question": item.question,
+            "answers": item.answers, **extra, "responses": result.responses, "token_counts": result.token_counts,
             "avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd, **result.baselines,
-            "lne_source": result.lne_source, **labels, "D": result.D.tolist(), "timings": result.timings}
+            "lne_source": result.lne_source, "D": result.D.tolist(), "timings": result.timings}
 
 
 def done_rows(path: Path, fingerprint: str, hashes: dict[str, str]) -> list[dict[str, Any]]:
@@ -65,53 +117,69 @@ def done_rows(path: Path, fingerprint: str, hashes: dict[str, str]) -> list[dict
     return keep
 
 
-def evaluate(detector: Detector, items: Iterable[Item], out_dir: Path, dse: bool = True,
-             judge: LLMJudge | None = None, hashes: dict[str, str] | None = None,
-             progress: Callable[[int, dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Score and label every item; return all rows of results.jsonl (earlier runs' included).
+def score_item(detector: Detector, item: Item, label_from: str, dse: str, nli: NLIModel | None = None,
+               judge: LLMJudge | None = None) -> dict[str, Any]:
+    """Sample, score and label one item; its row (an ``error`` row when sampling or scoring failed)."""
+    timings: dict[str, float] = {}
+    try:
+        t0 = time.perf_counter()
+        sample_set = detector.sampler.sample(item.messages, detector.settings.sampling())
+        timings["sample"] = time.perf_counter() - t0
+        greedy: SampleSet | None = None
+        if label_from == "greedy":
+            t0 = time.perf_counter()
+            greedy = detector.sampler.sample(item.messages, greedy_params(detector))
+            timings["greedy"] = time.perf_counter() - t0
+        entails, judge_name = dse_judge(item, dse, detector, nli)
+        result = detector.score_many([(item.messages, sample_set)], baselines=True, judges=[entails])[0]
+        if isinstance(result, BBWDError):
+            raise result
+    except BBWDError as exc:
+        return {"id": item.id, "source": item.source, "error": str(exc), "transient": exc.transient}
+    result.timings = {**timings, **result.timings}
+    judged = greedy.samples[0] if greedy is not None else sample_set.samples[0]
+    extra: dict[str, Any] = {"protocol": item.protocol, "label_from": label_from, "answer": judged.text,
+                             "answer_finish_reason": judged.finish_reason,
+                             "finish_reasons": [s.finish_reason for s in sample_set.samples], "dse_judge": judge_name,
+                             **prompt_labels(item.kind, judged.text, item.answers)}
+    if greedy is not None:
+        extra.update(prompt_labels(item.kind, sample_set.samples[0].text, item.answers, "_first"))
+    if judge is not None:
+        extra["label_judge"] = judge.label(item.question, item.answers, judged.text)
+    return result_row(item, result, extra)
 
-    ``hashes`` (id -> line hash of the whole data file) lets a rerun keep rows of items outside
-    ``items``; by default only ``items`` are known.
+
+def evaluate(detector: Detector, dataset: Dataset, out_dir: Path, *, label_from: str = "greedy", dse: str = "answer",
+             nli: NLIModel | None = None, judge: LLMJudge | None = None,
+             progress: Callable[[int, dict[str, Any] | None], None] | None = None) -> list[dict[str, Any]]:
+    """Score and label every item of the dataset; return all rows of results.jsonl (earlier runs' included).
+
+    ``progress(done, row)`` is called once with the number of the dataset's items already done and
+    no row, then after each new row.
     """
-    items = list(items)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "results.jsonl"
-    reported = {**detector.reported_settings(), "protocol": PROTOCOL}
-    fp = fingerprint(reported)
-    rows = done_rows(path, fp, hashes if hashes is not None else {it.id: it.input_hash for it in items})
+    described = protocol(dataset, label_from, dse, nli.name if nli else None)
+    fp = run_fingerprint(detector, described)
+    rows = done_rows(path, fp, dataset.hashes)
     # the readable settings of the rows (``bbwd calibrate`` reads them): the rows carry only fp
-    (out_dir / "settings.json").write_text(json.dumps({**reported, "fingerprint": fp}, indent=1) + "\n",
+    reported = {**detector.reported_settings(), "protocol": described, "fingerprint": fp}
+    (out_dir / "settings.json").write_text(json.dumps(reported, indent=1) + "\n",
                                            encoding="utf-8")
     seen = {r["id"] for r in rows}
-    params = detector.settings.sampling()
+    done = sum(it.id in seen for it in dataset.items)
+    if progress:
+        progress(done, None)
     with open(path, "a", encoding="utf-8") as f:
-        for item in items:
+        for item in dataset.items:
             if item.id in seen:
                 continue
-            messages = as_messages(item.prompt)
-            t0 = time.perf_counter()
-            try:
-                sample_set = detector.sampler.sample(messages, params)
-            except BBWDError as exc:
-                sample_set = exc
-            seconds = time.perf_counter() - t0
-            entails = None
-            if dse:  # math: same final answer; QA: the teacher LM's yes/no entailment
-                entails = final_answer_entails if item.kind == "math" else TeacherEntailment(detector.teacher, item.question)
-            result = sample_set if isinstance(sample_set, BBWDError) else \
-                detector.score_many([(messages, sample_set)], baselines=True, judges=[entails])[0]
-            if isinstance(result, BBWDError):
-                row = {"id": item.id, "source": item.source, "error": str(result), "transient": result.transient}
-            else:
-                result.timings = {"sample": seconds, **result.timings}
-                labels = prompt_labels(item.kind, result.responses, item.answers)
-                if judge is not None:
-                    labels["label_judge"] = judge.label(item.question, item.answers, result.responses[0])
-                row = result_row(item, result, labels)
+            row = score_item(detector, item, label_from, dse, nli, judge)
             row.update(fingerprint=fp, input_hash=item.input_hash)
             f.write(json.dumps(row) + "\n")
             f.flush()
             rows.append(row)
+            done += 1
             if progress:
-                progress(len(rows), row)
+                progress(done, row)
     return rows
