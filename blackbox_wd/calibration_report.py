@@ -22,39 +22,10 @@ from sklearn.metrics import brier_score_loss, confusion_matrix
 
 from blackbox_wd.calibration import FEATURES, Platt
 from blackbox_wd.calibration_fit import ECE_BINS, CalibrationFit, ModelFit, expected_calibration_error
-from blackbox_wd.eval.metrics import LEVEL, N_BOOTSTRAP, SEED, auroc, auroc_with_ci, rank_auroc
+from blackbox_wd.eval.metrics import N_BOOTSTRAP, SEED, auroc, auroc_with_ci, paired_auroc_diff
 
 NAMES = {"avg_wd": "AvgWD", "log_eigen_wd": "EigenWD (log)", "lne": "LNE", "ls": "LS", "es": "ES", "er": "ER",
          "dse": "DSE"}
-
-
-@dataclass(frozen=True)
-class AurocDifference:
-    """AUROC(a) - AUROC(b) on the same prompts, with its paired percentile-bootstrap CI."""
-
-    difference: float
-    lo: float
-    hi: float
-    n_boot: int  # resamples used (those holding both classes)
-
-
-def paired_auroc_difference(y: np.ndarray, a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOTSTRAP,
-                            seed: int = SEED, level: float = LEVEL) -> AurocDifference:
-    """AUROC(a) - AUROC(b), and the percentiles of that difference over prompts resampled with replacement.
-
-    Both scores are ranked on the same resampled indices; resamples holding one class are skipped.
-    """
-    y = np.asarray(y, dtype=int)
-    a = np.asarray(a, dtype=float)
-    b = np.asarray(b, dtype=float)
-    idx = np.random.default_rng(seed).integers(0, y.size, (n_boot, y.size))
-    yb = y[idx]
-    n_pos = yb.sum(axis=1)
-    keep = (n_pos > 0) & (n_pos < y.size)
-    diffs = rank_auroc(yb[keep], a[idx[keep]]) - rank_auroc(yb[keep], b[idx[keep]])
-    tail = (1.0 - level) / 2.0 * 100.0
-    lo, hi = np.percentile(diffs, [tail, 100.0 - tail]) if diffs.size else (np.nan, np.nan)
-    return AurocDifference(auroc(y, a) - auroc(y, b), float(lo), float(hi), int(diffs.size))
 
 
 def _name(features: Sequence[str]) -> str:
@@ -70,15 +41,15 @@ def _ranking(fit: CalibrationFit) -> list[str]:
              "| — | — |"]
     if fit.extended is not None:
         ext = auroc_with_ci(y, fit.extended.decision)
-        d = paired_auroc_difference(y, combined, fit.extended.decision)
+        d = paired_auroc_diff(y, combined, fit.extended.decision)
         lines.append(f"| combined + {_name(fit.baselines)} (for information, not applied) | {ext.auroc:.3f} | "
-                     f"[{ext.lo:.3f}, {ext.hi:.3f}] | {d.difference:+.3f} | [{d.lo:+.3f}, {d.hi:+.3f}] |")
+                     f"[{ext.lo:.3f}, {ext.hi:.3f}] | {d.diff:+.3f} | [{d.lo:+.3f}, {d.hi:+.3f}] |")
     for name in fit.singles:
         raw = fit.scores.scores[name]
         one = auroc_with_ci(y, raw)
-        d = paired_auroc_difference(y, combined, raw)
+        d = paired_auroc_diff(y, combined, raw)
         lines.append(f"| {NAMES.get(name, name)} | {one.auroc:.3f} | [{one.lo:.3f}, {one.hi:.3f}] | "
-                     f"{d.difference:+.3f} | [{d.lo:+.3f}, {d.hi:+.3f}] |")
+                     f"{d.diff:+.3f} | [{d.lo:+.3f}, {d.hi:+.3f}] |")
     return lines
 
 

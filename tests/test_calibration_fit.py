@@ -13,7 +13,7 @@ from sklearn.metrics import brier_score_loss, f1_score, roc_auc_score
 from blackbox_wd.calibration import FEATURES, Isotonic, Platt
 from blackbox_wd.calibration_fit import (choose_threshold, expected_calibration_error, fit_calibration, fit_model,
                                          read_labelled, read_settings)
-from blackbox_wd.calibration_report import paired_auroc_difference
+from blackbox_wd.eval.metrics import paired_auroc_diff
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import fingerprint
 
@@ -205,14 +205,14 @@ def test_paired_bootstrap_equals_a_loop_over_the_same_resamples():
     y = rng.integers(0, 2, 60)
     a = y + rng.normal(0, 1, 60)
     b = y + rng.normal(0, 2, 60)
-    d = paired_auroc_difference(y, a, b, n_boot=200, seed=3)
+    d = paired_auroc_diff(y, a, b, n_boot=200, seed=3)
     idx = np.random.default_rng(3).integers(0, 60, (200, 60))
     loop = [roc_auc_score(y[i], a[i]) - roc_auc_score(y[i], b[i]) for i in idx if 0 < y[i].sum() < 60]
     assert d.n_boot == len(loop)
     assert (d.lo, d.hi) == pytest.approx(tuple(np.percentile(loop, [2.5, 97.5])), abs=1e-12)
-    assert d.difference == pytest.approx(roc_auc_score(y, a) - roc_auc_score(y, b))
-    same = paired_auroc_difference(y, a, a, n_boot=50)
-    assert (same.difference, same.lo, same.hi) == (0.0, 0.0, 0.0)
+    assert d.diff == pytest.approx(roc_auc_score(y, a) - roc_auc_score(y, b))
+    same = paired_auroc_diff(y, a, a, n_boot=50)
+    assert (same.diff, same.lo, same.hi) == (0.0, 0.0, 0.0)
 
 
 def test_eval_writes_the_settings_its_rows_were_scored_with(tiny_llama, tmp_path):
@@ -225,9 +225,9 @@ def test_eval_writes_the_settings_its_rows_were_scored_with(tiny_llama, tmp_path
 
     teacher = HFTeacher(*tiny_llama, name="tiny")
     detector = Detector(teacher, LocalSampler(teacher), Settings(k=2, max_tokens=4, device="cpu"))
-    items = list(load(Path(__file__).resolve().parents[1] / "fixtures" / "tiny_qa.jsonl"))[:2]
-    rows = evaluate(detector, items, tmp_path, dse=False)
+    data = load(Path(__file__).resolve().parents[1] / "fixtures" / "tiny_qa.jsonl", "zero-shot", limit=2)
+    rows = evaluate(detector, data, tmp_path, dse="none")
     settings = json.loads((tmp_path / "settings.json").read_text())
-    assert settings["protocol"] == "zero-shot" and settings["k"] == 2 and settings["layer"] == teacher.layer
+    assert settings["protocol"]["prompts"] == "zero-shot" and settings["k"] == 2 and settings["layer"] == teacher.layer
     assert fingerprint(settings) == settings["fingerprint"] == rows[0]["fingerprint"] == rows[1]["fingerprint"]
     assert read_settings(tmp_path / "results.jsonl", None, rows[0]["fingerprint"]) == settings

@@ -49,7 +49,7 @@ def test_greedy_answer_is_judged_and_the_first_sample_labelled_too(detector):
     assert row["finish_reasons"] == ["stop", "stop", "length"]
     # answer-equivalence DSE: {rome, rome}, {it is paris} -> -(2/3 ln 2/3 + 1/3 ln 1/3) = 0.636514
     assert row["dse_judge"] == "answer" and row["dse"] == pytest.approx(0.636514, abs=1e-6)
-    assert set(row["timings"]) == {"sample", "greedy", "teacher", "transport", "baselines", "dse"}
+    assert set(row["timings"]) == {"sample", "greedy", "teacher", "teacher_tokens", "transport", "baselines", "dse"}
     assert row["protocol"] == "few-shot" and row["label_from"] == "greedy" and row["style"] == "closed-book"
 
 
