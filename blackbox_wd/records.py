@@ -59,6 +59,7 @@ class SampleSet:
     samples: list[Sample]
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
+    answer: Sample | None = None  # the greedy answer drawn with them, when asked for (``LocalSampler``)
 
 
 @dataclass

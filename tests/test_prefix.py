@@ -115,3 +115,17 @@ def test_prefilled_sampling_draws_what_a_full_generate_draws(teacher):
     rows = [s.token_ids for s in sampler.samples(out[:, ids.shape[1]:].tolist())]
     assert got == [rows[0:4], rows[4:8], rows[8:12]]
     assert len({r for rs in got for r in rs}) > 3  # real draws, not one repeated answer
+
+
+def test_greedy_answers_ride_along_with_the_samples(teacher):
+    """One call draws each prompt's K samples and its greedy answer: the same as drawing them apart."""
+    sampler = LocalSampler(teacher)
+    params = SamplingParams(k=3, temperature=1.0, max_tokens=6, seed=2)
+    requests = [(m, 3) for m in PROMPTS]
+    together = sampler.sample_many(requests, params, answers=True)
+    apart = sampler.sample_many(requests, params)
+    greedy = sampler.sample_many([(m, 1) for m in PROMPTS], SamplingParams(k=1, temperature=0.0, max_tokens=6))
+    for t, a, g in zip(together, apart, greedy):
+        assert [s.token_ids for s in t.samples] == [s.token_ids for s in a.samples]
+        assert t.answer.token_ids == g.samples[0].token_ids and a.answer is None
+    assert len({t.answer.token_ids for t in together}) > 1

@@ -27,24 +27,31 @@ class InverseCDFDraw(LogitsProcessor):
     categorical distribution as ``torch.multinomial``, whose CPU kernel draws one exponential per
     vocabulary entry (~100 ms a step for 80 rows of SmolLM2's 49k tokens, against ~6 ms here).
     Row r takes one uniform a step from ``generators[r]``, so its tokens depend on its own seed
-    only, not on the rows batched with it. The cumulative sum is in float64, so no token's
+    only, not on the rows batched with it; a row whose generator is None takes its most likely
+    token (a greedy row beside sampled ones). The cumulative sum is in float64, so no token's
     probability is distorted by float32 rounding.
     """
 
-    def __init__(self, generators: Sequence[torch.Generator]) -> None:
+    def __init__(self, generators: Sequence[torch.Generator | None]) -> None:
         self.generators = list(generators)
+        self.sampled = [r for r, g in enumerate(self.generators) if g is not None]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         """Scores with +inf at the drawn token of each row (others unchanged, all below it)."""
-        cdf = torch.softmax(scores, dim=-1).double().cumsum_(dim=-1)
-        u = torch.cat([torch.rand(1, generator=g, dtype=torch.float64) for g in self.generators])
-        drawn = torch.searchsorted(cdf, u[:, None].to(cdf.device) * cdf[:, -1:], right=True)
+        drawn = scores.argmax(dim=-1, keepdim=True)
+        if self.sampled:
+            rows = torch.tensor(self.sampled, device=scores.device)
+            cdf = torch.softmax(scores[rows], dim=-1).double().cumsum_(dim=-1)
+            u = torch.cat([torch.rand(1, generator=self.generators[r], dtype=torch.float64) for r in self.sampled])
+            drawn[rows] = torch.searchsorted(cdf, u[:, None].to(cdf.device) * cdf[:, -1:], right=True)
         return scores.scatter_(1, drawn.clamp_(max=scores.shape[-1] - 1), float("inf"))
 
 
-def row_generators(requests: Sequence[tuple[Messages, int]], seed: int | None) -> list[torch.Generator]:
-    """One CPU generator per sampled row: seeded by ``sample_seed``, or from the OS when seed is None."""
-    gens = []
+def row_generators(requests: Sequence[tuple[Messages, int]], seed: int | None,
+                   answers: bool = False) -> list[torch.Generator | None]:
+    """One CPU generator per sampled row, seeded by ``sample_seed`` (from the OS when seed is None);
+    with ``answers``, each request's k rows are followed by a greedy row (None)."""
+    gens: list[torch.Generator | None] = []
     for messages, k in requests:
         for i in range(k):
             g = torch.Generator()
@@ -53,6 +60,8 @@ def row_generators(requests: Sequence[tuple[Messages, int]], seed: int | None) -
             else:
                 g.manual_seed(sample_seed(seed, messages, i))
             gens.append(g)
+        if answers:
+            gens.append(None)
     return gens
 
 
@@ -90,14 +99,17 @@ class LocalSampler:
         return self.sample_many([(messages, params.k)], params)[0]
 
     @torch.inference_mode()
-    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams) -> list[SampleSet]:
+    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams,
+                    answers: bool = False) -> list[SampleSet]:
         """``k`` samples for each (messages, k), all in one left-padded ``generate`` call.
 
         Each prompt is read once: all but its last token run in one batch whose key/value cache is
-        then copied to the prompt's k rows, and ``generate`` goes on from there (``teachers.prefix``).
+        then copied to the prompt's rows, and ``generate`` goes on from there (``teachers.prefix``).
         Sample i of a prompt is drawn with its own generator seeded from (``params.seed``, the
         messages, i), so a prompt's samples do not depend on the other prompts of the call, their
         order or the grouping (up to float rounding of padded batches); the global RNG is untouched.
+        With ``answers``, each prompt also gets its greedy answer (its most likely token at every
+        step, as at temperature 0) as one more row of the same call: ``SampleSet.answer``.
         """
         pad = self.pad_id()
         model, device = self.teacher.model, self.teacher.device
@@ -106,17 +118,22 @@ class LocalSampler:
         if ids.shape[1] > 1:  # the last column goes through generate, which needs one new token a row
             model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions(mask[:, :-1]),
                   past_key_values=cache, use_cache=True, logits_to_keep=1)
-        rows = torch.tensor([n for n, (_, k) in enumerate(requests) for _ in range(k)], device=device)
+        width = [k + answers for _, k in requests]
+        rows = torch.tensor([n for n, w in enumerate(width) for _ in range(w)], device=device)
         draw = LogitsProcessorList()
         if params.temperature > 0:
             draw.append(TemperatureLogitsWarper(params.temperature))
             if params.top_p < 1.0:
                 draw.append(TopPLogitsWarper(params.top_p))
-            draw.append(InverseCDFDraw(row_generators(requests, params.seed)))
+            draw.append(InverseCDFDraw(row_generators(requests, params.seed, answers)))
         out = model.generate(
             ids[rows], attention_mask=mask[rows], past_key_values=select_rows(cache, rows), do_sample=False,
             logits_processor=draw, temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens,
             min_new_tokens=1, pad_token_id=pad,
         )
-        samples = iter(self.samples(out[:, ids.shape[1]:].tolist()))
-        return [SampleSet([next(samples) for _ in range(k)]) for _, k in requests]
+        drawn = iter(self.samples(out[:, ids.shape[1]:].tolist()))
+        sets = []
+        for _, k in requests:
+            samples = [next(drawn) for _ in range(k)]
+            sets.append(SampleSet(samples, answer=next(drawn) if answers else None))
+        return sets

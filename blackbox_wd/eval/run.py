@@ -19,9 +19,11 @@ for ``bbwd calibrate``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from blackbox_wd.eval.data import Dataset, Item
 from blackbox_wd.eval.judge import LLMJudge
 from blackbox_wd.eval.labels import prompt_labels
 from blackbox_wd.pipeline import Detector, Result
-from blackbox_wd.records import SampleSet, SamplingParams
+from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.settings import fingerprint
 
 LABEL_SOURCES = ("greedy", "first")
@@ -117,42 +119,113 @@ def done_rows(path: Path, fingerprint: str, hashes: dict[str, str]) -> list[dict
     return keep
 
 
-def score_item(detector: Detector, item: Item, label_from: str, dse: str, nli: NLIModel | None = None,
-               judge: LLMJudge | None = None) -> dict[str, Any]:
-    """Sample, score and label one item; its row (an ``error`` row when sampling or scoring failed)."""
-    timings: dict[str, float] = {}
-    try:
-        t0 = time.perf_counter()
-        sample_set = detector.sampler.sample(item.messages, detector.settings.sampling())
-        timings["sample"] = time.perf_counter() - t0
-        greedy: SampleSet | None = None
-        if label_from == "greedy":
-            t0 = time.perf_counter()
-            greedy = detector.sampler.sample(item.messages, greedy_params(detector))
-            timings["greedy"] = time.perf_counter() - t0
-        entails, judge_name = dse_judge(item, dse, detector, nli)
-        result = detector.score_many([(item.messages, sample_set)], baselines=True, judges=[entails])[0]
-        if isinstance(result, BBWDError):
-            raise result
-    except BBWDError as exc:
-        return {"id": item.id, "source": item.source, "error": str(exc), "transient": exc.transient}
-    result.timings = {**timings, **result.timings}
-    judged = greedy.samples[0] if greedy is not None else sample_set.samples[0]
+GROUP_SIZE = 8  # items drawn in one generate call and teacher-forced in one shared-prefix pass
+
+
+@dataclass
+class Drawn:
+    """One item's draw: its K samples (or why there are none), its greedy answer, and the seconds they took."""
+
+    samples: SampleSet | BBWDError
+    answer: Sample | BBWDError | None
+    timings: dict[str, float]
+
+
+def draw_group(detector: Detector, items: Sequence[Item], label_from: str,
+               loop: asyncio.AbstractEventLoop) -> list[Drawn]:
+    """Each item's K samples and, with ``label_from`` greedy, its greedy answer.
+
+    A local sampler draws them all in one ``generate`` call (the answers as extra rows beside the
+    samples, sharing each prompt's prefill); an API sampler sends the requests concurrently.
+    """
+    params, greedy = detector.settings.sampling(), label_from == "greedy"
+    sampler = detector.sampler
+    t0 = time.perf_counter()
+    if hasattr(sampler, "sample_many"):
+        try:
+            sets = sampler.sample_many([(it.messages, params.k) for it in items], params, answers=greedy)
+        except BBWDError as exc:  # one call for the group: its failure is each item's error
+            return [Drawn(exc, exc if greedy else None, {}) for _ in items]
+        share = (time.perf_counter() - t0) / len(items)
+        return [Drawn(ss, ss.answer, {"sample": share}) for ss in sets]
+
+    async def timed(messages: Messages, p: SamplingParams) -> tuple[SampleSet | BBWDError, float]:
+        t = time.perf_counter()
+        call = sampler.asample(messages, p) if hasattr(sampler, "asample") else \
+            asyncio.to_thread(sampler.sample, messages, p)  # any Sampler
+        try:
+            return await call, time.perf_counter() - t
+        except BBWDError as exc:
+            return exc, time.perf_counter() - t
+
+    async def both(item: Item) -> Drawn:
+        calls = [timed(item.messages, params)] + ([timed(item.messages, greedy_params(detector))] if greedy else [])
+        (samples, seconds), *rest = await asyncio.gather(*calls)
+        if not rest:
+            return Drawn(samples, None, {"sample": seconds})
+        answer, answer_seconds = rest[0]
+        return Drawn(samples, answer.samples[0] if isinstance(answer, SampleSet) else answer,
+                     {"sample": seconds, "greedy": answer_seconds})
+
+    async def every() -> list[Drawn]:
+        return await asyncio.gather(*(both(it) for it in items))
+
+    return loop.run_until_complete(every())
+
+
+def score_group(detector: Detector, items: Sequence[Item], label_from: str, dse: str, nli: NLIModel | None,
+                judge: LLMJudge | None, loop: asyncio.AbstractEventLoop) -> list[dict[str, Any]]:
+    """Draw, score and label a group of items: one draw, one shared-prefix teacher pass; a row each
+    (an ``error`` row when its sampling or scoring failed)."""
+    drawn = draw_group(detector, items, label_from, loop)
+    ready = [n for n, d in enumerate(drawn) if isinstance(d.samples, SampleSet) and not isinstance(d.answer, BBWDError)]
+    judges = [dse_judge(items[n], dse, detector, nli) for n in ready]
+    results = detector.score_many([(items[n].messages, drawn[n].samples) for n in ready], baselines=True,
+                                  judges=[entails for entails, _ in judges]) if ready else []
+    out: list[dict[str, Any]] = []
+    scored = dict(zip(ready, zip(results, judges)))
+    for n, (item, d) in enumerate(zip(items, drawn)):
+        result, (_, judge_name) = scored.get(n, (None, (None, "")))
+        failure = next((x for x in (d.samples, d.answer, result) if isinstance(x, BBWDError)), None)
+        if failure is not None:
+            out.append({"id": item.id, "source": item.source, "error": str(failure), "transient": failure.transient})
+            continue
+        result.timings = {**d.timings, **result.timings}
+        out.append(item_row(item, result, d, label_from, judge_name, judge))
+    return out
+
+
+def item_row(item: Item, result: Result, drawn: Drawn, label_from: str, judge_name: str,
+             judge: LLMJudge | None) -> dict[str, Any]:
+    """The labelled row of a scored item."""
+    samples = drawn.samples.samples
+    judged = drawn.answer if drawn.answer is not None else samples[0]
     extra: dict[str, Any] = {"protocol": item.protocol, "label_from": label_from, "answer": judged.text,
                              "answer_finish_reason": judged.finish_reason,
-                             "finish_reasons": [s.finish_reason for s in sample_set.samples], "dse_judge": judge_name,
+                             "finish_reasons": [s.finish_reason for s in samples], "dse_judge": judge_name,
                              **prompt_labels(item.kind, judged.text, item.answers)}
-    if greedy is not None:
-        extra.update(prompt_labels(item.kind, sample_set.samples[0].text, item.answers, "_first"))
+    if drawn.answer is not None:
+        extra.update(prompt_labels(item.kind, samples[0].text, item.answers, "_first"))
     if judge is not None:
         extra["label_judge"] = judge.label(item.question, item.answers, judged.text)
     return result_row(item, result, extra)
 
 
+def score_item(detector: Detector, item: Item, label_from: str, dse: str, nli: NLIModel | None = None,
+               judge: LLMJudge | None = None) -> dict[str, Any]:
+    """Sample, score and label one item (a group of one); its row."""
+    loop = asyncio.new_event_loop()
+    try:
+        return score_group(detector, [item], label_from, dse, nli, judge, loop)[0]
+    finally:
+        loop.close()
+
+
 def evaluate(detector: Detector, dataset: Dataset, out_dir: Path, *, label_from: str = "greedy", dse: str = "answer",
-             nli: NLIModel | None = None, judge: LLMJudge | None = None,
+             nli: NLIModel | None = None, judge: LLMJudge | None = None, group_size: int = GROUP_SIZE,
              progress: Callable[[int, dict[str, Any] | None], None] | None = None) -> list[dict[str, Any]]:
-    """Score and label every item of the dataset; return all rows of results.jsonl (earlier runs' included).
+    """Score and label every item of the dataset, ``group_size`` at a time; return all rows of
+    results.jsonl (earlier runs' included).
 
     ``progress(done, row)`` is called once with the number of the dataset's items already done and
     no row, then after each new row.
@@ -164,22 +237,25 @@ def evaluate(detector: Detector, dataset: Dataset, out_dir: Path, *, label_from:
     rows = done_rows(path, fp, dataset.hashes)
     # the readable settings of the rows (``bbwd calibrate`` reads them): the rows carry only fp
     reported = {**detector.reported_settings(), "protocol": described, "fingerprint": fp}
-    (out_dir / "settings.json").write_text(json.dumps(reported, indent=1) + "\n",
-                                           encoding="utf-8")
+    (out_dir / "settings.json").write_text(json.dumps(reported, indent=1) + "\n", encoding="utf-8")
     seen = {r["id"] for r in rows}
-    done = sum(it.id in seen for it in dataset.items)
+    todo = [it for it in dataset.items if it.id not in seen]
+    done = len(dataset.items) - len(todo)
     if progress:
         progress(done, None)
-    with open(path, "a", encoding="utf-8") as f:
-        for item in dataset.items:
-            if item.id in seen:
-                continue
-            row = score_item(detector, item, label_from, dse, nli, judge)
-            row.update(fingerprint=fp, input_hash=item.input_hash)
-            f.write(json.dumps(row) + "\n")
-            f.flush()
-            rows.append(row)
-            done += 1
-            if progress:
-                progress(done, row)
+    loop = asyncio.new_event_loop()  # an API sampler's client lives on it for the whole run
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            for start in range(0, len(todo), group_size):
+                group = todo[start:start + group_size]
+                for item, row in zip(group, score_group(detector, group, label_from, dse, nli, judge, loop)):
+                    row.update(fingerprint=fp, input_hash=item.input_hash)
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                    rows.append(row)
+                    done += 1
+                    if progress:
+                        progress(done, row)
+    finally:
+        loop.close()
     return rows
