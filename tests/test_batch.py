@@ -108,7 +108,7 @@ def test_batch_32_lines_then_crash_and_resume(tmp_path):
             given = next((len(g["responses"]) for g in GOOD_PRESAMPLED if g["id"] == r["id"]), 0)
             assert r["n_samples"] == max(given, 3)  # fewer than K given: topped up from the target
             assert r["avg_wd"] > 0 and r["eigen_wd"] >= 1 and len(r["D"]) == r["n_samples"]
-            assert set(r["timings"]) == {"sample", "teacher", "transport"}
+            assert set(r["timings"]) == {"sample", "teacher", "teacher_tokens", "transport"}
         else:
             assert r["error"].startswith(f"line {r['line']}: ") and err in r["error"], r
             assert r["avg_wd"] is None
