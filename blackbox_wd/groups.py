@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.logs import LogRecord, read_records
@@ -23,6 +23,7 @@ from blackbox_wd.pipeline import PromptStates, Result, Sampler, score_states, te
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.teachers.hf import HFTeacher
 
+T = TypeVar("T")
 Slot = Any  # one record's value at a stage: None (did not parse), a BBWDError, or the stage's output
 
 
@@ -39,8 +40,8 @@ def select_records(src: Path, skip: int = 0, lines: frozenset[int] | None = None
     return (rec for rec in read_records(src, skip) if lines is None or rec.line in lines)
 
 
-def groups(records: Iterable[LogRecord], size: int) -> Iterator[list[LogRecord]]:
-    """Consecutive groups of ``size`` records."""
+def groups(records: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Consecutive groups of ``size`` records (or of anything)."""
     records = iter(records)
     while group := list(islice(records, size)):
         yield group
