@@ -136,8 +136,8 @@ def batch(
     group_size: Annotated[int, typer.Option("--group-size", help="Records per shared teacher pass.")] = 8,
     save_matrix: Annotated[bool, typer.Option("--save-matrix", help="Add D to every output line.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 if any record had an error.")] = False,
-    engine: Annotated[Engine, typer.Option("--engine", help="local: this process; ray: a Ray cluster "
-                                           "(pip install 'blackbox-wd[ray]'), same output.")] = Engine.local,
+    engine: Annotated[Engine, typer.Option("--engine", help="local: this process; ray: a Ray cluster (needs the "
+                                           "'ray' extra), same output.")] = Engine.local,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster for --engine ray "
                                                        "(default: $RAY_ADDRESS, else a new local one).")] = None,
 ) -> None:
