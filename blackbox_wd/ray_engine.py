@@ -195,11 +195,13 @@ class TeacherStage:
 
     def __init__(self, settings: Settings, sample_missing: bool, threads: int) -> None:
         import torch
+        from threadpoolctl import threadpool_limits
         from transformers.utils import logging as hf_logging
 
         from blackbox_wd.teachers.hf import load_teacher
 
-        torch.set_num_threads(threads)  # float reductions round as in a local run with as many threads
+        torch.set_num_threads(threads)  # float reductions round as in a local run with as many threads,
+        threadpool_limits(threads)  # and the states' projection (numpy BLAS; Ray set OMP_NUM_THREADS to our CPUs)
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         self.teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer,
@@ -249,8 +251,8 @@ class RayRunner:
     ``teacher_workers`` teacher actors (default: one per GPU of the cluster, else one), each with
     ``teacher_gpus`` GPUs (default: 1 on a cluster with GPUs unless the device is cpu) and
     ``teacher_cpus`` CPUs; ``sample_workers`` sampling actors for an API target; scoring tasks of
-    ``score_cpus`` CPUs. A teacher actor runs torch on ``threads`` threads (default: the driver's),
-    so that a CPU teacher rounds as a local run does.
+    ``score_cpus`` CPUs. A teacher actor runs torch and BLAS on ``threads`` threads (default: the
+    driver's torch threads), so that its states round as a local run's on the same kind of machine.
     """
 
     def __init__(self, settings: Settings, sample_missing: bool, group_size: int = 8, *,
