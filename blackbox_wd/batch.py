@@ -11,6 +11,9 @@ other settings or another calibration is refused, and a file that is not bbwd ou
 keeps the complete lines, recomputes the records whose error was transient (network, 5xx, 429),
 drops a torn last line, recomputes the unfinished group from its start (groups are fixed by input
 position, so it batches exactly as before) and appends only the missing lines.
+
+That driver is :func:`resume_run`, one for both engines: :class:`BatchRunner` here (one process)
+and ``ray_engine.RayRunner`` (a Ray cluster); both run the stages of :mod:`blackbox_wd.groups`.
 """
 
 from __future__ import annotations
@@ -20,16 +23,17 @@ import json
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.groups import groups, sample_group, score_group, select_records, teacher_group
 from blackbox_wd.logs import LogRecord, line_hash, raw_lines, read_records
 from blackbox_wd.pipeline import Detector, Result
-from blackbox_wd.records import Sample, SampleSet, Usage
+from blackbox_wd.records import SampleSet, Usage
 
 ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
 
@@ -137,12 +141,6 @@ def check_resume(done: list[dict[str, Any]], fingerprint: str, src: Path, dst: P
         raise BBWDError(f"{dst} has {len(done)} lines, more than the input {src}: choose another -o")
 
 
-def _groups(records: Iterator[LogRecord], size: int) -> Iterator[list[LogRecord]]:
-    """Consecutive groups of ``size`` records."""
-    while group := list(islice(records, size)):
-        yield group
-
-
 def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: bool, fingerprint: str,
                calibration: str | None = None) -> dict[str, Any]:
     """The JSON object written for one record; with a calibration (its id), also p_hallucination and flag."""
@@ -172,8 +170,63 @@ def check_group_size(group_size: int) -> None:
         raise BBWDError(f"group_size must be an integer >= 1 (got {group_size})")
 
 
+Emit = Callable[[LogRecord, Result | BBWDError | None, SampleSet | BBWDError | None], None]
+# An engine: score the records of a log after its first N lines (only the given lines when a set
+# is given), in groups of consecutive records, calling emit for each in input order.
+Engine = Callable[[Path, int, "frozenset[int] | None", Emit], Awaitable[None]]
+
+
+async def resume_run(engine: Engine, src: Path, dst: Path, fingerprint: str, k: int, group_size: int,
+                     save_matrix: bool = False, progress: Callable[[int, int], None] | None = None,
+                     calibration: str | None = None) -> BatchSummary:
+    """Score ``src`` into ``dst`` with an engine: retry the transient errors already there, then append what is
+    missing. ``calibration``: the id of the calibration the engine applies (rows carry it)."""
+    check_output_path(dst)
+    done = read_done(dst)
+    check_resume(done, fingerprint, src, dst, calibration)
+    summary = BatchSummary(k=k, resumed_from=len(done))
+    t0 = time.perf_counter()
+
+    def count(row: dict[str, Any], sset: SampleSet | BBWDError | None) -> None:
+        summary.records += 1
+        summary.errors += row["error"] is not None
+        usage = sset.usage if isinstance(sset, SampleSet) else getattr(sset, "usage", None)
+        if usage is not None:
+            summary.usage.add(usage)
+        if progress:
+            progress(summary.records, summary.errors)
+
+    retry = frozenset(row["line"] for row in done if row["error"] is not None and row.get("transient"))
+    if retry:
+        redone: dict[int, dict[str, Any]] = {}
+
+        def keep(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
+            redone[rec.line] = row = output_row(rec, res, save_matrix, fingerprint, calibration)
+            count(row, sset)
+
+        await engine(src, 0, retry, keep)
+        done = [redone.get(row["line"], row) for row in done]
+        _rewrite(dst, done)
+        summary.retried = len(retry)
+
+    start = len(done) - len(done) % group_size
+    with open(dst, "a", encoding="utf-8") as out:
+        def append(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
+            if rec.line <= len(done):  # done already: the unfinished group is recomputed from its start
+                return
+            row = output_row(rec, res, save_matrix, fingerprint, calibration)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+            count(row, sset)
+
+        await engine(src, start, None, append)
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
 class BatchRunner:
-    """Scores a JSONL log with one detector; samples missing responses when it has a target."""
+    """The local engine: scores a JSONL log with one detector; samples missing responses when it has a target."""
 
     def __init__(self, detector: Detector, sample_missing: bool, group_size: int = 8, prefetch_groups: int = 2) -> None:
         check_group_size(group_size)
@@ -187,85 +240,22 @@ class BatchRunner:
         """Responses scored per record."""
         return self.detector.settings.k
 
-    def _need(self, rec: LogRecord) -> int | BBWDError:
-        """How many responses to draw for a record, or why it cannot be scored."""
-        teacher = self.detector.teacher
-        try:
-            n_prompt = len(teacher.prompt_ids(rec.messages))
-        except BBWDError as exc:  # the chat template rejects the messages
-            return BBWDError(f"field '{rec.prompt_field}': {exc}")
-        if teacher.max_length and n_prompt >= teacher.max_length:  # caught before any sampling
-            return BBWDError(f"field '{rec.prompt_field}' has {n_prompt} tokens, over the teacher's context of "
-                             f"{teacher.max_length}")
-        given = min(len(rec.responses), self.k)
-        if not self.sample_missing and given < self.k:
-            return BBWDError(f"field 'responses' has {len(rec.responses)} response(s); every record of this run is "
-                             f"scored on K={self.k} and there is no --target to sample more")
-        return self.k - given
-
     async def _group_samples(self, group: list[LogRecord]) -> list[SampleSet | BBWDError | None]:
-        """Given responses (the first K) topped up to K: one batched draw for a local target, concurrent API calls else."""
-        needs = [None if rec.error else self._need(rec) for rec in group]
-        sampler = self.detector.sampler
-        params = self.detector.settings.sampling()
-        todo = [n for n, need in enumerate(needs) if isinstance(need, int) and need > 0]
-        drawn: dict[int, SampleSet | BBWDError] = {}
-        t0 = time.perf_counter()
-        if todo and hasattr(sampler, "sample_many"):
-            try:
-                sets = await asyncio.to_thread(sampler.sample_many, [(group[n].messages, needs[n]) for n in todo], params)
-            except BBWDError as exc:  # one draw for the group: its failure is each record's error
-                sets = [exc] * len(todo)
-            drawn = dict(zip(todo, sets))
-        elif todo:
-            async def one(n: int) -> SampleSet | BBWDError:
-                try:
-                    return await sampler.asample(group[n].messages, replace(params, k=needs[n]))
-                except BBWDError as exc:
-                    return exc
-            drawn = dict(zip(todo, await asyncio.gather(*(one(n) for n in todo))))
-        seconds = time.perf_counter() - t0
-        out: list[SampleSet | BBWDError | None] = []
-        for n, (rec, need) in enumerate(zip(group, needs)):
-            if need is None or isinstance(need, BBWDError):
-                out.append(need)
-                continue
-            got = drawn.get(n, SampleSet([]))
-            if isinstance(got, SampleSet):
-                got.samples[:0] = [Sample(r) for r in rec.responses[:self.k]]
-                got.seconds = seconds / max(len(todo), 1) if n in drawn else 0.0
-            out.append(got)
-        return out
+        """The group's samples (``groups.sample_group``)."""
+        return await sample_group(group, self.detector.teacher, self.detector.sampler, self.detector.settings.sampling(),
+                                  self.sample_missing)
 
     def _score_group(self, group: list[LogRecord], sets: list[SampleSet | BBWDError | None]) -> list[Result | BBWDError | None]:
-        """Teacher pass and OT for a group's records that have samples.
+        """Teacher pass and OT for a group's records that have samples (``groups.teacher_group``, ``score_group``)."""
+        detector = self.detector
+        own_ids = getattr(detector.sampler, "teacher", None) is detector.teacher
+        states = teacher_group(detector.teacher, group, sets, own_ids)
+        return score_group(states, sets, detector.reported_settings(), detector.settings.alpha, detector.settings.p,
+                           detector.calibration)
 
-        An unexpected failure of the shared pass is narrowed down by scoring each record alone,
-        so that it becomes the error of the record that caused it and the others keep their scores.
-        """
-        ready = [n for n, s in enumerate(sets) if isinstance(s, SampleSet)]
-        results: list[Result | BBWDError | None] = list(sets)  # errors and None pass through
-        try:
-            scored = self.detector.score_many([(group[n].messages, sets[n]) for n in ready])
-        except Exception:  # noqa: BLE001 - isolate the record below
-            scored = [self._score_alone(group[n].messages, sets[n]) for n in ready]
-        for n, res in zip(ready, scored):
-            if isinstance(res, Result):
-                res.timings = {"sample": sets[n].seconds, **res.timings}
-            results[n] = res
-        return results
-
-    def _score_alone(self, messages: list[dict[str, str]], sample_set: SampleSet) -> Result | BBWDError:
-        """One record's teacher pass and OT; an unexpected exception becomes its error."""
-        try:
-            return self.detector.score_many([(messages, sample_set)])[0]
-        except Exception as exc:  # noqa: BLE001 - reported as this record's error
-            return BBWDError(f"scoring failed: {type(exc).__name__}: {one_line(exc)}")
-
-    async def _process(self, records: Iterable[LogRecord],
-                       emit: Callable[[LogRecord, Result | BBWDError | None, SampleSet | BBWDError | None], None]) -> None:
+    async def _process(self, records: Iterable[LogRecord], emit: Emit) -> None:
         """Sample, teacher-force and score records group by group, calling ``emit`` in input order."""
-        groups = _groups(iter(records), self.group_size)
+        batches = groups(records, self.group_size)
         pending: deque[tuple[list[LogRecord], asyncio.Task]] = deque()
         # A local target shares the teacher's CPU (often its very model): sample it only between
         # teacher passes. An API target samples the next groups while this one is scored.
@@ -274,7 +264,7 @@ class BatchRunner:
 
         def refill() -> None:
             while len(pending) < 1 + ahead:
-                group = next(groups, None)
+                group = next(batches, None)
                 if group is None:
                     return
                 pending.append((group, asyncio.ensure_future(self._group_samples(group))))
@@ -290,53 +280,16 @@ class BatchRunner:
             for rec, res, sset in zip(group, results, sets):
                 emit(rec, res, sset)
 
+    async def engine(self, src: Path, skip: int, lines: frozenset[int] | None, emit: Emit) -> None:
+        """The records of ``src`` after ``skip`` lines (only ``lines`` when given), scored in input order."""
+        await self._process(select_records(src, skip, lines), emit)
+
     async def run(self, src: Path, dst: Path, save_matrix: bool = False,
                   progress: Callable[[int, int], None] | None = None) -> BatchSummary:
         """Score ``src`` into ``dst``: retry the transient errors already there, then append what is missing."""
-        check_output_path(dst)
-        done = read_done(dst)
-        fp = self.detector.fingerprint()
-        cal = self.detector.calibration.id if self.detector.calibration is not None else None
-        check_resume(done, fp, src, dst, cal)
-        summary = BatchSummary(k=self.k, resumed_from=len(done))
-        t0 = time.perf_counter()
-
-        def count(row: dict[str, Any], sset: SampleSet | BBWDError | None) -> None:
-            summary.records += 1
-            summary.errors += row["error"] is not None
-            usage = sset.usage if isinstance(sset, SampleSet) else getattr(sset, "usage", None)
-            if usage is not None:
-                summary.usage.add(usage)
-            if progress:
-                progress(summary.records, summary.errors)
-
-        retry = {row["line"] for row in done if row["error"] is not None and row.get("transient")}
-        if retry:
-            redone: dict[int, dict[str, Any]] = {}
-
-            def keep(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
-                redone[rec.line] = row = output_row(rec, res, save_matrix, fp, cal)
-                count(row, sset)
-
-            await self._process((r for r in read_records(src) if r.line in retry), keep)
-            done = [redone.get(row["line"], row) for row in done]
-            _rewrite(dst, done)
-            summary.retried = len(retry)
-
-        start = len(done) - len(done) % self.group_size
-        with open(dst, "a", encoding="utf-8") as out:
-            def append(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
-                if rec.line <= len(done):  # done already: the unfinished group is recomputed from its start
-                    return
-                row = output_row(rec, res, save_matrix, fp, cal)
-                out.write(json.dumps(row) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-                count(row, sset)
-
-            await self._process(read_records(src, skip=start), append)
-        summary.seconds = time.perf_counter() - t0
-        return summary
+        cal = self.detector.calibration
+        return await resume_run(self.engine, src, dst, self.detector.fingerprint(), self.k, self.group_size,
+                                save_matrix, progress, cal.id if cal is not None else None)
 
 
 def _rewrite(dst: Path, rows: list[dict[str, Any]]) -> None:

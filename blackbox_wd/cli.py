@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import enum
 import json
 import logging
 import os
@@ -43,6 +45,13 @@ TokenBudget = Annotated[int, typer.Option("--token-budget", help="Max padded tok
 RetryBudget = Annotated[float, typer.Option("--retry-budget", help="Seconds an API request may spend retrying 429/5xx/timeouts.")]
 CalibrationFile = Annotated[Optional[Path], typer.Option("--calibration", help="Calibration file (bbwd calibrate): adds "
                                                       "p_hallucination and flag; refused unless fitted for these settings.")]
+
+
+class Engine(str, enum.Enum):
+    """Where ``bbwd batch`` runs."""
+
+    local = "local"
+    ray = "ray"
 
 
 @app.callback()
@@ -150,6 +159,10 @@ def batch(
     save_matrix: Annotated[bool, typer.Option("--save-matrix", help="Add D to every output line.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 if any record had an error.")] = False,
     calibration: CalibrationFile = None,
+    engine: Annotated[Engine, typer.Option("--engine", help="local: this process; ray: a Ray cluster (needs the "
+                                           "'ray' extra), same output.")] = Engine.local,
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster for --engine ray "
+                                                       "(default: $RAY_ADDRESS, else a new local one).")] = None,
 ) -> None:
     """Score a JSONL log, one output line per input line; records with fewer than K responses are topped up from --target."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -161,24 +174,35 @@ def batch(
     quiet_libraries()
     if not logs.is_file():
         raise BBWDError(f"input file not found: {logs}")
+    if ray_address is not None and engine is not Engine.ray:
+        raise BBWDError("--ray-address needs --engine ray")
     check_group_size(group_size)
     check_output_path(output)
     read_done(output)  # not bbwd output: refused before any model loads
-    k, k_source = plan_k(logs, k, sample_missing=target is not None)
+    sample_missing = target is not None
+    k, k_source = plan_k(logs, k, sample_missing)
     settings = settings_from(locals())
     cal = Calibration.load(calibration) if calibration else None
     err = Console(stderr=True)
-    runner = BatchRunner(Detector.from_settings(settings, cal), sample_missing=target is not None, group_size=group_size)
-    with Progress(TextColumn("[bold]bbwd batch"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[rate]:.2f} rec/s, {task.fields[errors]} errors"),
-                  TimeElapsedColumn(), console=err, disable=not err.is_terminal) as bar:
-        task = bar.add_task("score", total=None, rate=0.0, errors=0)
+    if engine is Engine.ray:
+        from blackbox_wd.ray_engine import RayRunner, ray_cluster
 
-        def progress(done: int, errors: int) -> None:
-            elapsed = bar.tasks[0].elapsed or 1e-9
-            bar.update(task, completed=done, rate=done / elapsed, errors=errors)
+        cluster = ray_cluster(ray_address)
+    else:
+        cluster = contextlib.nullcontext()
+    with cluster:
+        runner = RayRunner(settings, sample_missing, group_size, calibration=cal) if engine is Engine.ray else \
+            BatchRunner(Detector.from_settings(settings, cal), sample_missing, group_size=group_size)
+        with Progress(TextColumn("[bold]bbwd batch"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[rate]:.2f} rec/s, {task.fields[errors]} errors"),
+                      TimeElapsedColumn(), console=err, disable=not err.is_terminal) as bar:
+            task = bar.add_task("score", total=None, rate=0.0, errors=0)
 
-        summary = asyncio.run(runner.run(logs, output, save_matrix, progress))
+            def progress(done: int, errors: int) -> None:
+                elapsed = bar.tasks[0].elapsed or 1e-9
+                bar.update(task, completed=done, rate=done / elapsed, errors=errors)
+
+            summary = asyncio.run(runner.run(logs, output, save_matrix, progress))
     summary.k_source = k_source
     err.print(summary.line(), highlight=False, soft_wrap=True)
     if strict and summary.errors:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -142,6 +142,27 @@ def raw_lines(path: Path) -> Iterator[bytes]:
     """The lines of a file as bytes, streamed; the last one may lack its newline."""
     with open(path, "rb") as f:
         yield from f
+
+
+def line_offsets(path: Path, skip: int = 0) -> Iterator[tuple[int, int]]:
+    """(line number, byte offset) of each line of a file after the first ``skip``, streamed."""
+    offset = 0
+    for line_no, raw in enumerate(raw_lines(path), start=1):
+        if line_no > skip:
+            yield line_no, offset
+        offset += len(raw)
+
+
+def read_span(path: Path, offset: int, numbers: Sequence[int]) -> list[LogRecord]:
+    """The records of lines ``numbers`` (ascending) of a file, the first of them starting at byte ``offset``."""
+    want, out = set(numbers), []
+    with open(path, "rb") as f:
+        f.seek(offset)
+        for line_no in range(numbers[0], numbers[-1] + 1):
+            raw = f.readline()
+            if line_no in want:
+                out.append(decode_line(raw, line_no))
+    return out
 
 
 def read_records(path: Path, skip: int = 0) -> Iterator[LogRecord]:

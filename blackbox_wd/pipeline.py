@@ -81,6 +81,25 @@ def scores_from_states(states: list[TokenStates], alpha: float, p: float) -> tup
     return d, avg_wd(d), eigen_wd(d, alpha, p)
 
 
+class TeacherShape(Protocol):
+    """What the reported settings take from a teacher: its resolved layer and projection."""
+
+    layer: int
+    n_layers: int
+    proj_dim: int
+    proj_seed: int
+
+
+def reported_settings(settings: Settings, teacher: TeacherShape, endpoint: str | None, device: str) -> dict[str, Any]:
+    """The settings as run, with the fingerprint: the resolved layer and projection, the API endpoint's host."""
+    out = asdict(settings)
+    out.update(target=settings.target or settings.teacher, white_box=settings.white_box, endpoint=endpoint,
+               layer=teacher.layer, n_layers=teacher.n_layers, proj_dim=teacher.proj_dim, proj_seed=teacher.proj_seed,
+               device=device)
+    out["fingerprint"] = fingerprint(out)
+    return out
+
+
 class Detector:
     """Scores prompts with a teacher and a target sampler under fixed settings.
 
@@ -112,13 +131,9 @@ class Detector:
 
     def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
         """The settings as run (resolved layer, projection, API endpoint, fingerprint; D's bandwidth when given)."""
-        out = asdict(self.settings)
         endpoint = getattr(self.sampler, "endpoint", None)
-        out.update(target=self.settings.target or self.settings.teacher, white_box=self.settings.white_box,
-                   endpoint=endpoint.host if endpoint is not None else None,
-                   layer=self.teacher.layer, n_layers=self.teacher.n_layers, proj_dim=self.teacher.proj_dim,
-                   proj_seed=self.teacher.proj_seed, device=str(self.teacher.device))
-        out["fingerprint"] = fingerprint(out)
+        out = reported_settings(self.settings, self.teacher, endpoint.host if endpoint is not None else None,
+                                str(self.teacher.device))
         if d is not None:
             out["bandwidth"] = median_bandwidth(d)
         return out

@@ -44,11 +44,14 @@ def _blas() -> ThreadpoolController:
 
 
 def _workers() -> int:
-    """Threads for the pair pool: the CPUs this process may run on."""
+    """Threads for the pair pool: the CPUs this process may run on, at most ``OMP_NUM_THREADS`` when set
+    (Ray sets it to a task's CPUs, so that the scoring tasks of a node do not oversubscribe it)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    cap = os.environ.get("OMP_NUM_THREADS", "")
+    return max(1, min(cpus, int(cap)) if cap.isdigit() and int(cap) > 0 else cpus)
 
 
 def _cost(x: np.ndarray, y: np.ndarray, xx: np.ndarray, yy: np.ndarray) -> np.ndarray:

@@ -175,3 +175,18 @@ def test_large_translations_reduced_paths() -> None:
     assert d[0, 1] == pytest.approx(1.0, rel=1e-9)
     assert d[0, 2] == pytest.approx(2.0, rel=1e-9)
     assert d[1, 2] == pytest.approx(1.0, rel=1e-9)
+
+
+def test_pair_threads_follow_omp_num_threads(monkeypatch):
+    """A Ray task's OMP_NUM_THREADS (its CPUs) caps the pair pool; unset or not a number, the CPUs decide."""
+    import os
+
+    from blackbox_wd.transport import _workers
+
+    cpus = len(os.sched_getaffinity(0))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert _workers() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", str(cpus + 5))
+    assert _workers() == cpus
+    monkeypatch.setenv("OMP_NUM_THREADS", "four")
+    assert _workers() == cpus

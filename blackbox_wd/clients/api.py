@@ -3,7 +3,8 @@
 K samples per prompt: one request with ``n`` = the samples not in the cache; when fewer choices
 come back (DeepSeek and ``transformers serve`` ignore ``n``) or some come back empty, the rest go
 out as concurrent single requests with per-sample seeds (``seed + i``). All requests of all prompts
-share one semaphore of ``concurrency`` slots.
+share one semaphore of ``concurrency`` slots; a sampler that is one of several (the Ray engine's
+sampling actors) also holds a ``shared_slot`` of the budget they share for each request.
 
 Retried with tenacity (rules in :mod:`blackbox_wd.clients.retry`): timeouts, dropped connections,
 HTTP 408, 409, 429 and 5xx, and a single request whose content is null, "" or whitespace (such
@@ -29,6 +30,7 @@ import math
 import os
 import re
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["APISampler", "make_api_sampler"]
 
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
+SlotFactory = Callable[[], AbstractAsyncContextManager]
 _N_FIELD = re.compile(r"""(?:\bn\b|'n'|"n")""")
 # Optional request fields a server may refuse, and how its 400 names them (top_logprobs drops logprobs).
 _OPTIONAL = {"logprobs": re.compile(r"logprobs"), "seed": re.compile(r"\bseed\b")}
@@ -97,8 +100,9 @@ class APISampler:
 
     def __init__(self, endpoint: Endpoint, *, concurrency: int = 16, cache: SampleCache | None = None,
                  retry: RetryPolicy = RetryPolicy(), timeout: float = 60.0,
-                 transport: TransportFactory | None = None) -> None:
-        """A sampler for ``endpoint``; ``transport`` makes the httpx transport of each event loop."""
+                 transport: TransportFactory | None = None, shared_slot: SlotFactory | None = None) -> None:
+        """A sampler for ``endpoint``; ``transport`` makes the httpx transport of each event loop, and
+        ``shared_slot`` a slot of a budget shared with other samplers, held by each request on top of this one's."""
         if concurrency < 1:
             raise BBWDError(f"concurrency must be at least 1 (got {concurrency})")
         self.endpoint = endpoint
@@ -107,6 +111,7 @@ class APISampler:
         self.retry = retry
         self.timeout = timeout
         self.transport = transport
+        self.shared_slot = shared_slot or nullcontext
         self.honours_n = endpoint.honours_n
         # Optional fields not to send: the preset's knowledge, then what the server refused with a 400.
         self.unsupported = {name for name, sent in (("logprobs", endpoint.logprobs), ("seed", endpoint.seed))
@@ -244,7 +249,7 @@ class APISampler:
         try:
             async for attempt in retrying:
                 with attempt:
-                    async with slots:
+                    async with slots, self.shared_slot():
                         usage.requests += 1
                         response = await client.chat.completions.create(**body)
                     choices, prompt_tokens = parse_choices(response)
@@ -295,13 +300,24 @@ def _env_float(name: str, default: float) -> float:
     return value
 
 
-def make_api_sampler(settings: "Settings") -> APISampler:
+def api_endpoint(settings: "Settings") -> Endpoint:
+    """The endpoint of the settings' API target; BBWDError for a missing key (none needed to replay a fixture)."""
+    replay = os.environ.get("BBWD_API_REPLAY")
+    if replay and os.environ.get("BBWD_API_RECORD"):
+        raise BBWDError("set BBWD_API_REPLAY or BBWD_API_RECORD, not both")
+    return resolve_endpoint(settings.target, settings.base_url, settings.api_key_env, require_key=not replay)
+
+
+def api_timeout() -> float:
+    """Seconds an API request may take (``BBWD_API_TIMEOUT``, default 60)."""
+    return _env_float("BBWD_API_TIMEOUT", 60.0)
+
+
+def make_api_sampler(settings: "Settings", shared_slot: SlotFactory | None = None) -> APISampler:
     """The API sampler for the settings' target (cache, concurrency, retry budget, record/replay from the env)."""
+    endpoint = api_endpoint(settings)
     replay = os.environ.get("BBWD_API_REPLAY")
     record = os.environ.get("BBWD_API_RECORD")
-    if replay and record:
-        raise BBWDError("set BBWD_API_REPLAY or BBWD_API_RECORD, not both")
-    endpoint = resolve_endpoint(settings.target, settings.base_url, settings.api_key_env, require_key=not replay)
     transport: TransportFactory | None = None
     if replay:
         cassette = Cassette.load(replay)
@@ -315,5 +331,5 @@ def make_api_sampler(settings: "Settings") -> APISampler:
                          attempts=int(_env_float("BBWD_API_ATTEMPTS", RetryPolicy.attempts)),
                          cap=_env_float("BBWD_API_BACKOFF_CAP", RetryPolicy.cap))
     cache = SampleCache(settings.cache_dir) if settings.cache else None
-    return APISampler(endpoint, concurrency=settings.concurrency, cache=cache, retry=policy,
-                      timeout=_env_float("BBWD_API_TIMEOUT", 60.0), transport=transport)
+    return APISampler(endpoint, concurrency=settings.concurrency, cache=cache, retry=policy, timeout=api_timeout(),
+                      transport=transport, shared_slot=shared_slot)

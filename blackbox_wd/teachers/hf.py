@@ -8,17 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from jinja2 import TemplateError
 from transformers import AutoModelForCausalLM, AutoTokenizer, Cache, PreTrainedModel, PreTrainedTokenizerBase
 
-from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, TokenStates
-from blackbox_wd.teachers.embedded import ensure_hf_folder
+from blackbox_wd.teachers.card import chat_prompt_ids, model_source, resolve_layer
 from blackbox_wd.teachers.gguf import load_gguf
 from blackbox_wd.teachers.pad import pad_batch
 from blackbox_wd.teachers.prefix import Prefix, left_padded, new_cache, positions
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
-from blackbox_wd.teachers.registry import EMBEDDED_MODELS, ModelSpec, resolve
+from blackbox_wd.teachers.registry import ModelSpec, resolve
 
 Response = str | Sequence[int]
 
@@ -62,7 +61,7 @@ def load_model(spec: ModelSpec, device: str = "auto", dtype: str = "auto") -> tu
         if spec.kind == "gguf":
             model, tokenizer = load_gguf(Path(spec.source), dt)
         else:
-            source = str(ensure_hf_folder(EMBEDDED_MODELS[spec.source])) if spec.kind == "embedded" else spec.source
+            source, _ = model_source(spec)
             tokenizer = AutoTokenizer.from_pretrained(source)
             model = AutoModelForCausalLM.from_pretrained(source, dtype=dt)
     except OSError as exc:  # hub unreachable, gated repo, missing files
@@ -85,9 +84,7 @@ class HFTeacher:
         self.tokenizer = tokenizer
         self.name = name
         self.n_layers = int(model.config.get_text_config().num_hidden_layers)
-        self.layer = self.n_layers // 2 if layer is None else int(layer)
-        if not 1 <= self.layer <= self.n_layers:
-            raise BBWDError(f"layer {self.layer} out of range: the teacher has layers 1..{self.n_layers}")
+        self.layer = resolve_layer(self.n_layers, layer)
         self.hidden_size = int(model.config.get_text_config().hidden_size)
         self.proj_dim = proj_dim
         self.proj_seed = proj_seed
@@ -104,16 +101,7 @@ class HFTeacher:
 
     def prompt_ids(self, messages: Messages) -> list[int]:
         """Token ids of the prompt up to where the assistant's answer starts."""
-        tok = self.tokenizer
-        if tok.chat_template:
-            try:
-                text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
-                                               enable_thinking=False)
-            except TemplateError as exc:  # e.g. roles that do not alternate, no user turn
-                raise BBWDError(f"the teacher's chat template rejects these messages: {one_line(exc)}") from None
-            return tok(text, add_special_tokens=False)["input_ids"]
-        text = "\n\n".join(m["content"] for m in messages) + "\n"
-        return tok(text, add_special_tokens=True)["input_ids"]
+        return chat_prompt_ids(self.tokenizer, messages)
 
     def response_ids(self, response: Response) -> list[int]:
         """Token ids of a response: its text tokenized alone, no special tokens, no EOS."""

@@ -1,0 +1,114 @@
+"""Records/s of `bbwd batch` with the local engine and with the Ray engine (1 and 2 teacher workers), in one run.
+
+Input: a JSONL of the first N NQ-open dev questions (``blackbox_wd.eval.data.load("nq", n)``, the
+prompts ``bbwd eval`` builds), white-box: the target is the embedded teacher SmolLM2-135M itself,
+sampled locally (K responses of at most ``--max-tokens`` tokens), on CPU.
+
+Each engine scores the same file into a fresh output, timed from the call to the summary, so Ray's
+times include what a user waits for: starting the actors (a Python worker importing torch and
+loading the model) as well as the work. The Ray engine runs on one local cluster of ``--cpus``
+logical CPUs started before the timings. With 1 worker the teacher actor uses the local run's torch
+threads (so its output equals the local engine's); with 2 workers each actor gets half of them
+(torch threads / 2, at least 1), so the two share the cores instead of oversubscribing them, and
+its float32 states round differently (the deviation column shows by how much).
+
+    python bench/ray.py [--n 40] [--k 5] [--max-tokens 16] [--group-size 8] [--cpus 2]
+
+Run it from the checkout (Ray's workers import ``blackbox_wd`` from the driver's working folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent  # bench/ot.py would shadow POT: keep this folder last on the path
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+
+import ray  # noqa: E402
+import torch  # noqa: E402
+from _common import table  # noqa: E402
+
+sys.path.remove(str(_HERE))  # Ray hands the driver's script folder to its workers: this one would shadow POT and ray
+
+from blackbox_wd.batch import BatchRunner, BatchSummary  # noqa: E402
+from blackbox_wd.eval.data import load  # noqa: E402
+from blackbox_wd.pipeline import Detector  # noqa: E402
+from blackbox_wd.ray_engine import RayRunner  # noqa: E402
+from blackbox_wd.settings import Settings  # noqa: E402
+
+
+def deviation(path: Path, reference: Path) -> float:
+    """Largest relative difference of AvgWD/EigenWD between two outputs (inf if other fields differ)."""
+    worst = 0.0
+    for raw_a, raw_b in zip(path.read_text().splitlines(), reference.read_text().splitlines(), strict=True):
+        a, b = json.loads(raw_a), json.loads(raw_b)
+        if (a["id"], a["error"], a["token_counts"]) != (b["id"], b["error"], b["token_counts"]):
+            return float("inf")
+        for key in ("avg_wd", "eigen_wd"):
+            if b[key] is not None:
+                worst = max(worst, abs(a[key] - b[key]) / max(abs(b[key]), 1e-300))
+    return worst
+
+
+def timed(run) -> tuple[float, BatchSummary]:
+    """Seconds of one engine run and its summary."""
+    t0 = time.perf_counter()
+    summary = asyncio.run(run())
+    return time.perf_counter() - t0, summary
+
+
+def main() -> None:
+    """Time the engines on the same input and print a table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=40, help="NQ-open questions")
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="logical CPUs of the local Ray cluster")
+    ap.add_argument("--rounds", type=int, default=1, help="times each engine runs, in turn (the table has every run)")
+    args = ap.parse_args()
+
+    threads = torch.get_num_threads()
+    print(f"python {platform.python_version()}, torch {torch.__version__} ({threads} threads), ray {ray.__version__}, "
+          f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}")
+    print(f"{args.n} NQ-open dev questions, white-box smollm2-135m on CPU, K={args.k}, max_tokens={args.max_tokens}, "
+          f"group size {args.group_size}; Ray: local cluster of {args.cpus} CPUs")
+    settings = Settings(target="smollm2-135m", k=args.k, max_tokens=args.max_tokens, device="cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "nq.jsonl"
+        src.write_text("".join(json.dumps({"id": it.id, "prompt": it.prompt}) + "\n" for it in load("nq", args.n)))
+        t0 = time.perf_counter()
+        ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        print(f"ray.init: {time.perf_counter() - t0:.1f} s (not in the times below)")
+        rows = []
+        try:
+            for n in range(args.rounds):
+                local = Path(tmp) / f"local{n}.jsonl"
+                seconds, summary = timed(lambda: BatchRunner(Detector.from_settings(settings), True,
+                                                             group_size=args.group_size).run(src, local))
+                rows.append([n + 1, "local", f"{threads}", f"{seconds:.1f}", f"{summary.records / seconds:.3f}", "-",
+                             summary.errors])
+                for workers in (1, 2):
+                    out = Path(tmp) / f"ray{workers}-{n}.jsonl"
+                    runner = RayRunner(settings, True, args.group_size, teacher_workers=workers,
+                                       teacher_cpus=args.cpus / (2 * workers), score_cpus=args.cpus / 4,
+                                       threads=max(1, threads // workers))
+                    seconds, summary = timed(lambda: runner.run(src, out))
+                    rows.append([n + 1, f"ray, {workers} teacher worker{'s' * (workers > 1)}",
+                                 f"{workers} x {max(1, threads // workers)}", f"{seconds:.1f}",
+                                 f"{summary.records / seconds:.3f}", f"{deviation(out, local):.2g}", summary.errors])
+        finally:
+            ray.shutdown()
+    print(table(["round", "engine", "torch threads", "seconds", "records/s", "max rel. deviation vs local", "errors"], rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""The batch stages over one group of consecutive log records, shared by the local and the Ray engine.
+
+A group goes: :func:`sample_group` (what each record needs, then the draw) -> :func:`teacher_group`
+(one shared-prefix teacher pass) -> :func:`score_group` (exact OT, AvgWD, EigenWD). Each takes and
+gives one slot per record: a record that did not parse stays None, a record that cannot go on
+carries its BBWDError, so that every input line ends as one output line. Groups are fixed by input
+position (:func:`groups`), so that both engines, and a resumed run, batch exactly alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from itertools import islice
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from blackbox_wd.calibration import Calibration
+from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.logs import LogRecord, read_records
+from blackbox_wd.pipeline import PromptStates, Result, Sampler, score_states, teacher_pass
+from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
+from blackbox_wd.teachers.hf import HFTeacher
+
+T = TypeVar("T")
+Slot = Any  # one record's value at a stage: None (did not parse), a BBWDError, or the stage's output
+
+
+class Prompter(Protocol):
+    """A teacher as far as checking a prompt goes (HFTeacher, or a TeacherCard without weights)."""
+
+    max_length: int | None
+
+    def prompt_ids(self, messages: Messages) -> list[int]: ...
+
+
+def select_records(src: Path, skip: int = 0, lines: frozenset[int] | None = None) -> Iterator[LogRecord]:
+    """The records of ``src`` after its first ``skip`` lines, only those of ``lines`` when given."""
+    return (rec for rec in read_records(src, skip) if lines is None or rec.line in lines)
+
+
+def groups(records: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Consecutive groups of ``size`` records (or of anything)."""
+    records = iter(records)
+    while group := list(islice(records, size)):
+        yield group
+
+
+def record_need(rec: LogRecord, teacher: Prompter, k: int, sample_missing: bool) -> int | BBWDError | None:
+    """How many responses to draw for a record, why it cannot be scored, or None when it did not parse."""
+    if rec.error:
+        return None
+    try:
+        n_prompt = len(teacher.prompt_ids(rec.messages))
+    except BBWDError as exc:  # the chat template rejects the messages
+        return BBWDError(f"field '{rec.prompt_field}': {exc}")
+    if teacher.max_length and n_prompt >= teacher.max_length:  # caught before any sampling
+        return BBWDError(f"field '{rec.prompt_field}' has {n_prompt} tokens, over the teacher's context of "
+                         f"{teacher.max_length}")
+    given = min(len(rec.responses), k)
+    if not sample_missing and given < k:
+        return BBWDError(f"field 'responses' has {len(rec.responses)} response(s); every record of this run is "
+                         f"scored on K={k} and there is no --target to sample more")
+    return k - given
+
+
+async def sample_group(group: list[LogRecord], teacher: Prompter, sampler: Sampler | None, params: SamplingParams,
+                       sample_missing: bool) -> list[SampleSet | BBWDError | None]:
+    """Each record's given responses (the first K) topped up to K from the target: one batched draw for a
+    local target, concurrent API calls else."""
+    needs = [record_need(rec, teacher, params.k, sample_missing) for rec in group]
+    todo = [n for n, need in enumerate(needs) if isinstance(need, int) and need > 0]
+    drawn: dict[int, SampleSet | BBWDError] = {}
+    t0 = time.perf_counter()
+    if todo and hasattr(sampler, "sample_many"):
+        try:
+            sets = await asyncio.to_thread(sampler.sample_many, [(group[n].messages, needs[n]) for n in todo], params)
+        except BBWDError as exc:  # one draw for the group: its failure is each record's error
+            sets = [exc] * len(todo)
+        drawn = dict(zip(todo, sets))
+    elif todo:
+        async def one(n: int) -> SampleSet | BBWDError:
+            try:
+                return await sampler.asample(group[n].messages, replace(params, k=needs[n]))
+            except BBWDError as exc:
+                return exc
+        drawn = dict(zip(todo, await asyncio.gather(*(one(n) for n in todo))))
+    seconds = time.perf_counter() - t0
+    out: list[SampleSet | BBWDError | None] = []
+    for n, (rec, need) in enumerate(zip(group, needs)):
+        if need is None or isinstance(need, BBWDError):
+            out.append(need)
+            continue
+        got = drawn.get(n, SampleSet([]))
+        if isinstance(got, SampleSet):
+            got.samples[:0] = [Sample(r) for r in rec.responses[:params.k]]
+            got.seconds = seconds / max(len(todo), 1) if n in drawn else 0.0
+        out.append(got)
+    return out
+
+
+def _failed(exc: Exception) -> BBWDError:
+    """An unexpected exception as the error of the record that raised it."""
+    return BBWDError(f"scoring failed: {type(exc).__name__}: {one_line(exc)}")
+
+
+def teacher_group(teacher: HFTeacher, group: list[LogRecord], sets: list[Slot],
+                  own_ids: bool) -> list[PromptStates | BBWDError | None]:
+    """One shared-prefix teacher pass over the group's records that have samples.
+
+    An unexpected failure of the shared pass is narrowed down by passing each record alone, so that
+    it becomes the error of the record that caused it and the others keep their states.
+    """
+    ready = [n for n, s in enumerate(sets) if isinstance(s, SampleSet)]
+    items = [(group[n].messages, sets[n]) for n in ready]
+    try:
+        passed = teacher_pass(teacher, items, own_ids=own_ids)
+    except Exception:  # noqa: BLE001 - isolate the record below
+        passed = []
+        for item in items:
+            try:
+                passed.append(teacher_pass(teacher, [item], own_ids=own_ids)[0])
+            except Exception as exc:  # noqa: BLE001 - reported as this record's error
+                passed.append(_failed(exc))
+    out: list[PromptStates | BBWDError | None] = list(sets)  # errors and None pass through
+    for n, ps in zip(ready, passed):
+        out[n] = ps
+    return out
+
+
+def score_group(states: list[Slot], sets: list[Slot], reported: dict[str, Any], alpha: float,
+                p: float, calibration: Calibration | None = None) -> list[Result | BBWDError | None]:
+    """D, AvgWD and EigenWD of each record that has token states (with a calibration, its probability and
+    flag); its sampling time joins the timings."""
+    out: list[Result | BBWDError | None] = []
+    for ps, sset in zip(states, sets):
+        if not isinstance(ps, PromptStates):
+            out.append(ps)
+            continue
+        try:
+            res = score_states(ps, reported, alpha, p, calibration=calibration)
+        except Exception as exc:  # noqa: BLE001 - reported as this record's error
+            out.append(_failed(exc))
+            continue
+        res.timings = {"sample": sset.seconds, **res.timings}
+        out.append(res)
+    return out
