@@ -276,7 +276,8 @@ class APISampler:
         if isinstance(exc, ReplayMiss):
             return ReplayMissed(message, usage, transient)
         n_refused = n > 1 and isinstance(exc, openai.BadRequestError) and _N_FIELD.search(server_message(exc))
-        return (NRejected if n_refused else SamplingError)(message, usage, transient)
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        return (NRejected if n_refused else SamplingError)(message, usage, transient, status)
 
     def _message(self, text: str) -> str:
         """An error message on one line, with the API key and anything key-shaped scrubbed."""
