@@ -158,6 +158,14 @@ class APISampler:
         if self.cache is not None:
             self.cache.close()
 
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop and the cache (what :meth:`close` does, awaited)."""
+        if self._bound is not None and self._bound[0] is asyncio.get_running_loop():
+            await self._bound[1].close()
+            self._bound = None
+        if self.cache is not None:
+            self.cache.close()
+
     # -- sampling ---------------------------------------------------------------------------
     async def asample(self, messages: Messages, params: SamplingParams) -> SampleSet:
         """K samples for one prompt; any failure is a SamplingError carrying the usage so far."""

@@ -1,0 +1,106 @@
+"""A live ``bbwd serve`` subprocess on 127.0.0.1 for the server tests, and readers of its /metrics."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+from prometheus_client.parser import text_string_to_metric_families
+
+from blackbox_wd.clients.servers import HOST, free_port, wait_healthy
+
+REPO = Path(__file__).resolve().parents[1]
+TOKEN_ENV = "BBWD_TEST_SERVER_TOKEN"
+
+
+@dataclass
+class BbwdServe:
+    """``python -m blackbox_wd serve ARGS`` run from the repository root, its output in ``log_path``."""
+
+    args: list[str]
+    log_path: Path
+    token: str | None = "bbwd-server-token-271828"
+    env: dict[str, str] = field(default_factory=dict)
+    startup_timeout: float = 300.0
+    port: int = 0
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        """http://127.0.0.1:PORT"""
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL."""
+        return self.url + "/v1"
+
+    def __enter__(self) -> "BbwdServe":
+        self.port = free_port()
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", **self.env}
+        key = []
+        if self.token is not None:
+            env[TOKEN_ENV] = self.token
+            key = ["--server-key-env", TOKEN_ENV]
+        cmd = [sys.executable, "-m", "blackbox_wd", "serve", "--host", HOST, "--port", str(self.port),
+               "--device", "cpu", *key, *self.args]
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_healthy(self.url + "/healthz", self.startup_timeout, self.proc)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM (graceful shutdown), then the exit code; killed if it does not exit in ``timeout``."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.proc is not None:
+            self.stop()
+        self._log.close()
+
+    def client(self, **kw: Any) -> openai.OpenAI:
+        """The official sync client with the server's token, no client-side retries."""
+        kw.setdefault("api_key", self.token or "none")
+        return openai.OpenAI(base_url=self.base_url, max_retries=0, timeout=kw.pop("timeout", 300.0), **kw)
+
+    def async_client(self, **kw: Any) -> openai.AsyncOpenAI:
+        """The official async client with the server's token, no client-side retries."""
+        kw.setdefault("api_key", self.token or "none")
+        return openai.AsyncOpenAI(base_url=self.base_url, max_retries=0, timeout=kw.pop("timeout", 300.0), **kw)
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Every sample of /metrics as {(name, sorted labels): value}."""
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        text = httpx.get(self.url + "/metrics", headers=headers, timeout=30).raise_for_status().text
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def metric(samples: dict, name: str, **labels: str) -> float:
+    """One sample's value (0 when absent)."""
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def passes_with_company(samples: dict) -> float:
+    """Teacher passes that held more than one request: all passes less those of one (bucket le=1)."""
+    return metric(samples, "bbwd_teacher_batch_requests_count") - \
+        metric(samples, "bbwd_teacher_batch_requests_bucket", le="1.0")
