@@ -30,7 +30,7 @@ from blackbox_wd.serve.protocol import ServeError, parse_request
 from blackbox_wd.serve.service import Service
 from blackbox_wd.settings import Settings
 
-log = logging.getLogger("bbwd.serve")
+log = logging.getLogger("uvicorn.error")  # formatted and shown by uvicorn
 bearer = HTTPBearer(auto_error=False)
 
 
