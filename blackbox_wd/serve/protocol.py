@@ -63,6 +63,10 @@ class ChatRequest(BaseModel):
     seed: int | None = None
 
 
+# Field names of the checked models: a validation error's location less pydantic's union-member tags.
+FIELDS = frozenset().union(*(model.model_fields for model in (ChatRequest, Message, ContentPart)))
+
+
 def parse_request(raw: bytes, model: str) -> ChatRequest:
     """The checked request in a raw body; ServeError 400 (bad JSON or field) or 404 (another model than ``model``)."""
     try:
@@ -74,9 +78,9 @@ def parse_request(raw: bytes, model: str) -> ChatRequest:
     try:
         request = ChatRequest.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        param = ".".join(str(part) for part in first["loc"]) or None
-        raise ServeError(400, f"{param}: {first['msg']}" if param else first["msg"], kind="invalid_request",
+        deepest = max(exc.errors(), key=lambda e: len(e["loc"]))  # the most specific of a union's errors
+        param = ".".join(str(part) for part in deepest["loc"] if isinstance(part, int) or part in FIELDS) or None
+        raise ServeError(400, f"{param}: {deepest['msg']}" if param else deepest["msg"], kind="invalid_request",
                          param=param, code="invalid_value") from None
     if request.model != model:
         raise ServeError(404, f"The model '{request.model}' does not exist: this server serves '{model}'",
