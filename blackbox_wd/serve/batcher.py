@@ -88,28 +88,35 @@ class TeacherBatcher:
         return jobs
 
     async def _run(self) -> None:
-        """Take batches and score them until cancelled."""
+        """Take batches and score them until cancelled; a batch that fails unexpectedly fails its jobs only."""
         assert self._queue is not None
-        loop = asyncio.get_running_loop()
         while True:
             jobs = await self._take()
             try:
-                live = [job for job in jobs if not job.result.done()]  # a client that left cancelled its job
-                if live:
-                    now = time.perf_counter()
-                    for job in live:
-                        self.metrics.observe("queue", now - job.queued)
-                    self.metrics.teacher_batch.observe(len(live))
-                    passed = await loop.run_in_executor(self.model_pool, self._pass,
-                                                        [(job.messages, job.samples) for job in live])
-                    self.metrics.observe("teacher", time.perf_counter() - now)
-                    for job, states in zip(live, passed):
-                        task = asyncio.create_task(self._finish(job, states))
-                        self._scoring.add(task)
-                        task.add_done_callback(self._scoring.discard)
+                await self._batch([job for job in jobs if not job.result.done()])  # a client that left: skipped
+            except Exception as exc:  # noqa: BLE001 - these requests fail; the worker goes on
+                for job in jobs:
+                    if not job.result.done():
+                        job.result.set_exception(BBWDError(f"scoring failed: {type(exc).__name__}: {one_line(exc)}"))
             finally:
                 for _ in jobs:
                     self._queue.task_done()
+
+    async def _batch(self, jobs: list[Job]) -> None:
+        """One teacher pass over the jobs on the model thread; then each job's OT, not waited for."""
+        if not jobs:
+            return
+        now = time.perf_counter()
+        for job in jobs:
+            self.metrics.observe("queue", now - job.queued)
+        self.metrics.teacher_batch.observe(len(jobs))
+        passed = await asyncio.get_running_loop().run_in_executor(self.model_pool, self._pass,
+                                                                  [(job.messages, job.samples) for job in jobs])
+        self.metrics.observe("teacher", time.perf_counter() - now)
+        for job, states in zip(jobs, passed):
+            task = asyncio.create_task(self._finish(job, states))
+            self._scoring.add(task)
+            task.add_done_callback(self._scoring.discard)
 
     def _pass(self, items: list[Item]) -> list[PromptStates | BBWDError]:
         """One teacher pass over the items (on the model thread); alone each if the shared pass raises."""
@@ -127,8 +134,10 @@ class TeacherBatcher:
 
     async def _finish(self, job: Job, states: PromptStates | BBWDError) -> None:
         """Exact OT and the scores of one job on the OT threads; its Result or BBWDError to its future."""
-        outcome: Result | BBWDError = states if isinstance(states, BBWDError) else BBWDError("not scored")
-        if isinstance(states, PromptStates):
+        outcome: Result | BBWDError
+        if isinstance(states, BBWDError):
+            outcome = states
+        else:
             s = self.detector.settings
             try:
                 outcome = await asyncio.get_running_loop().run_in_executor(
