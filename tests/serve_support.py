@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -105,3 +106,70 @@ def passes_with_company(samples: dict) -> float:
     """Teacher passes that held more than one request: all passes less those of one (bucket le=1)."""
     return metric(samples, "bbwd_teacher_batch_requests_count") - \
         metric(samples, "bbwd_teacher_batch_requests_bucket", le="1.0")
+
+
+class CuttingProxy:
+    """A loopback proxy (Starlette on uvicorn, in a thread) in front of an OpenAI-compatible server.
+
+    Requests pass through unchanged, except that a streamed request whose last message contains
+    ``[cut]`` loses its connection after the target's first two events (a disconnect mid-stream).
+    """
+
+    def __init__(self, upstream: str) -> None:
+        import threading
+
+        import uvicorn
+        from starlette.applications import Starlette
+        from starlette.responses import Response, StreamingResponse
+        from starlette.routing import Route
+
+        async def forward(request):
+            raw = await request.body()
+            body = json.loads(raw)
+            client = httpx.AsyncClient(timeout=300)
+            sent = client.build_request("POST", upstream + "/chat/completions", content=raw,
+                                        headers={"Content-Type": "application/json"})
+            response = await client.send(sent, stream=True)
+            cut = body.get("stream") and "[cut]" in str(body["messages"][-1].get("content"))
+
+            async def relay():
+                events = 0
+                try:
+                    async for chunk in response.aiter_raw():
+                        yield chunk
+                        events += chunk.count(b"\n\n")
+                        if cut and events >= 2:
+                            raise ConnectionAbortedError("cut by the test proxy")
+                finally:
+                    await response.aclose()
+                    await client.aclose()
+
+            if not body.get("stream"):
+                data = b"".join([c async for c in relay()])
+                return Response(data, status_code=response.status_code, media_type="application/json")
+            return StreamingResponse(relay(), status_code=response.status_code, media_type="text/event-stream")
+
+        self.port = free_port()
+        app = Starlette(routes=[Route("/v1/chat/completions", forward, methods=["POST"])])
+        self._server = uvicorn.Server(uvicorn.Config(app, host=HOST, port=self.port, log_level="critical"))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL."""
+        return f"http://{HOST}:{self.port}/v1"
+
+    def __enter__(self) -> "CuttingProxy":
+        import time
+
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the test proxy did not start")
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.should_exit = True
+        self._thread.join(30)

@@ -1,14 +1,18 @@
-"""Live: `bbwd serve` in front of a real llama.cpp server (the embedded SmolLM2) on 127.0.0.1, driven by the
-official openai client, sync and async: the answer is the target's own, every call is scored by the same
-pipeline as `bbwd score`, concurrent calls share teacher passes, and streams end with the verdict."""
+"""Live: `bbwd serve` in front of a real llama.cpp server (the embedded SmolLM2) on 127.0.0.1, reached through
+a small pass-through proxy, driven by the official openai client, sync and async: the answer is the target's
+own, every call is scored by the same pipeline as `bbwd score`, concurrent calls share teacher passes, streams
+end with the verdict, and a stream the target drops midway ends with an error event, not a hang."""
 
 from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 import pytest
-from serve_support import BbwdServe, metric, passes_with_company
+import openai
+import torch
+from serve_support import BbwdServe, CuttingProxy, metric, passes_with_company
 
 from blackbox_wd.clients.servers import LlamaCppServer
 
@@ -29,10 +33,17 @@ def llama():
 
 
 @pytest.fixture(scope="module")
-def served(llama, tmp_path_factory):
-    """`bbwd serve --target smollm2-135m --base-url <llama.cpp>` with a token and its own cache."""
+def proxy(llama):
+    """llama.cpp behind a pass-through proxy that can cut a stream ([cut] in the last message)."""
+    with CuttingProxy(llama.base_url) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def served(proxy, llama, tmp_path_factory):
+    """`bbwd serve --target smollm2-135m --base-url <proxy to llama.cpp>` with a token and its own cache."""
     tmp = tmp_path_factory.mktemp("serve_api")
-    args = ["--target", llama.model, "--base-url", llama.base_url, "--teacher", "smollm2-135m",
+    args = ["--target", llama.model, "--base-url", proxy.base_url, "--teacher", "smollm2-135m",
             "--cache-dir", str(tmp / "cache"), *SCORE_ARGS]
     with BbwdServe(args, tmp / "serve.log", env={"BBWD_API_TIMEOUT": "120"}) as server:
         server.cache_dir = tmp / "cache"
@@ -53,7 +64,7 @@ def healthz_fingerprint(server: BbwdServe) -> str:
     return httpx.get(server.url + "/healthz", timeout=30).json()["fingerprint"]
 
 
-def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama):
+def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
     from openai import OpenAI
 
     from blackbox_wd import Detector, Settings
@@ -70,10 +81,15 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama):
     check_verdict(bbwd, fingerprint)
 
     # one pipeline, one fingerprint: `bbwd score` with the same settings and cache scores the same samples
-    settings = Settings(target=llama.model, base_url=llama.base_url, k=K, max_tokens=12, temperature=0.8, seed=3,
+    settings = Settings(target=llama.model, base_url=proxy.base_url, k=K, max_tokens=12, temperature=0.8, seed=3,
                         device="cpu", cache_dir=str(served.cache_dir))
     detector = Detector.from_settings(settings)
-    result = detector.score("What is the capital of France?")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a shared 2-core machine: OpenMP's spinning threads slow a forward many times
+    try:
+        result = detector.score("What is the capital of France?")
+    finally:
+        torch.set_num_threads(threads)
     assert result.usage.cache_hits == K and result.usage.requests == 0  # the server's samples, from the cache
     assert detector.fingerprint() == fingerprint == result.settings["fingerprint"]
     assert bbwd["avg_wd"] == pytest.approx(result.avg_wd, rel=1e-5)
@@ -131,3 +147,20 @@ def test_n_choices_pass_through_with_one_verdict(served, llama):
         messages=[{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a colour."}])
     assert [c.index for c in got.choices] == [0, 1, 2]
     check_verdict(got.model_extra["bbwd"], healthz_fingerprint(served))
+
+
+def test_a_stream_cut_midway_ends_with_an_error_event(served, llama):
+    t0 = time.monotonic()
+    stream = served.client().chat.completions.create(
+        model=llama.model, stream=True, max_tokens=12, temperature=0,
+        messages=[{"role": "user", "content": "Tell me about the sea. [cut]"}])
+    received = []
+    with pytest.raises(openai.APIError) as err:
+        for chunk in stream:
+            received.append(chunk)
+    assert received and all(c.choices for c in received)  # the target's first events came through
+    assert err.value.body["type"] == "upstream_error" and "stream broken" in err.value.body["message"]
+    assert time.monotonic() - t0 < 120
+    answer = served.client().chat.completions.create(  # the server goes on
+        model=llama.model, max_tokens=4, messages=[{"role": "user", "content": "Name a fish."}])
+    assert answer.model_extra["bbwd"]["k"] == K
