@@ -36,7 +36,7 @@ bearer = HTTPBearer(auto_error=False)
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """How the server listens and guards itself (the scoring settings are a Settings)."""
+    """How the server listens and guards itself (the scoring settings are a Settings); checked on creation."""
 
     host: str = "127.0.0.1"
     port: int = 8080
@@ -45,18 +45,22 @@ class ServeOptions:
     max_body_bytes: int = 4 * 1024 * 1024
     batch_wait_ms: float = 5.0
 
-    def server_key(self) -> str | None:
-        """The bearer token clients must send (from ``server_key_env``); BBWDError for bad options."""
+    def __post_init__(self) -> None:
+        """Raise BBWDError naming the first option out of its range."""
         if not 0 <= self.port <= 65535:
             raise BBWDError(f"port must be in 0..65535 (got {self.port})")
         if self.max_body_bytes < 1:
             raise BBWDError(f"max_body_bytes must be at least 1 (got {self.max_body_bytes})")
         if not 0 <= self.batch_wait_ms <= 1000:
             raise BBWDError(f"batch_wait_ms must be in 0..1000 (got {self.batch_wait_ms})")
+        loopback = is_loopback(f"http://[{self.host}]" if ":" in self.host else f"http://{self.host}")
+        if self.server_key_env is None and not loopback:
+            raise BBWDError(f"binding {self.host} (not loopback) needs a server token: set one in an environment "
+                            "variable and name it with --server-key-env")
+
+    def server_key(self) -> str | None:
+        """The bearer token clients must send (from ``server_key_env``), or None without one."""
         if self.server_key_env is None:
-            if not is_loopback(f"http://[{self.host}]" if ":" in self.host else f"http://{self.host}"):
-                raise BBWDError(f"binding {self.host} (not loopback) needs a server token: set one in an environment "
-                                "variable and name it with --server-key-env")
             return None
         key = os.environ.get(self.server_key_env, "")
         if not key:

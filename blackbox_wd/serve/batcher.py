@@ -17,6 +17,7 @@ import asyncio
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from functools import partial
 
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.pipeline import Detector, PromptStates, Result, score_states, teacher_pass
@@ -48,6 +49,10 @@ class TeacherBatcher:
         self.wait = wait
         self.own_ids = getattr(detector.sampler, "teacher", None) is detector.teacher
         self.reported = detector.reported_settings()
+        # score_states with the detector's settings, and its calibration where the detector holds one
+        calibration = getattr(detector, "calibration", None)
+        self._score = partial(score_states, reported=self.reported, alpha=detector.settings.alpha,
+                              p=detector.settings.p, **({"calibration": calibration} if calibration else {}))
         self._queue: asyncio.Queue[Job] | None = None
         self._worker: asyncio.Task | None = None
         self._scoring: set[asyncio.Task] = set()
@@ -138,10 +143,8 @@ class TeacherBatcher:
         if isinstance(states, BBWDError):
             outcome = states
         else:
-            s = self.detector.settings
             try:
-                outcome = await asyncio.get_running_loop().run_in_executor(
-                    self.ot_pool, score_states, states, self.reported, s.alpha, s.p)
+                outcome = await asyncio.get_running_loop().run_in_executor(self.ot_pool, self._score, states)
                 self.metrics.observe("transport", outcome.timings["transport"])
             except Exception as exc:  # noqa: BLE001 - this request's error
                 outcome = BBWDError(f"scoring failed: {type(exc).__name__}: {one_line(exc)}")
