@@ -14,12 +14,15 @@ cache off, ``--concurrency`` API slots), started side by side and measured in tu
   requests share teacher passes (``--batch-wait-ms``), OT on its own threads.
 
 Load: the official ``AsyncOpenAI`` client keeps c requests in flight (c = 1, 8, 32) over distinct
-NQ-open dev questions (different ones at each level); every answer must carry its ``bbwd`` verdict.
-Latency is per request, wall clock at the client; requests/s is requests / wall time of the level.
+NQ-open dev questions; every answer must carry its ``bbwd`` verdict. Each level runs ``--rounds``
+rounds of ``--requests`` questions (new ones each round); in each round both servers get the same
+questions, taking turns (which one goes first alternates), so that a change in the machine's load
+hits both. requests/s is a round's requests / its wall time (the median of the rounds is reported,
+and the per-round ratios); latency is per request, wall clock at the client, over all rounds.
 Both servers run with ``OMP_NUM_THREADS=1`` (on a shared 2-core machine OpenMP's spinning threads
 slow a forward many times over).
 
-    python bench/serve.py [--k 10] [--latency 0.2] [--levels 1,8,32] [--requests 8,32,64]
+    python bench/serve.py [--k 10] [--latency 0.2] [--levels 1,8,32] [--requests 4,16,32] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -148,14 +151,15 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.2, help="injected seconds per target request")
     ap.add_argument("--concurrency", type=int, default=64, help="API request slots of each server")
     ap.add_argument("--levels", default="1,8,32", help="requests in flight")
-    ap.add_argument("--requests", default="8,32,64", help="requests per level")
+    ap.add_argument("--requests", default="4,16,32", help="requests per round at each level")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per level, the servers taking turns")
     ap.add_argument("--batch-wait-ms", type=float, default=5.0)
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     counts = [int(x) for x in args.requests.split(",")]
     from teacher import dataset_items
 
-    questions = [it.prompt for it in dataset_items("nq", sum(counts) + 2)]
+    questions = [it.prompt for it in dataset_items("nq", args.rounds * sum(counts) + 2)]
     print("command: " + shlex.join(["python", *sys.argv]))
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average at start "
           f"{os.getloadavg()[0]:.2f}; servers with OMP_NUM_THREADS=1")
@@ -177,28 +181,37 @@ def main() -> None:
               serve_port, logs / "bench_serve_bbwd.log", procs)
         for port in ports.values():  # warm-up, untimed
             asyncio.run(drive(f"http://{HOST}:{port}/v1", questions[:1], 1, args.max_tokens))
-        rows, rates = [], {}
+        rows, ratios = [], {}
         start_at = 2
         for level, n in zip(levels, counts):
-            prompts = questions[start_at:start_at + n]
-            start_at += n
-            for name, port in ports.items():
-                before = batch_stats(port) if port == serve_port else None
-                seconds, lat = asyncio.run(drive(f"http://{HOST}:{port}/v1", prompts, level, args.max_tokens))
-                per_pass = "1 (by design)"
-                if before is not None:
-                    passes, scored = (a - b for a, b in zip(batch_stats(port), before))
-                    per_pass = f"{scored / passes:.2f}"
-                rates[name, level] = n / seconds
-                rows.append([name, level, n, f"{seconds:.1f}", f"{n / seconds:.2f}",
-                             f"{np.percentile(lat, 50):.2f}", f"{np.percentile(lat, 95):.2f}", per_pass])
+            rates: dict[str, list[float]] = {name: [] for name in ports}
+            latencies: dict[str, list[float]] = {name: [] for name in ports}
+            passes = scored = 0.0
+            for r in range(args.rounds):  # the servers take turns, first one then the other, on the same prompts
+                prompts = questions[start_at:start_at + n]
+                start_at += n
+                for name in (list(ports) if r % 2 == 0 else list(ports)[::-1]):
+                    port = ports[name]
+                    before = batch_stats(port) if port == serve_port else None
+                    seconds, lat = asyncio.run(drive(f"http://{HOST}:{port}/v1", prompts, level, args.max_tokens))
+                    rates[name].append(n / seconds)
+                    latencies[name] += lat
+                    if before is not None:
+                        after = batch_stats(port)
+                        passes, scored = passes + after[0] - before[0], scored + after[1] - before[1]
+            for name in ports:
+                per_pass = f"{scored / passes:.2f}" if ports[name] == serve_port else "1 (by design)"
+                rows.append([name, level, n * args.rounds, " ".join(f"{x:.2f}" for x in rates[name]),
+                             f"{np.median(rates[name]):.2f}", f"{np.percentile(latencies[name], 50):.2f}",
+                             f"{np.percentile(latencies[name], 95):.2f}", per_pass])
+            ref, fast = ports
+            ratios[level] = [f / r for f, r in zip(rates[fast], rates[ref])]
         print()
-        print(table(["server", "in flight", "requests", "seconds", "requests/s", "p50 s", "p95 s",
-                     "requests per teacher pass"], rows))
-        ref, fast = ports
-        for level in levels:
-            print(f"concurrency {level}: bbwd serve {rates[fast, level] / rates[ref, level]:.2f}x the reference's "
-                  f"requests/s")
+        print(table(["server", "in flight", "requests", "requests/s per round", "median requests/s", "p50 s",
+                     "p95 s", "requests per teacher pass"], rows))
+        for level, values in ratios.items():
+            print(f"concurrency {level}: bbwd serve / reference requests/s per round "
+                  f"{' '.join(f'{v:.2f}' for v in values)}, median {np.median(values):.2f}x")
         print(f"load average at end {os.getloadavg()[0]:.2f}")
     finally:
         for proc in reversed(procs):
