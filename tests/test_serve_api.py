@@ -24,11 +24,12 @@ SCORE_ARGS = ["-k", str(K), "--max-tokens", "12", "--temperature", "0.8", "--see
 
 @pytest.fixture(scope="module")
 def llama():
-    """llama.cpp serving the embedded GGUF with 4 slots (n honoured up to 4, logprobs returned)."""
+    """llama.cpp serving the embedded GGUF with 4 slots (n honoured up to 4, logprobs returned), on one thread:
+    on a shared 2-core machine two spinning threads made a token take seconds."""
     import xllamacpp  # noqa: F401  (in the test extra: a missing install fails here, loudly)
     from blackbox_wd.teachers.embedded import ensure_gguf
 
-    with LlamaCppServer(ensure_gguf(), n_parallel=4, n_threads=2) as server:
+    with LlamaCppServer(ensure_gguf(), n_parallel=4, n_threads=1) as server:
         yield server
 
 
@@ -98,7 +99,11 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
 
 
 def test_32_concurrent_requests_all_scored_sharing_teacher_passes(served, llama):
-    before = served.metrics()
+    """32 requests at once, twice. The first time their scoring samples come from llama.cpp, a few at a time
+    (its 4 slots), and a 135M teacher on one thread keeps up with them; the second time they come from the
+    cache at once, so requests pile up at the teacher, as they do when a teacher is slower than its target."""
+    route = "/v1/chat/completions"
+    fingerprint = healthz_fingerprint(served)
 
     async def ask_all():
         async with served.async_client() as client:
@@ -107,20 +112,20 @@ def test_32_concurrent_requests_all_scored_sharing_teacher_passes(served, llama)
                 messages=[{"role": "user", "content": f"Name one animal that starts with the letter {c}."}])
                 for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" + "abcdef"))
 
-    answers = asyncio.run(ask_all())
-    fingerprint = healthz_fingerprint(served)
-    assert len(answers) == 32
-    for answer in answers:
-        assert answer.choices[0].message.content is not None
-        check_verdict(answer.model_extra["bbwd"], fingerprint)
-    after = served.metrics()
-    route = "/v1/chat/completions"
-    assert metric(after, "bbwd_requests_total", route=route, status="200") - \
-        metric(before, "bbwd_requests_total", route=route, status="200") == 32
-    scored = metric(after, "bbwd_teacher_batch_requests_sum") - metric(before, "bbwd_teacher_batch_requests_sum")
-    assert scored == 32  # every request went through a teacher pass once
+    for _ in range(2):
+        before = served.metrics()
+        answers = asyncio.run(ask_all())
+        after = served.metrics()
+        assert len(answers) == 32
+        for answer in answers:
+            assert answer.choices[0].message.content is not None
+            check_verdict(answer.model_extra["bbwd"], fingerprint)
+        assert metric(after, "bbwd_requests_total", route=route, status="200") - \
+            metric(before, "bbwd_requests_total", route=route, status="200") == 32
+        scored = metric(after, "bbwd_teacher_batch_requests_sum") - metric(before, "bbwd_teacher_batch_requests_sum")
+        assert scored == 32  # every request went through a teacher pass once
+        assert metric(after, "bbwd_queue_depth") == 0
     assert passes_with_company(after) - passes_with_company(before) >= 1  # a pass held more than one request
-    assert metric(after, "bbwd_queue_depth") == 0
 
 
 def test_stream_passes_chunks_through_then_the_verdict(served, llama):
