@@ -321,6 +321,39 @@ def calibrate(
     typer.echo(f"wrote {output}, {paths['report']}, {paths['reliability']}: {summary_line(fit)}", err=True)
 
 
+SERVE_MODULES = {"fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic"}
+
+
+@app.command()
+def serve(
+    k: K = 10, temperature: Temperature = 0.5, top_p: TopP = 1.0, max_tokens: MaxTokens = 128,
+    seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
+    teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
+    no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
+    device: Device = "auto", dtype: Dtype = "auto", token_budget: TokenBudget = 16384,
+    retry_budget: RetryBudget = Settings.retry_budget,
+    host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
+    server_key_env: Annotated[Optional[str], typer.Option("--server-key-env", help="Environment variable holding the bearer token clients must send (needed to bind a non-loopback address).")] = None,
+    calibration: Annotated[Optional[Path], typer.Option("--calibration", help="Calibration file: adds p_hallucination and flag to every verdict.")] = None,
+    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Largest request body accepted (413 above).")] = 4 * 1024 * 1024,
+    batch_wait_ms: Annotated[float, typer.Option("--batch-wait-ms", help="How long a lone request waits for others to share its teacher pass.")] = 5.0,
+) -> None:
+    """Serve an OpenAI-compatible /v1/chat/completions that answers every call and adds its bbwd verdict."""
+    try:
+        from blackbox_wd.serve.app import ServeOptions, run
+    except ModuleNotFoundError as exc:
+        if exc.name not in SERVE_MODULES:
+            raise
+        raise BBWDError(f"bbwd serve needs the 'serve' extra ({exc.name} is missing): "
+                        "pip install 'blackbox-wd[serve]'") from None
+
+    quiet_libraries()
+    settings = settings_from(locals())
+    run(settings, ServeOptions(host=host, port=port, server_key_env=server_key_env, calibration=calibration,
+                               max_body_bytes=max_body_bytes, batch_wait_ms=batch_wait_ms))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``bbwd``: every failure ends as one ``error:`` line on stderr.
 

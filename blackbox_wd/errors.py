@@ -16,12 +16,17 @@ class BBWDError(Exception):
 
 
 class SamplingError(BBWDError):
-    """Drawing a prompt's samples failed; ``usage`` is what the samples that did succeed cost."""
+    """Drawing a prompt's samples failed; ``usage`` is what the samples that did succeed cost.
 
-    def __init__(self, message: str, usage: Any = None, transient: bool = False) -> None:
+    ``status`` is the HTTP status of the last failed request when the server answered one (None for
+    timeouts and dropped connections).
+    """
+
+    def __init__(self, message: str, usage: Any = None, transient: bool = False, status: int | None = None) -> None:
         super().__init__(message)
         self.usage = usage
         self.transient = transient
+        self.status = status
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:

@@ -163,6 +163,14 @@ class APISampler:
         if self.cache is not None:
             self.cache.close()
 
+    async def aclose(self) -> None:
+        """Close the HTTP client of the running event loop and the cache (what :meth:`close` does, awaited)."""
+        if self._bound is not None and self._bound[0] is asyncio.get_running_loop():
+            await self._bound[1].close()
+            self._bound = None
+        if self.cache is not None:
+            self.cache.close()
+
     # -- sampling ---------------------------------------------------------------------------
     async def asample(self, messages: Messages, params: SamplingParams) -> SampleSet:
         """K samples for one prompt; any failure is a SamplingError carrying the usage so far."""
@@ -281,7 +289,8 @@ class APISampler:
         if isinstance(exc, ReplayMiss):
             return ReplayMissed(message, usage, transient)
         n_refused = n > 1 and isinstance(exc, openai.BadRequestError) and _N_FIELD.search(server_message(exc))
-        return (NRejected if n_refused else SamplingError)(message, usage, transient)
+        status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+        return (NRejected if n_refused else SamplingError)(message, usage, transient, status)
 
     def _message(self, text: str) -> str:
         """An error message on one line, with the API key and anything key-shaped scrubbed."""

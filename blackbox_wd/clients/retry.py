@@ -1,6 +1,6 @@
 """Which API failures are retried, for how long, and how long to wait between tries (tenacity).
 
-Retried: timeouts, dropped connections, HTTP 408, 409, 429 and 5xx, and a reply whose content is
+Retried (openai's or httpx's errors alike): timeouts, dropped connections, HTTP 408, 409, 429 and 5xx, and a reply whose content is
 empty (null, "" or whitespace); a response header ``x-should-retry: true`` makes any status
 retried and ``x-should-retry: false`` makes none retried (as openai-python does). Everything else
 (400, 401, 403, 404, 422, ...) fails at once.
@@ -50,13 +50,18 @@ class RetryPolicy:
 
 
 def is_retryable(exc: BaseException) -> bool:
-    """True for timeouts, dropped connections, empty content, HTTP 408/409/429/5xx or ``x-should-retry: true``."""
-    if isinstance(exc, openai.APIStatusError):
+    """True for timeouts, dropped connections, empty content, HTTP 408/409/429/5xx or ``x-should-retry: true``.
+
+    The same rules for the openai client's errors and for httpx's (the server forwards with httpx).
+    """
+    if isinstance(exc, (openai.APIStatusError, httpx.HTTPStatusError)):
         hint = exc.response.headers.get("x-should-retry")
         if hint in ("true", "false"):
             return hint == "true"
-        return exc.status_code in RETRY_STATUS or exc.status_code >= 500
-    return isinstance(exc, (openai.APIConnectionError, EmptyContent))  # APITimeoutError is one too
+        status = exc.response.status_code
+        return status in RETRY_STATUS or status >= 500
+    # APITimeoutError is an APIConnectionError; httpx's timeouts and dropped connections are TransportErrors
+    return isinstance(exc, (openai.APIConnectionError, httpx.TransportError, EmptyContent))
 
 
 def _seconds(raw: str | None) -> float | None:
@@ -120,26 +125,36 @@ def gave_up(exc: BaseException, policy: RetryPolicy, stats: dict[str, Any]) -> s
     return f"{attempts} attempt{'s' if attempts != 1 else ''} in {elapsed:.1f} s"
 
 
-def server_message(exc: openai.APIStatusError) -> str:
+def _error_text(body: Any) -> str | None:
+    """The message of an error body: ``error.message``, ``error`` when a string, or ``detail``."""
+    if not isinstance(body, dict):
+        return None
+    err = body.get("error", body)
+    msg = err.get("message") if isinstance(err, dict) else err
+    return msg or body.get("detail")
+
+
+def server_message(exc: openai.APIStatusError | httpx.HTTPStatusError) -> str:
     """The error message the server sent, on one line."""
-    body = exc.body
-    msg = None
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        msg = err.get("message") if isinstance(err, dict) else err
-        msg = msg or body.get("detail")
-    text = str(msg or exc.message or exc.response.text)
-    return " ".join(text.split())[:500]
+    if isinstance(exc, httpx.HTTPStatusError):
+        try:
+            body = exc.response.json()
+        except (ValueError, httpx.ResponseNotRead):
+            body = None
+        text = _error_text(body) or (exc.response.text if exc.response.is_closed else "") or exc.response.reason_phrase
+    else:
+        text = _error_text(exc.body) or exc.message or exc.response.text
+    return " ".join(str(text).split())[:500]
 
 
 def describe(exc: BaseException, where: str) -> str:
-    """What went wrong with a request to ``where``, in one line."""
-    if isinstance(exc, openai.APIStatusError):
-        return f"{where} answered HTTP {exc.status_code}: {server_message(exc)}"
-    if isinstance(exc, openai.APITimeoutError):
+    """What went wrong with a request to ``where``, in one line (openai's or httpx's errors)."""
+    if isinstance(exc, (openai.APIStatusError, httpx.HTTPStatusError)):
+        return f"{where} answered HTTP {exc.response.status_code}: {server_message(exc)}"
+    if isinstance(exc, (openai.APITimeoutError, httpx.TimeoutException)):
         return f"{where} timed out"
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__
+    if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):
+        cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
         return (f"could not reach {where}: {type(cause).__name__ if cause else 'connection error'}"
                 f"{': ' + str(cause).splitlines()[0] if cause and str(cause) else ''}")
     if isinstance(exc, BBWDError):

@@ -1,0 +1,73 @@
+"""A local model answering chat requests itself (white-box serving, the offline demo).
+
+The answer is drawn by the same :class:`~blackbox_wd.clients.local.LocalSampler` that draws the K
+scoring samples, on the model thread, from the text of the conversation
+(:func:`~blackbox_wd.serve.protocol.scoring_messages`): ``n`` choices with the request's
+``temperature``, ``top_p``, ``max_completion_tokens``/``max_tokens`` and ``seed``, each defaulting
+to the detector's settings (temperature 0 is greedy). Tools, response formats and other fields are
+not read. A stream is the finished answer sent as chunks: one with the text, one with the finish reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import Executor
+from typing import Any
+
+from blackbox_wd.clients.local import LocalSampler
+from blackbox_wd.records import Messages, SampleSet, SamplingParams
+from blackbox_wd.serve.protocol import ChatRequest, data_line
+
+
+def _or(value: Any, default: Any) -> Any:
+    """``value`` unless it is None."""
+    return default if value is None else value
+
+
+class LocalTarget:
+    """Chat completions from a local sampler's model, drawn on ``model_pool``."""
+
+    def __init__(self, sampler: LocalSampler, defaults: SamplingParams, model: str, model_pool: Executor) -> None:
+        self.sampler = sampler
+        self.defaults = defaults
+        self.model = model
+        self.model_pool = model_pool
+
+    def params(self, request: ChatRequest) -> SamplingParams:
+        """The request's sampling fields, each defaulting to the detector's."""
+        d = self.defaults
+        return SamplingParams(k=request.n, temperature=_or(request.temperature, d.temperature),
+                              top_p=_or(request.top_p, d.top_p),
+                              max_tokens=_or(request.max_completion_tokens, _or(request.max_tokens, d.max_tokens)),
+                              seed=_or(request.seed, d.seed))
+
+    def _draw(self, messages: Messages, params: SamplingParams) -> tuple[SampleSet, int]:
+        """The choices and the prompt's token count (on the model thread)."""
+        return self.sampler.sample(messages, params), len(self.sampler.teacher.prompt_ids(messages))
+
+    async def complete(self, request: ChatRequest, raw: bytes, messages: Messages) -> dict[str, Any]:
+        """A chat.completion body with ``n`` choices."""
+        drawn, prompt_tokens = await asyncio.get_running_loop().run_in_executor(
+            self.model_pool, self._draw, messages, self.params(request))
+        choices = [{"index": i, "message": {"role": "assistant", "content": s.text}, "logprobs": None,
+                    "finish_reason": s.finish_reason} for i, s in enumerate(drawn.samples)]
+        completion = sum(len(s.token_ids or ()) for s in drawn.samples)
+        return {"id": f"chatcmpl-bbwd-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+                "model": self.model, "choices": choices,
+                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+                          "total_tokens": prompt_tokens + completion}}
+
+    async def stream(self, request: ChatRequest, raw: bytes, messages: Messages) -> AsyncIterator[str]:
+        """The event-stream lines of the finished answer: per choice a text chunk, then a finish chunk."""
+        body = await self.complete(request, raw, messages)
+        head = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": self.model}
+        for choice in body["choices"]:
+            for delta, finish in ((choice["message"], None), ({}, choice["finish_reason"])):
+                chunk = {**head, "choices": [{"index": choice["index"], "delta": delta, "logprobs": None,
+                                              "finish_reason": finish}]}
+                yield data_line(chunk)
+                yield ""
+

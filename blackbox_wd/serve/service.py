@@ -1,0 +1,207 @@
+"""One request's way through the pipeline: the target's answer beside the scoring, and the verdict.
+
+For every chat request the target's answer (the API target's own response to the exact request,
+or a local model's) is produced while, concurrently, the K scoring samples are drawn for the text of
+its messages with the detector's settings (API: ``APISampler.asample``, with its cache, retries and
+shared concurrency; local: ``LocalSampler`` on the model thread), queued for a teacher pass shared
+with the other requests (:class:`~blackbox_wd.serve.batcher.TeacherBatcher`) and scored by exact
+OT. The answer comes back with a ``bbwd`` verdict; a stream sends it as one last chunk before
+``[DONE]``. The heavy objects (teacher, samplers, calibration) are loaded once, in :meth:`Service.load`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from blackbox_wd.clients.api import APISampler
+from blackbox_wd.errors import BBWDError, SamplingError
+from blackbox_wd.pipeline import Detector
+from blackbox_wd.records import Messages, SampleSet
+from blackbox_wd.serve.batcher import TeacherBatcher
+from blackbox_wd.serve.local import LocalTarget
+from blackbox_wd.serve.metrics import Metrics
+from blackbox_wd.serve.protocol import ChatRequest, ServeError, scoring_messages, sse, verdict
+from blackbox_wd.serve.upstream import Upstream, sampling_failed
+from blackbox_wd.settings import Settings
+
+
+class Target(Protocol):
+    """Who answers a chat request: the API target (forwarded unchanged) or a local model."""
+
+    async def complete(self, request: ChatRequest, raw: bytes, messages: Messages) -> dict[str, Any]: ...
+
+    def stream(self, request: ChatRequest, raw: bytes, messages: Messages) -> AsyncIterator[str]: ...
+
+
+def load_calibration(path: Path) -> Any:
+    """The calibration saved at ``path``; BBWDError while bbwd has no calibration support."""
+    try:
+        from blackbox_wd.calibration import Calibration  # type: ignore[import-not-found]
+    except ImportError:
+        raise BBWDError("calibration support is not installed yet") from None
+    return Calibration.load(path)
+
+
+def _forget(task: asyncio.Task) -> None:
+    """Cancel a task whose outcome is no longer wanted (an exception it raised is not reported)."""
+    task.cancel()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+def _chunk_head(data: str) -> dict[str, Any]:
+    """id, created and model of a streamed chunk (empty when it is not a JSON object)."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return {}
+    return {k: chunk[k] for k in ("id", "created", "model") if k in chunk} if isinstance(chunk, dict) else {}
+
+
+@dataclass
+class Service:
+    """What the server holds for its lifetime: the detector, the target, the teacher queue, metrics, threads."""
+
+    detector: Detector
+    target: Target
+    batcher: TeacherBatcher
+    metrics: Metrics
+    model: str  # the one model name requests may ask for
+    model_pool: ThreadPoolExecutor  # one thread: every use of a local model (teacher passes, local sampling)
+    ot_pool: ThreadPoolExecutor
+
+    @classmethod
+    def load(cls, settings: Settings, batch_wait: float = 0.005, calibration: Path | None = None) -> "Service":
+        """Load the calibration (when given), the teacher and the target's sampler once."""
+        cal = load_calibration(calibration) if calibration is not None else None
+        detector = Detector.from_settings(settings)
+        if cal is not None:
+            detector = Detector(detector.teacher, detector.sampler, settings, calibration=cal)  # type: ignore[call-arg]
+        return cls.for_detector(detector, batch_wait)
+
+    @classmethod
+    def for_detector(cls, detector: Detector, batch_wait: float = 0.005) -> "Service":
+        """A service over a loaded detector: its sampler's target answers, its teacher scores."""
+        metrics = Metrics.create()
+        model_pool = ThreadPoolExecutor(1, thread_name_prefix="bbwd-model")
+        ot_pool = ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="bbwd-ot")
+        settings, sampler = detector.settings, detector.sampler
+        if isinstance(sampler, APISampler):
+            target: Target = Upstream(sampler)
+            model = sampler.endpoint.model
+        else:
+            model = settings.target or settings.teacher
+            target = LocalTarget(sampler, settings.sampling(), model, model_pool)  # type: ignore[arg-type]
+        batcher = TeacherBatcher(detector, model_pool, ot_pool, metrics, batch_wait)
+        return cls(detector, target, batcher, metrics, model, model_pool, ot_pool)
+
+    @property
+    def fingerprint(self) -> str:
+        """The settings fingerprint every verdict carries."""
+        return self.batcher.reported["fingerprint"]
+
+    async def start(self) -> None:
+        """Start the teacher queue (on the server's event loop)."""
+        self.batcher.start()
+
+    async def stop(self) -> None:
+        """Finish queued scoring, then close the HTTP clients, the cache and the threads."""
+        await self.batcher.stop()
+        if isinstance(self.target, Upstream):
+            await self.target.aclose()
+        if isinstance(self.detector.sampler, APISampler):
+            await self.detector.sampler.aclose()
+        self.model_pool.shutdown()
+        self.ot_pool.shutdown()
+
+    async def samples(self, messages: Messages) -> SampleSet:
+        """The K scoring samples for the messages, with the detector's settings."""
+        sampler, params = self.detector.sampler, self.detector.settings.sampling()
+        if isinstance(sampler, APISampler):
+            return await sampler.asample(messages, params)
+        return await asyncio.get_running_loop().run_in_executor(self.model_pool, sampler.sample, messages, params)
+
+    async def verdict(self, messages: Messages) -> dict[str, Any]:
+        """The ``bbwd`` object of the messages: sample, queue for the shared teacher pass, OT."""
+        t0 = time.perf_counter()
+        try:
+            samples = await self.samples(messages)
+        except SamplingError as exc:
+            raise sampling_failed(exc) from None
+        except BBWDError as exc:
+            raise _scoring_failed(exc) from None
+        self.metrics.observe("sample", time.perf_counter() - t0)
+        try:
+            result = await self.batcher.score(messages, samples)
+        except BBWDError as exc:
+            raise _scoring_failed(exc) from None
+        return verdict(result)
+
+    async def complete(self, request: ChatRequest, raw: bytes) -> dict[str, Any]:
+        """The target's response body with the ``bbwd`` object added."""
+        t0 = time.perf_counter()
+        messages = scoring_messages(request)
+        scoring = asyncio.create_task(self.verdict(messages))
+        try:
+            body = await self.target.complete(request, raw, messages)
+            self.metrics.observe("answer", time.perf_counter() - t0)
+            body["bbwd"] = await scoring
+        finally:
+            _forget(scoring)
+        self.metrics.observe("request", time.perf_counter() - t0)
+        return body
+
+    async def stream(self, request: ChatRequest, raw: bytes) -> AsyncIterator[bytes]:
+        """The target's event stream unchanged, then the verdict chunk and ``[DONE]``.
+
+        The stream's first line is awaited here, so a failure before the stream starts is raised
+        (an HTTP error status); a failure after it ends the stream with an ``{"error": ...}`` event.
+        """
+        t0 = time.perf_counter()
+        messages = scoring_messages(request)
+        scoring = asyncio.create_task(self.verdict(messages))
+        lines = self.target.stream(request, raw, messages)
+        try:
+            first = await anext(lines, None)
+        except BaseException:
+            _forget(scoring)
+            await lines.aclose()
+            raise
+        return self._splice(first, lines, scoring, t0)
+
+    async def _splice(self, first: str | None, lines: AsyncIterator[str], scoring: asyncio.Task,
+                      t0: float) -> AsyncIterator[bytes]:
+        """Pass the target's lines on up to its ``[DONE]``; then the verdict chunk and our own ``[DONE]``."""
+        head: dict[str, Any] = {}
+        try:
+            line = first
+            while line is not None:
+                if line.startswith("data:"):
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    head = head or _chunk_head(data)
+                yield (line + "\n").encode()
+                line = await anext(lines, None)
+            self.metrics.observe("answer", time.perf_counter() - t0)
+            yield sse({**head, "object": "chat.completion.chunk", "choices": [], "bbwd": await scoring})
+            yield b"data: [DONE]\n\n"
+            self.metrics.observe("request", time.perf_counter() - t0)
+        except ServeError as err:
+            self.metrics.errors.labels(err.kind).inc()
+            yield sse(err.body())
+        finally:
+            _forget(scoring)
+            await lines.aclose()  # type: ignore[attr-defined]
+
+
+def _scoring_failed(exc: BBWDError) -> ServeError:
+    """The 500 for a request the teacher (or the local sampler) could not score."""
+    return ServeError(500, f"scoring failed: {exc}", kind="teacher", type="server_error", code="teacher_error")
