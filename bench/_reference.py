@@ -92,8 +92,19 @@ class PreviousSampler(LocalSampler):
     """LocalSampler whose rows each prefill their whole prompt in ``generate`` (no shared prefix)."""
 
     @torch.inference_mode()
-    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams) -> list[SampleSet]:
-        """``k`` samples for each (messages, k), every row's prompt left-padded into one ``generate`` call."""
+    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams,
+                    answers: bool = False) -> list[SampleSet]:
+        """``k`` samples for each (messages, k), every row's prompt left-padded into one ``generate`` call;
+        with ``answers``, each prompt's greedy answer from one more call of its own (as eval did)."""
+        sets = self._draw(requests, params)
+        if answers:
+            greedy = SamplingParams(k=1, temperature=0.0, top_p=1.0, max_tokens=params.max_tokens, seed=params.seed)
+            for ss, (messages, _) in zip(sets, requests):
+                ss.answer = self._draw([(messages, 1)], greedy)[0].samples[0]
+        return sets
+
+    def _draw(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams) -> list[SampleSet]:
+        """The previous ``sample_many``: every row prefills its whole prompt."""
         pad = self.pad_id()
         ids, mask = pad_batch([self.teacher.prompt_ids(m) for m, k in requests for _ in range(k)], pad, left=True)
         device = self.teacher.device
