@@ -68,8 +68,8 @@ def assert_same(ray_rows: list[dict], local_rows: list[dict]) -> float:
     return worst
 
 
-def run_local(settings: Settings, src: Path, dst: Path, sample_missing: bool, group_size: int):
-    runner = BatchRunner(Detector.from_settings(settings), sample_missing, group_size=group_size)
+def run_local(settings: Settings, src: Path, dst: Path, sample_missing: bool, group_size: int, calibration=None):
+    runner = BatchRunner(Detector.from_settings(settings, calibration), sample_missing, group_size=group_size)
     return asyncio.run(runner.run(src, dst))
 
 
@@ -270,6 +270,25 @@ def test_killed_driver_resumes_as_the_local_engine_does(cluster, tmp_path):
     assert (summary.resumed_from, summary.records) == (n_before, 24 - n_before)
     assert [r["line"] for r in rows(dst)] == list(range(1, 25))
     assert_same(rows(dst), rows(tmp_path / "local.jsonl"))
+
+
+def test_calibrated_rows_equal_the_local_engine_and_resume_checks_the_calibration(cluster, tiny_folder, tmp_path):
+    from test_calibration import make
+
+    from blackbox_wd.errors import BBWDError
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "prompt": " ".join(WORDS[i:i + 3])}) + "\n" for i in range(5)))
+    settings = Settings(teacher=tiny_folder, target=tiny_folder, k=3, max_tokens=6, device="cpu")
+    cal = make(Detector.from_settings(settings).reported_settings())
+    run_local(settings, src, tmp_path / "local.jsonl", True, 2, cal)
+    run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, calibration=cal, **SMALL)
+    out = rows(tmp_path / "ray.jsonl")
+    assert_same(out, rows(tmp_path / "local.jsonl"))
+    assert all(r["calibration"] == cal.id and r["p_hallucination"] == pytest.approx(cal.predict(r), rel=1e-12)
+               for r in out)
+    with pytest.raises(BBWDError, match="was written with another calibration"):
+        run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, **SMALL)
 
 
 def test_missing_ray_is_one_error_line_naming_the_extra(tmp_path):

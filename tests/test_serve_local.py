@@ -74,13 +74,8 @@ def serve_error(*args: str, env: dict | None = None) -> str:
 
 
 def test_calibration_option_fails_in_one_line_before_loading(tmp_path):
-    import importlib.util
-
     missing = tmp_path / "c.json"
-    supported = importlib.util.find_spec("blackbox_wd.calibration") is not None  # it lands on another branch
-    expected = f"error: calibration file not found: {missing}" if supported else \
-        "error: calibration support is not installed yet"
-    assert serve_error("--calibration", str(missing)) == expected
+    assert serve_error("--calibration", str(missing)) == f"error: calibration file not found: {missing}"
 
 
 def test_non_loopback_bind_needs_a_server_token():

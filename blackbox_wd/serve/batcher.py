@@ -49,10 +49,8 @@ class TeacherBatcher:
         self.wait = wait
         self.own_ids = getattr(detector.sampler, "teacher", None) is detector.teacher
         self.reported = detector.reported_settings()
-        # score_states with the detector's settings, and its calibration where the detector holds one
-        calibration = getattr(detector, "calibration", None)
         self._score = partial(score_states, reported=self.reported, alpha=detector.settings.alpha,
-                              p=detector.settings.p, **({"calibration": calibration} if calibration else {}))
+                              p=detector.settings.p, calibration=detector.calibration)
         self._queue: asyncio.Queue[Job] | None = None
         self._worker: asyncio.Task | None = None
         self._scoring: set[asyncio.Task] = set()

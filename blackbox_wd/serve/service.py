@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from blackbox_wd.calibration import Calibration
 from blackbox_wd.clients.api import APISampler
 from blackbox_wd.errors import BBWDError, SamplingError
 from blackbox_wd.pipeline import Detector
@@ -39,15 +40,6 @@ class Target(Protocol):
     async def complete(self, request: ChatRequest, raw: bytes, messages: Messages) -> dict[str, Any]: ...
 
     def stream(self, request: ChatRequest, raw: bytes, messages: Messages) -> AsyncIterator[str]: ...
-
-
-def load_calibration(path: Path) -> Any:
-    """The calibration saved at ``path``; BBWDError while bbwd has no calibration support."""
-    try:
-        from blackbox_wd.calibration import Calibration  # type: ignore[import-not-found]
-    except ImportError:
-        raise BBWDError("calibration support is not installed yet") from None
-    return Calibration.load(path)
 
 
 def _forget(task: asyncio.Task) -> None:
@@ -80,11 +72,8 @@ class Service:
     @classmethod
     def load(cls, settings: Settings, batch_wait: float = 0.005, calibration: Path | None = None) -> "Service":
         """Load the calibration (when given), the teacher and the target's sampler once."""
-        cal = load_calibration(calibration) if calibration is not None else None
-        detector = Detector.from_settings(settings)
-        if cal is not None:
-            detector = Detector(detector.teacher, detector.sampler, settings, calibration=cal)  # type: ignore[call-arg]
-        return cls.for_detector(detector, batch_wait)
+        cal = Calibration.load(calibration) if calibration is not None else None
+        return cls.for_detector(Detector.from_settings(settings, cal), batch_wait)
 
     @classmethod
     def for_detector(cls, detector: Detector, batch_wait: float = 0.005) -> "Service":
