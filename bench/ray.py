@@ -1,7 +1,7 @@
 """Records/s of `bbwd batch` with the local engine and with the Ray engine (1 and 2 teacher workers), in one run.
 
-Input: a JSONL of the first N NQ-open dev questions (``blackbox_wd.eval.data.load("nq", n)``, the
-prompts ``bbwd eval`` builds), white-box: the target is the embedded teacher SmolLM2-135M itself,
+Input: a JSONL of the first N NQ-open dev questions (``blackbox_wd.eval.data.load("nq", "zero-shot", n)``, the
+prompts ``bbwd eval --protocol zero-shot`` builds), white-box: the target is the embedded teacher SmolLM2-135M itself,
 sampled locally (K responses of at most ``--max-tokens`` tokens), on CPU.
 
 Each engine scores the same file into a fresh output, timed from the call to the summary, so Ray's
@@ -84,7 +84,8 @@ def main() -> None:
     settings = Settings(target="smollm2-135m", k=args.k, max_tokens=args.max_tokens, device="cpu")
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "nq.jsonl"
-        src.write_text("".join(json.dumps({"id": it.id, "prompt": it.prompt}) + "\n" for it in load("nq", args.n)))
+        src.write_text("".join(json.dumps({"id": it.id, "messages": it.messages}) + "\n"
+                                 for it in load("nq", "zero-shot", args.n).items))
         t0 = time.perf_counter()
         ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
         print(f"ray.init: {time.perf_counter() - t0:.1f} s (not in the times below)")
