@@ -282,11 +282,15 @@ def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | Non
     """The shipped calibration for the run's teacher when it matches the run's settings.
 
     Returns (calibration, None) when it applies; (None, a one-line note) when one is shipped but
-    its settings differ; (None, None) when none is shipped.
+    its settings differ or none ships for this registry teacher; (None, None) for other teachers.
     """
-    path = default_calibration_path(str(reported.get("teacher")))
-    if path is None or not path.is_file():
+    teacher = str(reported.get("teacher"))
+    path = default_calibration_path(teacher)
+    if path is None:
         return None, None
+    if not path.is_file():
+        return None, (f"note: no calibration ships for {teacher} yet, so no risk is shown: fit one on labelled "
+                      "results with 'bbwd calibrate' and pass it with --calibration")
     cal = replace(Calibration.load(path), origin=f"embedded {path.name}")
     why = cal.mismatch(reported)
     if why is not None:

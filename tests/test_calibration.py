@@ -108,12 +108,14 @@ def test_default_calibration_path_only_for_registry_names():
     assert default_calibration_path("smollm2-135m") == calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.json"
     assert default_calibration_path("/models/x.gguf") is None and default_calibration_path("org/name") is None
     assert default_calibration_path("..") is None
+    assert embedded_calibration({**REPORTED, "teacher": "/models/x.gguf"}) == (None, None)  # no note: not ours to ship
 
 
 def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch):
     path = tmp_path / "smollm2-135m.json"
     monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher: path)
-    assert embedded_calibration(REPORTED) == (None, None)  # none shipped
+    cal, note = embedded_calibration(REPORTED)  # none shipped
+    assert cal is None and note.startswith("note: no calibration ships for smollm2-135m yet, so no risk is shown")
     make().save(path)
     cal, note = embedded_calibration({**REPORTED, "seed": 3})
     assert note is None and cal == make() and cal.origin == "embedded smollm2-135m.json"
