@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.logs import LogRecord, read_records
-from blackbox_wd.pipeline import PromptStates, Result, Sampler, score_states, teacher_pass
+from blackbox_wd.pipeline import PromptStates, Result, Sampler, score_states, teacher_pass_isolated
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.teachers.hf import HFTeacher
 
@@ -114,16 +114,8 @@ def teacher_group(teacher: HFTeacher, group: list[LogRecord], sets: list[Slot],
     it becomes the error of the record that caused it and the others keep their states.
     """
     ready = [n for n, s in enumerate(sets) if isinstance(s, SampleSet)]
-    items = [(group[n].messages, sets[n]) for n in ready]
-    try:
-        passed = teacher_pass(teacher, items, own_ids=own_ids)
-    except Exception:  # noqa: BLE001 - isolate the record below
-        passed = []
-        for item in items:
-            try:
-                passed.append(teacher_pass(teacher, [item], own_ids=own_ids)[0])
-            except Exception as exc:  # noqa: BLE001 - reported as this record's error
-                passed.append(_failed(exc))
+    passed = teacher_pass_isolated(teacher, [(group[n].messages, sets[n]) for n in ready], own_ids=own_ids,
+                                   failed=_failed)
     out: list[PromptStates | BBWDError | None] = list(sets)  # errors and None pass through
     for n, ps in zip(ready, passed):
         out[n] = ps

@@ -9,7 +9,7 @@ samples to their projected token states, one shared-prefix pass for many prompts
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -238,6 +238,22 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
         messages, sample_set = items[n]
         out[n] = PromptStates(messages, sample_set, states[span], floors[n], seconds * floors[n] / total)
     return out  # type: ignore[return-value]
+
+
+def teacher_pass_isolated(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]], *, own_ids: bool,
+                          failed: Callable[[Exception], BBWDError]) -> list[PromptStates | BBWDError]:
+    """``teacher_pass`` over all items; if the shared pass raises, each item alone, so that an unexpected
+    exception becomes ``failed(exc)`` in the slot of the item that raised it and the others keep their states."""
+    try:
+        return teacher_pass(teacher, items, own_ids=own_ids)
+    except Exception:  # noqa: BLE001 - narrowed down to the item that caused it below
+        out: list[PromptStates | BBWDError] = []
+        for item in items:
+            try:
+                out.append(teacher_pass(teacher, [item], own_ids=own_ids)[0])
+            except Exception as exc:  # noqa: BLE001 - this item's error
+                out.append(failed(exc))
+        return out
 
 
 def score_states(ps: PromptStates, reported: dict[str, Any], alpha: float, p: float, *, baselines: bool = False,

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
+import blackbox_wd.pipeline as pipeline_module
 import blackbox_wd.serve.batcher as batcher_module
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.errors import BBWDError
@@ -60,7 +61,7 @@ def run_batch(detector: Detector, jobs) -> tuple[list[Result | BaseException], M
 
 def test_requests_together_share_one_pass_off_the_event_loop(smollm_teacher, one_thread, monkeypatch):
     detector = Detector(smollm_teacher, LocalSampler(smollm_teacher), Settings(k=2, device="cpu"))
-    threads: dict[str, set[str]] = {"teacher_pass": set(), "score_states": set()}
+    threads: dict[str, set[str]] = {"teacher_pass_isolated": set(), "score_states": set()}
     for name in threads:
         real = getattr(batcher_module, name)
 
@@ -74,7 +75,7 @@ def test_requests_together_share_one_pass_off_the_event_loop(smollm_teacher, one
     assert [r.avg_wd for r in results] == [e.avg_wd for e in expected]  # the same single pass: identical
     assert [r.eigen_wd for r in results] == [e.eigen_wd for e in expected]
     assert results[0].settings["fingerprint"] == detector.fingerprint()
-    assert threads == {"teacher_pass": {"bbwd-model"}, "score_states": {"bbwd-ot"}}
+    assert threads == {"teacher_pass_isolated": {"bbwd-model"}, "score_states": {"bbwd-ot"}}
     batches = metrics.teacher_batch.collect()[0].samples
     assert {s.name: s.value for s in batches if s.name.endswith(("_count", "_sum"))} == \
         {"bbwd_teacher_batch_requests_count": 1.0, "bbwd_teacher_batch_requests_sum": 3.0}
@@ -83,14 +84,14 @@ def test_requests_together_share_one_pass_off_the_event_loop(smollm_teacher, one
 
 def test_a_pass_that_raises_fails_only_the_request_that_caused_it(smollm_teacher, one_thread, monkeypatch):
     detector = Detector(smollm_teacher, LocalSampler(smollm_teacher), Settings(k=2, device="cpu"))
-    real = batcher_module.teacher_pass
+    real = pipeline_module.teacher_pass  # the pass teacher_pass_isolated runs, shared and alone
 
     def fragile(teacher, batch, **kw):
         if any("POISON" in messages[0]["content"] for messages, _ in batch):
             raise RuntimeError("CUDA error: out of memory")
         return real(teacher, batch, **kw)
 
-    monkeypatch.setattr(batcher_module, "teacher_pass", fragile)
+    monkeypatch.setattr(pipeline_module, "teacher_pass", fragile)
     results, _ = run_batch(detector, items())
     assert isinstance(results[2], BBWDError)
     assert str(results[2]) == "teacher pass failed: RuntimeError: CUDA error: out of memory"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from blackbox_wd.errors import BBWDError, one_line
-from blackbox_wd.pipeline import Detector, PromptStates, Result, score_states, teacher_pass
+from blackbox_wd.pipeline import Detector, PromptStates, Result, score_states, teacher_pass_isolated
 from blackbox_wd.records import Messages, SampleSet
 from blackbox_wd.serve.metrics import Metrics
 
@@ -123,17 +123,8 @@ class TeacherBatcher:
 
     def _pass(self, items: list[Item]) -> list[PromptStates | BBWDError]:
         """One teacher pass over the items (on the model thread); alone each if the shared pass raises."""
-        try:
-            return teacher_pass(self.detector.teacher, items, own_ids=self.own_ids)
-        except Exception:  # noqa: BLE001 - narrowed down to the request that caused it below
-            return [self._alone(item) for item in items]
-
-    def _alone(self, item: Item) -> PromptStates | BBWDError:
-        """One item's teacher pass; an unexpected exception becomes its BBWDError."""
-        try:
-            return teacher_pass(self.detector.teacher, [item], own_ids=self.own_ids)[0]
-        except Exception as exc:  # noqa: BLE001 - this request's error
-            return BBWDError(f"teacher pass failed: {type(exc).__name__}: {one_line(exc)}")
+        return teacher_pass_isolated(self.detector.teacher, items, own_ids=self.own_ids, failed=lambda exc: BBWDError(
+            f"teacher pass failed: {type(exc).__name__}: {one_line(exc)}"))
 
     async def _finish(self, job: Job, states: PromptStates | BBWDError) -> None:
         """Exact OT and the scores of one job on the OT threads; its Result or BBWDError to its future."""
