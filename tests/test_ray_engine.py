@@ -227,13 +227,20 @@ def presampled_log(path: Path, n: int = 24) -> None:
                                         "responses": answers[i % 3:] + answers[:i % 3]}) + "\n" for i in range(n)))
 
 
-@pytest.mark.slow
-def test_killed_teacher_actor_is_restarted_and_every_line_written_once(cluster, tmp_path):
-    """kill -9 the one teacher actor mid-run: Ray restarts it, retries its task, the run completes."""
-    src, dst = tmp_path / "in.jsonl", tmp_path / "ray.jsonl"
+def presampled_with_local_output(tmp_path: Path) -> tuple[Path, Path, Settings]:
+    """The 24-line presampled log, scored by the local engine into local.jsonl (groups of 2); the Ray
+    output's path; the settings (K=3)."""
+    src = tmp_path / "in.jsonl"
     presampled_log(src)
     settings = Settings(k=3, device="cpu")
     run_local(settings, src, tmp_path / "local.jsonl", False, 2)
+    return src, tmp_path / "ray.jsonl", settings
+
+
+@pytest.mark.slow
+def test_killed_teacher_actor_is_restarted_and_every_line_written_once(cluster, tmp_path):
+    """kill -9 the one teacher actor mid-run: Ray restarts it, retries its task, the run completes."""
+    src, dst, settings = presampled_with_local_output(tmp_path)
     before = {a["ActorID"] for a in teacher_actors()}
     done: dict = {}
     run = threading.Thread(target=lambda: done.update(summary=run_ray(settings, src, dst, False, 2, **SMALL)))
@@ -253,10 +260,7 @@ def test_killed_teacher_actor_is_restarted_and_every_line_written_once(cluster, 
 @pytest.mark.slow
 def test_killed_driver_resumes_as_the_local_engine_does(cluster, tmp_path):
     """`bbwd batch --engine ray` on the module's cluster, kill -9 mid-run, then the run again resumes it."""
-    src, dst = tmp_path / "in.jsonl", tmp_path / "ray.jsonl"
-    presampled_log(src)
-    settings = Settings(k=3, device="cpu")
-    run_local(settings, src, tmp_path / "local.jsonl", False, 2)
+    src, dst, settings = presampled_with_local_output(tmp_path)
     proc = subprocess.Popen([*BBWD, str(src), "-o", str(dst), "-k", "3", "--group-size", "2", "--device", "cpu",
                              "--engine", "ray", "--ray-address", cluster], stderr=subprocess.PIPE, text=True)
     wait_lines(dst, 3, lambda: proc.poll() is None)
