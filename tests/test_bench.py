@@ -17,3 +17,30 @@ def test_ot_bench_quick_runs_and_matches_emd2() -> None:
     assert len(rows) == 4  # mixed and equal, M = 16 and 64, K = 10
     deviation = float(re.search(r"max relative deviation of D .*: (\S+)", out).group(1))
     assert deviation <= 1e-9
+
+
+def test_eval_table_reports_base_rate_aurocs_and_paired_verdicts(tmp_path: Path) -> None:
+    import json
+
+    run = tmp_path / "toy"
+    run.mkdir()
+    labels = [1] * 12 + [0] * 8
+    rows = []
+    for i, y in enumerate(labels):  # EigenWD and DSE separate the classes; AvgWD is reversed; LS is noise
+        rows.append({"id": str(i), "label": y, "label_em": 1 - y if i == 0 else y, "avg_wd": float(i),
+                     "eigen_wd": float(y * 100 + i), "dse": float(y * 100 + i), "ls": float(i % 3)})
+    rows.append({"id": "bad", "error": "scoring failed: boom"})
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = subprocess.run([sys.executable, str(BENCH / "eval_table.py"), str(run), "--label", "label"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    cells = [c.strip() for c in out.splitlines()[2].strip("|").split("|")]
+    assert cells[:5] == ["toy", "label", "20", "12/8", "0.600"]  # the error row is left out
+    header = [c.strip() for c in out.splitlines()[0].strip("|").split("|")]
+    got = dict(zip(header, cells))
+    assert got["EigenWD"] == "1.000" and got["DSE"] == "1.000*" and got["AvgWD"] == "0.000"
+    assert got["LNE"] == "—"
+    assert got["EigenWD - best baseline [95% CI]"] == "+0.000 [+0.000, +0.000]"
+    assert got["AvgWD - best baseline [95% CI]"].startswith("-1.000 [-1.000, -1.000] **worse**")
+    first = subprocess.run([sys.executable, str(BENCH / "eval_table.py"), str(run), "--first", "10"],
+                           capture_output=True, text=True, timeout=300, check=True).stdout
+    assert "| toy (first 10) | label | 10 | 10/0 | 1.000 |" in first  # one class: no AUROC

@@ -111,6 +111,16 @@ def test_default_calibration_path_only_for_registry_names():
     assert embedded_calibration({**REPORTED, "teacher": "/models/x.gguf"}) == (None, None)  # no note: not ours to ship
 
 
+def test_the_shipped_calibration_is_valid_for_scores_default_settings():
+    cal = Calibration.load(default_calibration_path(Settings().teacher))  # loading runs its field checks
+    defaults = Settings()
+    cal.check({**REPORTED, "teacher": defaults.teacher, "target": defaults.teacher, "k": defaults.k,
+               "temperature": defaults.temperature, "top_p": defaults.top_p, "max_tokens": defaults.max_tokens,
+               "alpha": defaults.alpha, "p": defaults.p})
+    assert cal.fitted_on.n >= 300 and 0.15 <= cal.fitted_on.base_rate <= 0.85
+    assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.threshold < 1
+
+
 def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch):
     path = tmp_path / "smollm2-135m.json"
     monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher: path)

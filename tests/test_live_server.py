@@ -74,3 +74,20 @@ def test_llamacpp_server_honours_n_and_logprobs(tmp_path):
         wrong.close()
     for path in tmp_path.rglob("*"):
         assert not path.is_file() or key.encode() not in path.read_bytes()
+
+
+def test_llamacpp_server_listens_on_the_port_asked_for(tmp_path):
+    """A pinned port gives a restarted server the same endpoint, so a run's fingerprint still matches."""
+    import socket
+
+    from blackbox_wd.teachers.embedded import ensure_gguf
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with LlamaCppServer(ensure_gguf(), n_parallel=1, n_threads=1, port=port) as server:
+        assert server.base_url == f"http://127.0.0.1:{port}/v1"
+        sampler = APISampler(Endpoint(server.model, server.base_url, "sk-unused", "X"), cache=SampleCache(tmp_path))
+        out = sampler.sample([{"role": "user", "content": "Name a colour."}], SamplingParams(k=1, max_tokens=4))
+        assert len(out.samples) == 1 and out.usage.requests == 1
+        sampler.close()

@@ -128,6 +128,7 @@ class LlamaCppServer:
     api_key: str | None = None
     n_parallel: int = 4
     n_threads: int = 2
+    port: int = 0  # 0: any free port
     server: Any = None
     base: str = ""
 
@@ -153,7 +154,7 @@ class LlamaCppServer:
         p.n_parallel = self.n_parallel
         p.warmup = False
         p.hostnames = [HOST]
-        p.port = 0
+        p.port = self.port
         p.cpuparams.n_threads = self.n_threads
         p.cpuparams_batch.n_threads = self.n_threads
         if self.api_key:
