@@ -358,12 +358,15 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of ``bbwd``: every failure ends as one ``error:`` line on stderr.
 
     Bad input (a usage error or a BBWDError) exits 2, an interrupt 130, anything unexpected 1 with
-    its type and message (``BBWD_DEBUG=1`` shows its traceback instead).
+    its type and message (``BBWD_DEBUG=1`` shows its traceback instead, and that of the exception
+    a BBWDError wraps).
     """
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="bbwd", standalone_mode=False)
     except BBWDError as exc:
+        if os.environ.get("BBWD_DEBUG") and exc.__cause__ is not None:
+            raise  # the traceback of the exception it wraps
         typer.echo(f"error: {one_line(exc, 1000)}", err=True)
         code = 2
     except typer.TyperException as exc:  # usage errors: a bad option value, a missing argument

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.errors import BBWDError
 from blackbox_wd.logs import LogRecord, read_records
-from blackbox_wd.pipeline import PromptStates, Result, Sampler, score_states, teacher_pass_isolated
+from blackbox_wd.pipeline import PromptStates, Result, Sampler, score_states, scoring_failed, teacher_pass_isolated
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.teachers.hf import HFTeacher
 
@@ -101,11 +101,6 @@ async def sample_group(group: list[LogRecord], teacher: Prompter, sampler: Sampl
     return out
 
 
-def _failed(exc: Exception) -> BBWDError:
-    """An unexpected exception as the error of the record that raised it."""
-    return BBWDError(f"scoring failed: {type(exc).__name__}: {one_line(exc)}")
-
-
 def teacher_group(teacher: HFTeacher, group: list[LogRecord], sets: list[Slot],
                   own_ids: bool) -> list[PromptStates | BBWDError | None]:
     """One shared-prefix teacher pass over the group's records that have samples.
@@ -115,7 +110,7 @@ def teacher_group(teacher: HFTeacher, group: list[LogRecord], sets: list[Slot],
     """
     ready = [n for n, s in enumerate(sets) if isinstance(s, SampleSet)]
     passed = teacher_pass_isolated(teacher, [(group[n].messages, sets[n]) for n in ready], own_ids=own_ids,
-                                   failed=_failed)
+                                   failed=scoring_failed)
     out: list[PromptStates | BBWDError | None] = list(sets)  # errors and None pass through
     for n, ps in zip(ready, passed):
         out[n] = ps
@@ -134,7 +129,7 @@ def score_group(states: list[Slot], sets: list[Slot], reported: dict[str, Any], 
         try:
             res = score_states(ps, reported, alpha, p, calibration=calibration)
         except Exception as exc:  # noqa: BLE001 - reported as this record's error
-            out.append(_failed(exc))
+            out.append(scoring_failed(exc))
             continue
         res.timings = {"sample": sset.seconds, **res.timings}
         out.append(res)

@@ -17,7 +17,7 @@ import numpy as np
 
 from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.errors import BBWDError
+from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
 from blackbox_wd.scores import avg_wd, eigen_wd, median_bandwidth
 from blackbox_wd.settings import Settings, fingerprint
@@ -163,14 +163,14 @@ class Detector:
                    judges: Sequence[Entails | None] | None = None) -> list[Result | BBWDError]:
         """Score several prompts with one shared-prefix teacher pass over all their responses.
 
-        A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response)
-        gets its BBWDError in its slot; the others are scored. With ``baselines`` the pass runs the
+        A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response),
+        or whose part of the pass raised, gets its BBWDError in its slot; the others are scored. With ``baselines`` the pass runs the
         full model (LNE needs log-probs) and LNE, LS, ES, ER (and DSE where ``judges`` gives an
         entailment judge for the prompt) are computed on the same samples; the timings hold
         ``baselines`` (LNE, LS, ES, ER) and ``dse`` apart.
         """
         own_ids = getattr(self.sampler, "teacher", None) is self.teacher
-        passed = teacher_pass(self.teacher, items, logprobs=baselines, own_ids=own_ids)
+        passed = teacher_pass_isolated(self.teacher, items, logprobs=baselines, own_ids=own_ids, failed=scoring_failed)
         reported = self.reported_settings()
         out: list[Result | BBWDError] = []
         for n, ps in enumerate(passed):
@@ -180,6 +180,8 @@ class Detector:
                                         judge=judges[n] if judges else None, calibration=self.calibration))
             except BBWDError as exc:  # e.g. scores the calibration cannot map
                 out.append(exc)
+            except Exception as exc:  # noqa: BLE001 - this prompt's error; the others keep their results
+                out.append(scoring_failed(exc))
         return out
 
 
@@ -240,17 +242,24 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
     return out  # type: ignore[return-value]
 
 
+def scoring_failed(exc: Exception) -> BBWDError:
+    """An unexpected exception while scoring, as the error of the prompt that raised it (its cause kept)."""
+    err = BBWDError(f"scoring failed: {type(exc).__name__}: {one_line(exc)}")
+    err.__cause__ = exc
+    return err
+
+
 def teacher_pass_isolated(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]], *, own_ids: bool,
-                          failed: Callable[[Exception], BBWDError]) -> list[PromptStates | BBWDError]:
+                          failed: Callable[[Exception], BBWDError], logprobs: bool = False) -> list[PromptStates | BBWDError]:
     """``teacher_pass`` over all items; if the shared pass raises, each item alone, so that an unexpected
     exception becomes ``failed(exc)`` in the slot of the item that raised it and the others keep their states."""
     try:
-        return teacher_pass(teacher, items, own_ids=own_ids)
+        return teacher_pass(teacher, items, logprobs=logprobs, own_ids=own_ids)
     except Exception:  # noqa: BLE001 - narrowed down to the item that caused it below
         out: list[PromptStates | BBWDError] = []
         for item in items:
             try:
-                out.append(teacher_pass(teacher, [item], own_ids=own_ids)[0])
+                out.append(teacher_pass(teacher, [item], logprobs=logprobs, own_ids=own_ids)[0])
             except Exception as exc:  # noqa: BLE001 - this item's error
                 out.append(failed(exc))
         return out

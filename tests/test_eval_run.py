@@ -102,3 +102,28 @@ def test_default_max_tokens_leaves_room_for_math():
     math_item = dataclasses.replace(ITEM, kind="math")
     assert default_max_tokens([ITEM]) == 128 and default_max_tokens([ITEM, math_item]) == 512
     assert math.isfinite(default_max_tokens([]))
+
+
+def test_a_teacher_pass_that_raises_fails_only_the_item_that_caused_it(detector, monkeypatch):
+    import asyncio
+
+    import blackbox_wd.pipeline as pipeline_module
+    from blackbox_wd.eval.run import score_group
+
+    items = [ITEM, dataclasses.replace(ITEM, id="q2", messages=[{"role": "user", "content": "is rome big"}]),
+             dataclasses.replace(ITEM, id="q3", messages=[{"role": "user", "content": "what is a city"}])]
+    loop = asyncio.new_event_loop()
+    clean = score_group(detector, items, "greedy", "answer", None, None, loop)
+    real = pipeline_module.teacher_pass
+
+    def fragile(teacher, pairs, **kw):
+        if any("rome" in messages[0]["content"] for messages, _ in pairs):
+            raise RuntimeError("boom")
+        return real(teacher, pairs, **kw)
+
+    monkeypatch.setattr(pipeline_module, "teacher_pass", fragile)
+    rows = score_group(detector, items, "greedy", "answer", None, None, loop)
+    loop.close()
+    assert rows[1] == {"id": "q2", "source": "t", "error": "scoring failed: RuntimeError: boom", "transient": False}
+    assert [rows[n]["avg_wd"] for n in (0, 2)] == pytest.approx([clean[n]["avg_wd"] for n in (0, 2)], rel=1e-6)
+    assert [rows[n]["lne"] for n in (0, 2)] == pytest.approx([clean[n]["lne"] for n in (0, 2)], rel=1e-6)

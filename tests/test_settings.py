@@ -104,3 +104,25 @@ def test_fingerprint_hashes_exactly_the_score_fields():
         assert fingerprint({**base, other: "x"}) == fp, other  # how a score is computed, not what it is
     assert fingerprint({**base, "seed": 7}, seed=False) == fingerprint(base, seed=False)
     assert json.loads(json.dumps(fp)) == fp
+
+
+def test_an_error_while_scoring_is_one_line_and_debug_shows_its_cause(capsys, monkeypatch, tiny_llama):
+    import blackbox_wd.pipeline as pipeline
+    from blackbox_wd.clients.local import LocalSampler
+    from blackbox_wd.errors import BBWDError
+    from blackbox_wd.teachers.hf import HFTeacher
+
+    teacher = HFTeacher(*tiny_llama, name="tiny")
+    monkeypatch.setattr(pipeline.Detector, "from_settings",
+                        classmethod(lambda cls, s, cal=None: cls(teacher, LocalSampler(teacher), s, cal)))
+
+    def boom(*_a, **_k):
+        raise RuntimeError("pass\nbroke")
+
+    monkeypatch.setattr(pipeline, "teacher_pass", boom)
+    code, _, err = run_cli(["score", "-k", "2", "--max-tokens", "3", "--device", "cpu", "hi"], capsys)
+    assert code == 2 and err.splitlines()[-1] == "error: scoring failed: RuntimeError: pass broke", err
+    monkeypatch.setenv("BBWD_DEBUG", "1")
+    with pytest.raises(BBWDError) as info:
+        main(["score", "-k", "2", "--max-tokens", "3", "--device", "cpu", "hi"])
+    assert isinstance(info.value.__cause__, RuntimeError)
