@@ -66,3 +66,17 @@ def save_tiny_nli(folder, entailment_bias: float = 0.0):
 def tiny_nli_dir(tmp_path_factory):
     """A folder with a tiny random NLI model (see ``save_tiny_nli``) that says yes to some pairs, no to others."""
     return save_tiny_nli(tmp_path_factory.mktemp("nli") / "tiny-nli", entailment_bias=-4.0)
+
+
+def break_teacher_pass_on(monkeypatch, word: str) -> None:
+    """Make every teacher pass that holds a prompt containing ``word`` raise RuntimeError('boom')."""
+    import blackbox_wd.pipeline as pipeline_module
+
+    real = pipeline_module.teacher_pass
+
+    def fragile(teacher, items, **kw):
+        if any(word in messages[0]["content"] for messages, _ in items):
+            raise RuntimeError("boom")
+        return real(teacher, items, **kw)
+
+    monkeypatch.setattr(pipeline_module, "teacher_pass", fragile)

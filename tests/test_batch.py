@@ -230,12 +230,12 @@ def test_batch_black_box_from_replayed_fixture(tmp_path):
 def test_a_shared_pass_that_raises_fails_only_the_record_that_caused_it(tiny_llama, tmp_path, monkeypatch):
     import asyncio
 
-    import blackbox_wd.pipeline as pipeline_module
     from blackbox_wd.batch import BatchRunner
     from blackbox_wd.clients.local import LocalSampler
     from blackbox_wd.pipeline import Detector
     from blackbox_wd.settings import Settings
     from blackbox_wd.teachers.hf import HFTeacher
+    from conftest import break_teacher_pass_on
 
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"prompt": p, "responses": ["paris", "it is rome", "a big city"]}) + "\n"
@@ -243,14 +243,7 @@ def test_a_shared_pass_that_raises_fails_only_the_record_that_caused_it(tiny_lla
     teacher = HFTeacher(*tiny_llama, name="tiny")
     runner = BatchRunner(Detector(teacher, LocalSampler(teacher), Settings(k=3, device="cpu")), False, group_size=3)
     asyncio.run(runner.run(src, tmp_path / "clean.jsonl"))
-    real = pipeline_module.teacher_pass
-
-    def fragile(teacher, items, **kw):
-        if any("rome" in messages[0]["content"] for messages, _ in items):
-            raise RuntimeError("boom")
-        return real(teacher, items, **kw)
-
-    monkeypatch.setattr(pipeline_module, "teacher_pass", fragile)
+    break_teacher_pass_on(monkeypatch, "rome")
     asyncio.run(runner.run(src, tmp_path / "out.jsonl"))
     out, clean = rows(tmp_path / "out.jsonl"), rows(tmp_path / "clean.jsonl")
     assert out[1]["error"] == "line 2: scoring failed: RuntimeError: boom" and out[1]["avg_wd"] is None

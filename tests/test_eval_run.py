@@ -107,21 +107,14 @@ def test_default_max_tokens_leaves_room_for_math():
 def test_a_teacher_pass_that_raises_fails_only_the_item_that_caused_it(detector, monkeypatch):
     import asyncio
 
-    import blackbox_wd.pipeline as pipeline_module
     from blackbox_wd.eval.run import score_group
+    from conftest import break_teacher_pass_on
 
     items = [ITEM, dataclasses.replace(ITEM, id="q2", messages=[{"role": "user", "content": "is rome big"}]),
              dataclasses.replace(ITEM, id="q3", messages=[{"role": "user", "content": "what is a city"}])]
     loop = asyncio.new_event_loop()
     clean = score_group(detector, items, "greedy", "answer", None, None, loop)
-    real = pipeline_module.teacher_pass
-
-    def fragile(teacher, pairs, **kw):
-        if any("rome" in messages[0]["content"] for messages, _ in pairs):
-            raise RuntimeError("boom")
-        return real(teacher, pairs, **kw)
-
-    monkeypatch.setattr(pipeline_module, "teacher_pass", fragile)
+    break_teacher_pass_on(monkeypatch, "rome")
     rows = score_group(detector, items, "greedy", "answer", None, None, loop)
     loop.close()
     assert rows[1] == {"id": "q2", "source": "t", "error": "scoring failed: RuntimeError: boom", "transient": False}
