@@ -164,10 +164,10 @@ class Detector:
         """Score several prompts with one shared-prefix teacher pass over all their responses.
 
         A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response),
-        or whose part of the pass raised, gets its BBWDError in its slot; the others are scored. With ``baselines`` the pass runs the
-        full model (LNE needs log-probs) and LNE, LS, ES, ER (and DSE where ``judges`` gives an
-        entailment judge for the prompt) are computed on the same samples; the timings hold
-        ``baselines`` (LNE, LS, ES, ER) and ``dse`` apart.
+        or whose part of the pass raised, gets its BBWDError in its slot; the others are scored.
+        With ``baselines`` the pass runs the full model (LNE needs log-probs) and LNE, LS, ES, ER
+        (and DSE where ``judges`` gives an entailment judge for the prompt) are computed on the same
+        samples; the timings hold ``baselines`` (LNE, LS, ES, ER) and ``dse`` apart.
         """
         own_ids = getattr(self.sampler, "teacher", None) is self.teacher
         passed = teacher_pass_isolated(self.teacher, items, logprobs=baselines, own_ids=own_ids, failed=scoring_failed)
@@ -250,7 +250,8 @@ def scoring_failed(exc: Exception) -> BBWDError:
 
 
 def teacher_pass_isolated(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]], *, own_ids: bool,
-                          failed: Callable[[Exception], BBWDError], logprobs: bool = False) -> list[PromptStates | BBWDError]:
+                          failed: Callable[[Exception], BBWDError],
+                          logprobs: bool = False) -> list[PromptStates | BBWDError]:
     """``teacher_pass`` over all items; if the shared pass raises, each item alone, so that an unexpected
     exception becomes ``failed(exc)`` in the slot of the item that raised it and the others keep their states."""
     try:

@@ -68,15 +68,15 @@ def tiny_nli_dir(tmp_path_factory):
     return save_tiny_nli(tmp_path_factory.mktemp("nli") / "tiny-nli", entailment_bias=-4.0)
 
 
-def break_teacher_pass_on(monkeypatch, word: str) -> None:
-    """Make every teacher pass that holds a prompt containing ``word`` raise RuntimeError('boom')."""
+def break_teacher_pass_on(monkeypatch, word: str, message: str = "boom") -> None:
+    """Make every teacher pass that holds a prompt containing ``word`` raise RuntimeError(message)."""
     import blackbox_wd.pipeline as pipeline_module
 
     real = pipeline_module.teacher_pass
 
     def fragile(teacher, items, **kw):
         if any(word in messages[0]["content"] for messages, _ in items):
-            raise RuntimeError("boom")
+            raise RuntimeError(message)
         return real(teacher, items, **kw)
 
     monkeypatch.setattr(pipeline_module, "teacher_pass", fragile)

@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-import blackbox_wd.pipeline as pipeline_module
 import blackbox_wd.serve.batcher as batcher_module
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.errors import BBWDError
@@ -20,6 +19,7 @@ from blackbox_wd.records import Sample, SampleSet
 from blackbox_wd.serve.batcher import TeacherBatcher
 from blackbox_wd.serve.metrics import Metrics
 from blackbox_wd.settings import Settings
+from conftest import break_teacher_pass_on
 
 pytestmark = pytest.mark.slow
 
@@ -84,14 +84,7 @@ def test_requests_together_share_one_pass_off_the_event_loop(smollm_teacher, one
 
 def test_a_pass_that_raises_fails_only_the_request_that_caused_it(smollm_teacher, one_thread, monkeypatch):
     detector = Detector(smollm_teacher, LocalSampler(smollm_teacher), Settings(k=2, device="cpu"))
-    real = pipeline_module.teacher_pass  # the pass teacher_pass_isolated runs, shared and alone
-
-    def fragile(teacher, batch, **kw):
-        if any("POISON" in messages[0]["content"] for messages, _ in batch):
-            raise RuntimeError("CUDA error: out of memory")
-        return real(teacher, batch, **kw)
-
-    monkeypatch.setattr(pipeline_module, "teacher_pass", fragile)
+    break_teacher_pass_on(monkeypatch, "POISON", "CUDA error: out of memory")  # shared and alone
     results, _ = run_batch(detector, items())
     assert isinstance(results[2], BBWDError)
     assert str(results[2]) == "teacher pass failed: RuntimeError: CUDA error: out of memory"
