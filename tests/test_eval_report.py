@@ -86,7 +86,8 @@ def test_only_a_verdict_the_ci_supports_is_bold(tmp_path):
 
 
 def test_timing_and_truncation_lines():
-    rows = [{"kind": "math", "timings": {"sample": 1.0, "teacher": 2.0, "dse": 1.0},  # DSE 25% of 4 s
+    # teacher_tokens is a count beside the seconds: it is in no total and no share
+    rows = [{"kind": "math", "timings": {"sample": 1.0, "teacher": 2.0, "teacher_tokens": 500, "dse": 1.0},  # 25% of 4 s
              "finish_reasons": ["length", "stop"], "responses": ["so \\boxed{1}", "cut off"],
              "answer": "\\boxed{2}", "answer_finish_reason": "stop"},
             {"kind": "math", "timings": {"sample": 3.0, "dse": 1.0},                  # 25% of 4 s

@@ -167,9 +167,9 @@ def timing_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
         return []
     medians = [f"{stage} {np.median([t[stage] for t in timed if stage in t]):.2f}"
                for stage in STAGES if any(stage in t for t in timed)]
-    totals = np.array([sum(t.values()) for t in timed])
+    totals = np.array([sum(t.get(stage, 0.0) for stage in STAGES) for t in timed])  # seconds only
     lines = [f"- time per prompt (median s): {', '.join(medians)}; total {np.median(totals):.2f}"]
-    share = [t["dse"] / sum(t.values()) for t in timed if "dse" in t and sum(t.values()) > 0]
+    share = [t["dse"] / total for t, total in zip(timed, totals) if "dse" in t and total > 0]
     if share:
         lines.append(f"- DSE share of a prompt's time: median {100 * np.median(share):.2f}%, "
                      f"max {100 * max(share):.2f}%")
