@@ -9,6 +9,7 @@ import pytest
 from blackbox_wd.cli import main
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import SCORE_FIELDS, Settings, fingerprint
+from conftest import break_teacher_pass_on
 
 
 @pytest.mark.parametrize("field,value,message", [
@@ -109,17 +110,12 @@ def test_fingerprint_hashes_exactly_the_score_fields():
 def test_an_error_while_scoring_is_one_line_and_debug_shows_its_cause(capsys, monkeypatch, tiny_llama):
     import blackbox_wd.pipeline as pipeline
     from blackbox_wd.clients.local import LocalSampler
-    from blackbox_wd.errors import BBWDError
     from blackbox_wd.teachers.hf import HFTeacher
 
     teacher = HFTeacher(*tiny_llama, name="tiny")
     monkeypatch.setattr(pipeline.Detector, "from_settings",
                         classmethod(lambda cls, s, cal=None: cls(teacher, LocalSampler(teacher), s, cal)))
-
-    def boom(*_a, **_k):
-        raise RuntimeError("pass\nbroke")
-
-    monkeypatch.setattr(pipeline, "teacher_pass", boom)
+    break_teacher_pass_on(monkeypatch, "hi", "pass\nbroke")
     code, _, err = run_cli(["score", "-k", "2", "--max-tokens", "3", "--device", "cpu", "hi"], capsys)
     assert code == 2 and err.splitlines()[-1] == "error: scoring failed: RuntimeError: pass broke", err
     monkeypatch.setenv("BBWD_DEBUG", "1")
