@@ -19,8 +19,6 @@ and ``ray_engine.RayRunner`` (a Ray cluster); both run the stages of :mod:`black
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -32,8 +30,10 @@ from typing import Any
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.groups import groups, sample_group, score_group, select_records, teacher_group
 from blackbox_wd.logs import LogRecord, line_hash, raw_lines, read_records
-from blackbox_wd.pipeline import Detector, Result
+from blackbox_wd.runlog import RunLog
+from blackbox_wd.pipeline import Detector, Result, Scorer
 from blackbox_wd.records import SampleSet, Usage
+from blackbox_wd.sampling import Mode, draw_mode
 
 ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
 
@@ -90,54 +90,27 @@ def check_output_path(dst: Path) -> None:
         raise BBWDError(f"output folder {dst.parent} does not exist: create it first")
 
 
-def _bad_output(dst: Path, why: str) -> BBWDError:
-    return BBWDError(f"{dst} is not bbwd batch output ({why}): refusing to resume into it; "
-                     "remove it or choose another -o")
+def batch_log(dst: Path) -> RunLog:
+    """The run log of a batch output: each line a row of ROW_KEYS, numbered as its input line."""
+    return RunLog(dst, "batch", "a bbwd row", lambda n, row: all(key in row for key in ROW_KEYS) and row["line"] == n)
 
 
 def read_done(dst: Path) -> list[dict[str, Any]]:
-    """The complete rows of an earlier run, checked to be bbwd output; a torn last line is cut off.
-
-    Nothing is written unless every complete line is a bbwd row: a file that is not bbwd output
-    (or holds only a fragment) is refused and left as it is.
-    """
-    if not dst.exists() or dst.stat().st_size == 0:
-        return []
-    data = dst.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    rows = []
-    for n, raw in enumerate(data[:keep].splitlines(), start=1):
-        try:
-            row = json.loads(raw)
-        except ValueError:
-            raise _bad_output(dst, f"line {n} is not JSON") from None
-        if not isinstance(row, dict) or any(key not in row for key in ROW_KEYS) or row["line"] != n:
-            raise _bad_output(dst, f"line {n} is not a bbwd row")
-        rows.append(row)
-    if keep != len(data):
-        if not rows:
-            raise _bad_output(dst, "it holds no complete line")
-        with open(dst, "rb+") as f:  # a crash mid-write left a partial last line
-            f.truncate(keep)
-    return rows
+    """The complete rows of an earlier run, checked to be bbwd output; a torn last line is cut off (``RunLog.read``)."""
+    return batch_log(dst).read()
 
 
 def check_resume(done: list[dict[str, Any]], fingerprint: str, src: Path, dst: Path,
                  calibration: str | None = None) -> None:
     """Raise BBWDError unless every done row has this run's fingerprint, calibration id and its input line's hash."""
-    for row in done:
-        if row["fingerprint"] != fingerprint:
-            raise BBWDError(f"{dst} was written with other settings (fingerprint {row['fingerprint']}, this run "
-                            f"{fingerprint}): resume with the same settings, or choose another -o")
-        if row.get("calibration") != calibration:
-            raise BBWDError(f"{dst} was written with another calibration ({row.get('calibration') or 'none'}, this run "
-                            f"{calibration or 'none'}): resume with the same --calibration, or choose another -o")
-    lines = islice(raw_lines(src), len(done))
-    for row, raw in zip(done, lines):
-        if line_hash(raw) != row["input_hash"]:
-            raise BBWDError(f"{dst} line {row['line']} was computed from another input than {src} line "
-                            f"{row['line']}: choose another -o for this input")
-    if len(done) > sum(1 for _ in islice(raw_lines(src), len(done))):
+    batch_log(dst).check_settings(done, fingerprint, calibration)
+    hashes = {n: line_hash(raw) for n, raw in enumerate(islice(raw_lines(src), len(done)), start=1)}
+    other = RunLog.other_input(done, "line", hashes)
+    if other is not None and other[0] <= len(hashes):
+        line = other[1]["line"]
+        raise BBWDError(f"{dst} line {line} was computed from another input than {src} line {line}: choose another "
+                        "-o for this input")
+    if len(done) > len(hashes):
         raise BBWDError(f"{dst} has {len(done)} lines, more than the input {src}: choose another -o")
 
 
@@ -182,7 +155,8 @@ async def resume_run(engine: Engine, src: Path, dst: Path, fingerprint: str, k: 
     """Score ``src`` into ``dst`` with an engine: retry the transient errors already there, then append what is
     missing. ``calibration``: the id of the calibration the engine applies (rows carry it)."""
     check_output_path(dst)
-    done = read_done(dst)
+    log = batch_log(dst)
+    done = log.read()
     check_resume(done, fingerprint, src, dst, calibration)
     summary = BatchSummary(k=k, resumed_from=len(done))
     t0 = time.perf_counter()
@@ -206,18 +180,16 @@ async def resume_run(engine: Engine, src: Path, dst: Path, fingerprint: str, k: 
 
         await engine(src, 0, retry, keep)
         done = [redone.get(row["line"], row) for row in done]
-        _rewrite(dst, done)
+        log.rewrite(done)
         summary.retried = len(retry)
 
     start = len(done) - len(done) % group_size
-    with open(dst, "a", encoding="utf-8") as out:
+    with log.appending() as write:
         def append(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
             if rec.line <= len(done):  # done already: the unfinished group is recomputed from its start
                 return
             row = output_row(rec, res, save_matrix, fingerprint, calibration)
-            out.write(json.dumps(row) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+            write(row)
             count(row, sset)
 
         await engine(src, start, None, append)
@@ -245,13 +217,10 @@ class BatchRunner:
         return await sample_group(group, self.detector.teacher, self.detector.sampler, self.detector.settings.sampling(),
                                   self.sample_missing)
 
-    def _score_group(self, group: list[LogRecord], sets: list[SampleSet | BBWDError | None]) -> list[Result | BBWDError | None]:
+    def _score_group(self, scorer: Scorer, group: list[LogRecord],
+                     sets: list[SampleSet | BBWDError | None]) -> list[Result | BBWDError | None]:
         """Teacher pass and OT for a group's records that have samples (``groups.teacher_group``, ``score_group``)."""
-        detector = self.detector
-        own_ids = getattr(detector.sampler, "teacher", None) is detector.teacher
-        states = teacher_group(detector.teacher, group, sets, own_ids)
-        return score_group(states, sets, detector.reported_settings(), detector.settings.alpha, detector.settings.p,
-                           detector.calibration)
+        return score_group(scorer, teacher_group(scorer, group, sets), sets)
 
     async def _process(self, records: Iterable[LogRecord], emit: Emit) -> None:
         """Sample, teacher-force and score records group by group, calling ``emit`` in input order."""
@@ -259,8 +228,9 @@ class BatchRunner:
         pending: deque[tuple[list[LogRecord], asyncio.Task]] = deque()
         # A local target shares the teacher's CPU (often its very model): sample it only between
         # teacher passes. An API target samples the next groups while this one is scored.
-        local = self.sample_missing and hasattr(self.detector.sampler, "sample_many")
+        local = self.sample_missing and draw_mode(self.detector.sampler) is Mode.BATCH
         ahead = 0 if local else self.prefetch_groups
+        scorer = self.detector.scorer
 
         def refill() -> None:
             while len(pending) < 1 + ahead:
@@ -275,7 +245,7 @@ class BatchRunner:
             sets = await task
             if ahead:
                 refill()
-            results = await asyncio.to_thread(self._score_group, group, sets)
+            results = await asyncio.to_thread(self._score_group, scorer, group, sets)
             refill()
             for rec, res, sset in zip(group, results, sets):
                 emit(rec, res, sset)
@@ -290,13 +260,3 @@ class BatchRunner:
         cal = self.detector.calibration
         return await resume_run(self.engine, src, dst, self.detector.fingerprint(), self.k, self.group_size,
                                 save_matrix, progress, cal.id if cal is not None else None)
-
-
-def _rewrite(dst: Path, rows: list[dict[str, Any]]) -> None:
-    """Replace ``dst`` by ``rows`` atomically (a crash leaves the old file or the new one)."""
-    tmp = dst.with_name(dst.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(json.dumps(row) + "\n" for row in rows)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, dst)

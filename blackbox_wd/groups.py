@@ -9,20 +9,16 @@ position (:func:`groups`), so that both engines, and a resumed run, batch exactl
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.logs import LogRecord, read_records
-from blackbox_wd.pipeline import PromptStates, Result, Sampler, score_states, scoring_failed, teacher_pass_isolated
+from blackbox_wd.pipeline import PromptStates, Result, Scorer
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.sampling import Sampler, draw_group
 
 T = TypeVar("T")
 Slot = Any  # one record's value at a stage: None (did not parse), a BBWDError, or the stage's output
@@ -68,69 +64,41 @@ def record_need(rec: LogRecord, teacher: Prompter, k: int, sample_missing: bool)
 
 async def sample_group(group: list[LogRecord], teacher: Prompter, sampler: Sampler | None, params: SamplingParams,
                        sample_missing: bool) -> list[SampleSet | BBWDError | None]:
-    """Each record's given responses (the first K) topped up to K from the target: one batched draw for a
-    local target, concurrent API calls else."""
+    """Each record's given responses (the first K) topped up to K from the target (``sampling.draw_group``:
+    one batched draw for a local target, concurrent API calls else)."""
     needs = [record_need(rec, teacher, params.k, sample_missing) for rec in group]
     todo = [n for n, need in enumerate(needs) if isinstance(need, int) and need > 0]
-    drawn: dict[int, SampleSet | BBWDError] = {}
-    t0 = time.perf_counter()
-    if todo and hasattr(sampler, "sample_many"):
-        try:
-            sets = await asyncio.to_thread(sampler.sample_many, [(group[n].messages, needs[n]) for n in todo], params)
-        except BBWDError as exc:  # one draw for the group: its failure is each record's error
-            sets = [exc] * len(todo)
-        drawn = dict(zip(todo, sets))
-    elif todo:
-        async def one(n: int) -> SampleSet | BBWDError:
-            try:
-                return await sampler.asample(group[n].messages, replace(params, k=needs[n]))
-            except BBWDError as exc:
-                return exc
-        drawn = dict(zip(todo, await asyncio.gather(*(one(n) for n in todo))))
-    seconds = time.perf_counter() - t0
+    drawn = dict(zip(todo, await draw_group(sampler, [(group[n].messages, needs[n]) for n in todo], params))) \
+        if todo else {}
     out: list[SampleSet | BBWDError | None] = []
     for n, (rec, need) in enumerate(zip(group, needs)):
         if need is None or isinstance(need, BBWDError):
             out.append(need)
             continue
-        got = drawn.get(n, SampleSet([]))
+        got = drawn[n].samples if n in drawn else SampleSet([])
         if isinstance(got, SampleSet):
             got.samples[:0] = [Sample(r) for r in rec.responses[:params.k]]
-            got.seconds = seconds / max(len(todo), 1) if n in drawn else 0.0
         out.append(got)
     return out
 
 
-def teacher_group(teacher: HFTeacher, group: list[LogRecord], sets: list[Slot],
-                  own_ids: bool) -> list[PromptStates | BBWDError | None]:
-    """One shared-prefix teacher pass over the group's records that have samples.
-
-    An unexpected failure of the shared pass is narrowed down by passing each record alone, so that
-    it becomes the error of the record that caused it and the others keep their states.
-    """
+def teacher_group(scorer: Scorer, group: list[LogRecord], sets: list[Slot]) -> list[PromptStates | BBWDError | None]:
+    """One shared-prefix teacher pass over the group's records that have samples (``Scorer.teacher_pass``)."""
     ready = [n for n, s in enumerate(sets) if isinstance(s, SampleSet)]
-    passed = teacher_pass_isolated(teacher, [(group[n].messages, sets[n]) for n in ready], own_ids=own_ids,
-                                   failed=scoring_failed)
+    passed = scorer.teacher_pass([(group[n].messages, sets[n]) for n in ready])
     out: list[PromptStates | BBWDError | None] = list(sets)  # errors and None pass through
     for n, ps in zip(ready, passed):
         out[n] = ps
     return out
 
 
-def score_group(states: list[Slot], sets: list[Slot], reported: dict[str, Any], alpha: float,
-                p: float, calibration: Calibration | None = None) -> list[Result | BBWDError | None]:
-    """D, AvgWD and EigenWD of each record that has token states (with a calibration, its probability and
-    flag); its sampling time joins the timings."""
+def score_group(scorer: Scorer, states: list[Slot], sets: list[Slot]) -> list[Result | BBWDError | None]:
+    """D, AvgWD and EigenWD of each record that has token states (``Scorer.outcome``); its sampling time
+    joins the timings."""
     out: list[Result | BBWDError | None] = []
     for ps, sset in zip(states, sets):
-        if not isinstance(ps, PromptStates):
-            out.append(ps)
-            continue
-        try:
-            res = score_states(ps, reported, alpha, p, calibration=calibration)
-        except Exception as exc:  # noqa: BLE001 - reported as this record's error
-            out.append(scoring_failed(exc))
-            continue
-        res.timings = {"sample": sset.seconds, **res.timings}
+        res = scorer.outcome(ps) if isinstance(ps, PromptStates) else ps
+        if isinstance(res, Result):
+            res.timings = {"sample": sset.seconds, **res.timings}
         out.append(res)
     return out

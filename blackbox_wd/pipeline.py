@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -20,15 +20,10 @@ from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
 from blackbox_wd.scores import avg_wd, eigen_wd, median_bandwidth
-from blackbox_wd.settings import Settings, fingerprint
+from blackbox_wd.sampling import Sampler, endpoint_host, shares_model
+from blackbox_wd.settings import ReportedSettings, Settings
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 from blackbox_wd.transport import pairwise_w2
-
-
-class Sampler(Protocol):
-    """Anything that draws K responses for a prompt."""
-
-    def sample(self, messages: Messages, params: SamplingParams) -> SampleSet: ...
 
 
 @dataclass
@@ -81,23 +76,78 @@ def scores_from_states(states: list[TokenStates], alpha: float, p: float) -> tup
     return d, avg_wd(d), eigen_wd(d, alpha, p)
 
 
-class TeacherShape(Protocol):
-    """What the reported settings take from a teacher: its resolved layer and projection."""
+@dataclass(frozen=True)
+class Scorer:
+    """A run's scoring wiring, the one object every front door scores with.
 
-    layer: int
-    n_layers: int
-    proj_dim: int
-    proj_seed: int
+    It holds the teacher (None where only the CPU stage runs: Ray's score tasks), whether the
+    samples' token ids are reused (``own_ids``: the sampler shares the teacher's model), the typed
+    reported settings with their fingerprint (and so alpha and p), and the calibration, checked
+    against those settings. A per-prompt output is added in :meth:`score` alone.
+    """
 
+    reported: ReportedSettings
+    teacher: HFTeacher | None = None
+    own_ids: bool = False
+    calibration: Calibration | None = None
 
-def reported_settings(settings: Settings, teacher: TeacherShape, endpoint: str | None, device: str) -> dict[str, Any]:
-    """The settings as run, with the fingerprint: the resolved layer and projection, the API endpoint's host."""
-    out = asdict(settings)
-    out.update(target=settings.target or settings.teacher, white_box=settings.white_box, endpoint=endpoint,
-               layer=teacher.layer, n_layers=teacher.n_layers, proj_dim=teacher.proj_dim, proj_seed=teacher.proj_seed,
-               device=device)
-    out["fingerprint"] = fingerprint(out)
-    return out
+    def __post_init__(self) -> None:
+        if self.calibration is not None:
+            self.calibration.check(self.reported.as_dict())
+
+    @classmethod
+    def wire(cls, teacher: HFTeacher, sampler: object, settings: Settings,
+             calibration: Calibration | None = None) -> "Scorer":
+        """The wiring of a teacher and a sampler under these settings (the calibration checked against them)."""
+        reported = ReportedSettings.of(settings, teacher, endpoint_host(sampler), str(teacher.device))
+        return cls(reported, teacher, shares_model(sampler, teacher), calibration)
+
+    @property
+    def settings(self) -> Settings:
+        """The run's settings."""
+        return self.reported.settings
+
+    @property
+    def fingerprint(self) -> str:
+        """The fingerprint of the settings that change a prompt's score (``settings.fingerprint``)."""
+        return self.reported.fingerprint
+
+    def teacher_pass(self, items: Sequence[tuple[Messages, SampleSet]], *, logprobs: bool = False,
+                     failed: str = "scoring failed") -> list[PromptStates | BBWDError]:
+        """One shared-prefix teacher pass over the items (``teacher_pass_isolated``); an exception of the pass
+        becomes the error ``failed: ...`` of the item that raised it."""
+        return teacher_pass_isolated(self.teacher, items, own_ids=self.own_ids, logprobs=logprobs,
+                                     failed=lambda exc: scoring_failed(exc, failed))
+
+    def score(self, ps: PromptStates, *, baselines: bool = False, judge: Entails | None = None) -> Result:
+        """The Result of one prompt's token states (``score_states``); raises on failure."""
+        return score_states(ps, self, baselines=baselines, judge=judge)
+
+    def outcome(self, ps: PromptStates | BBWDError, *, baselines: bool = False,
+                judge: Entails | None = None) -> Result | BBWDError:
+        """:meth:`score` with errors as values: a BBWDError as it is, anything else as ``scoring failed: ...``."""
+        if isinstance(ps, BBWDError):
+            return ps
+        try:
+            return self.score(ps, baselines=baselines, judge=judge)
+        except BBWDError as exc:  # e.g. scores the calibration cannot map
+            return exc
+        except Exception as exc:  # noqa: BLE001 - this prompt's error; the others keep their results
+            return scoring_failed(exc)
+
+    def score_many(self, items: list[tuple[Messages, SampleSet]], baselines: bool = False,
+                   judges: Sequence[Entails | None] | None = None) -> list[Result | BBWDError]:
+        """Score several prompts with one shared-prefix teacher pass over all their responses.
+
+        A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response),
+        or whose part of the pass raised, gets its BBWDError in its slot; the others are scored.
+        With ``baselines`` the pass runs the full model (LNE needs log-probs) and LNE, LS, ES, ER
+        (and DSE where ``judges`` gives an entailment judge for the prompt) are computed on the same
+        samples; the timings hold ``baselines`` (LNE, LS, ES, ER) and ``dse`` apart.
+        """
+        passed = self.teacher_pass(items, logprobs=baselines)
+        return [self.outcome(ps, baselines=baselines, judge=judges[n] if judges else None)
+                for n, ps in enumerate(passed)]
 
 
 class Detector:
@@ -129,11 +179,15 @@ class Detector:
         """The same teacher and sampler with another calibration (checked against the settings)."""
         return Detector(self.teacher, self.sampler, self.settings, calibration)
 
+    @property
+    def scorer(self) -> Scorer:
+        """The scoring wiring of this detector's teacher, sampler, settings and calibration."""
+        return Scorer.wire(self.teacher, self.sampler, self.settings, self.calibration)
+
     def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
         """The settings as run (resolved layer, projection, API endpoint, fingerprint; D's bandwidth when given)."""
-        endpoint = getattr(self.sampler, "endpoint", None)
-        out = reported_settings(self.settings, self.teacher, endpoint.host if endpoint is not None else None,
-                                str(self.teacher.device))
+        out = ReportedSettings.of(self.settings, self.teacher, endpoint_host(self.sampler),
+                                  str(self.teacher.device)).as_dict()
         if d is not None:
             out["bandwidth"] = median_bandwidth(d)
         return out
@@ -161,28 +215,8 @@ class Detector:
 
     def score_many(self, items: list[tuple[Messages, SampleSet]], baselines: bool = False,
                    judges: Sequence[Entails | None] | None = None) -> list[Result | BBWDError]:
-        """Score several prompts with one shared-prefix teacher pass over all their responses.
-
-        A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response),
-        or whose part of the pass raised, gets its BBWDError in its slot; the others are scored.
-        With ``baselines`` the pass runs the full model (LNE needs log-probs) and LNE, LS, ES, ER
-        (and DSE where ``judges`` gives an entailment judge for the prompt) are computed on the same
-        samples; the timings hold ``baselines`` (LNE, LS, ES, ER) and ``dse`` apart.
-        """
-        own_ids = getattr(self.sampler, "teacher", None) is self.teacher
-        passed = teacher_pass_isolated(self.teacher, items, logprobs=baselines, own_ids=own_ids, failed=scoring_failed)
-        reported = self.reported_settings()
-        out: list[Result | BBWDError] = []
-        for n, ps in enumerate(passed):
-            try:
-                out.append(ps if isinstance(ps, BBWDError) else
-                           score_states(ps, reported, self.settings.alpha, self.settings.p, baselines=baselines,
-                                        judge=judges[n] if judges else None, calibration=self.calibration))
-            except BBWDError as exc:  # e.g. scores the calibration cannot map
-                out.append(exc)
-            except Exception as exc:  # noqa: BLE001 - this prompt's error; the others keep their results
-                out.append(scoring_failed(exc))
-        return out
+        """:meth:`Scorer.score_many` with this detector's wiring."""
+        return self.scorer.score_many(items, baselines, judges)
 
 
 @dataclass
@@ -242,9 +276,10 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
     return out  # type: ignore[return-value]
 
 
-def scoring_failed(exc: Exception) -> BBWDError:
-    """An unexpected exception while scoring, as the error of the prompt that raised it (its cause kept)."""
-    err = BBWDError(f"scoring failed: {type(exc).__name__}: {one_line(exc)}")
+def scoring_failed(exc: Exception, what: str = "scoring failed") -> BBWDError:
+    """An unexpected exception while scoring, as the error of the prompt that raised it (its cause kept):
+    the one text of a failed prompt, ``what: Type: message``."""
+    err = BBWDError(f"{what}: {type(exc).__name__}: {one_line(exc)}")
     err.__cause__ = exc
     return err
 
@@ -266,14 +301,17 @@ def teacher_pass_isolated(teacher: HFTeacher, items: Sequence[tuple[Messages, Sa
         return out
 
 
-def score_states(ps: PromptStates, reported: dict[str, Any], alpha: float, p: float, *, baselines: bool = False,
-                 judge: Entails | None = None, calibration: Calibration | None = None) -> Result:
+def score_states(ps: PromptStates, scorer: Scorer, *, baselines: bool = False,
+                 judge: Entails | None = None) -> Result:
     """D, AvgWD and EigenWD (and with ``baselines`` LNE, LS, ES, ER, and DSE when a ``judge`` is given,
-    timed apart) of one prompt's token states.
+    timed apart) of one prompt's token states, under the scorer's settings.
 
-    With a ``calibration`` (checked against the settings by its holder) the result also gets its
-    probability of hallucination and flag; scores it cannot map raise BBWDError.
+    With the scorer's calibration the result also gets its probability of hallucination and flag;
+    scores it cannot map raise BBWDError.
     """
+    settings, calibration = scorer.settings, scorer.calibration
+    alpha, p = settings.alpha, settings.p
+    reported = scorer.reported.as_dict()
     t0 = time.perf_counter()
     d, avg, eig = scores_from_states(ps.states, alpha, p)
     timings = {"teacher": ps.teacher_seconds, "teacher_tokens": ps.teacher_tokens,

@@ -49,8 +49,8 @@ from blackbox_wd.clients.api import api_endpoint, api_timeout, make_api_sampler
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.groups import groups, sample_group, score_group, teacher_group
 from blackbox_wd.logs import LogRecord, line_offsets, read_span
-from blackbox_wd.pipeline import reported_settings
-from blackbox_wd.settings import Settings
+from blackbox_wd.pipeline import Scorer
+from blackbox_wd.settings import ReportedSettings, Settings
 from blackbox_wd.teachers.card import load_card
 
 try:
@@ -208,7 +208,7 @@ class TeacherStage:
         self.teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer,
                                     settings.token_budget)
         self.sampler = None if target_kind(settings) == "api" else local_sampler_for(settings, self.teacher)
-        self.own_ids = getattr(self.sampler, "teacher", None) is self.teacher
+        self.scorer = Scorer.wire(self.teacher, self.sampler, settings)  # its teacher pass
         self.params = settings.sampling()
         self.sample_missing = sample_missing
 
@@ -219,16 +219,15 @@ class TeacherStage:
             if g.sets is None:
                 g.sets = asyncio.run(sample_group(g.records, self.teacher, self.sampler, self.params,
                                                   self.sample_missing))
-            g.states = teacher_group(self.teacher, g.records, g.sets, self.own_ids)
+            g.states = teacher_group(self.scorer, g.records, g.sets)
         return pack(out)
 
 
-def score_stage(batch: dict[str, np.ndarray], reported: dict[str, Any], alpha: float, p: float,
-                calibration: Calibration | None = None) -> dict[str, np.ndarray]:
+def score_stage(batch: dict[str, np.ndarray], scorer: Scorer) -> dict[str, np.ndarray]:
     """Each group with its results (``groups.score_group``); the token states stop here."""
     out = unpack(batch)
     for g in out:
-        g.results = score_group(g.states, g.sets, reported, alpha, p, calibration)
+        g.results = score_group(scorer, g.states, g.sets)
         g.states = None
     return pack(out)
 
@@ -272,10 +271,9 @@ class RayRunner:
         endpoint = api_endpoint(settings) if self.api else None  # a missing key too
         key_env = endpoint.key_env if endpoint is not None else None  # the sampling actors get the key from here
         self.key = {key_env: os.environ[key_env]} if key_env and key_env in os.environ else {}
-        self.reported = reported_settings(settings, card, endpoint.host if endpoint else None, settings.device)
-        if calibration is not None:
-            calibration.check(self.reported)
-        self.calibration = calibration
+        # the CPU stage's wiring (no teacher); the calibration is checked here, before the cluster works
+        self.scorer = Scorer(ReportedSettings.of(settings, card, endpoint.host if endpoint else None, settings.device),
+                             calibration=calibration)
         gpus = ray.cluster_resources().get("GPU", 0) if settings.device != "cpu" else 0
         self.teacher_gpus = (1 if gpus else 0) if teacher_gpus is None else teacher_gpus
         self.teacher_workers = teacher_workers or max(1, int(gpus))
@@ -289,7 +287,7 @@ class RayRunner:
 
     def fingerprint(self) -> str:
         """The fingerprint of the settings (``settings.fingerprint``), as the local engine reports it."""
-        return self.reported["fingerprint"]
+        return self.scorer.fingerprint
 
     def dataset(self, src: Path, spans: list[Span], limiter: Any = None) -> "ray.data.Dataset":
         """The pipeline over the groups of ``src`` at ``spans``; its rows are the scored groups, in order."""
@@ -308,8 +306,7 @@ class RayRunner:
                             fn_constructor_args=(self.settings, self.sample_missing, self.threads),
                             num_cpus=self.teacher_cpus, num_gpus=self.teacher_gpus, runtime_env=env)
         return ds.map_batches(score_stage, batch_size=1, num_cpus=self.score_cpus,
-                              fn_kwargs={"reported": self.reported, "alpha": self.settings.alpha, "p": self.settings.p,
-                                         "calibration": self.calibration})
+                              fn_kwargs={"scorer": self.scorer})
 
     async def engine(self, src: Path, skip: int, lines: frozenset[int] | None, emit: Emit) -> None:
         """Score the records of ``src`` after ``skip`` lines (only ``lines`` when given) on the cluster, emitting in input order."""
@@ -332,6 +329,6 @@ class RayRunner:
     async def run(self, src: Path, dst: Path, save_matrix: bool = False,
                   progress: Callable[[int, int], None] | None = None) -> BatchSummary:
         """Score ``src`` into ``dst``: retry the transient errors already there, then append what is missing."""
-        cal = self.calibration.id if self.calibration is not None else None
+        cal = self.scorer.calibration.id if self.scorer.calibration is not None else None
         return await resume_run(self.engine, src, dst, self.fingerprint(), self.k, self.group_size, save_matrix,
                                 progress, cal)

@@ -6,8 +6,8 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
@@ -57,6 +57,51 @@ class Settings:
     def sampling(self) -> SamplingParams:
         """The sampling part of the settings."""
         return SamplingParams(self.k, self.temperature, self.top_p, self.max_tokens, self.seed)
+
+
+class TeacherShape(Protocol):
+    """What the reported settings take from a teacher: its resolved layer and projection."""
+
+    layer: int
+    n_layers: int
+    proj_dim: int
+    proj_seed: int
+
+
+@dataclass(frozen=True)
+class ReportedSettings:
+    """The settings as run: the resolved layer and projection, the API endpoint's host, the device.
+
+    ``as_dict()`` is the ``settings`` object of every result (its keys in this order) with the
+    ``fingerprint`` of the run last.
+    """
+
+    settings: Settings
+    endpoint: str | None
+    layer: int
+    n_layers: int
+    proj_dim: int
+    proj_seed: int
+    device: str
+
+    @classmethod
+    def of(cls, settings: Settings, teacher: TeacherShape, endpoint: str | None, device: str) -> "ReportedSettings":
+        """The reported settings of a run with this teacher (or its card) and API endpoint host."""
+        return cls(settings, endpoint, teacher.layer, teacher.n_layers, teacher.proj_dim, teacher.proj_seed, device)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object results carry: every setting, as run, then the fingerprint."""
+        s = self.settings
+        out = asdict(s)
+        out.update(target=s.target or s.teacher, white_box=s.white_box, endpoint=self.endpoint, layer=self.layer,
+                   n_layers=self.n_layers, proj_dim=self.proj_dim, proj_seed=self.proj_seed, device=self.device)
+        out["fingerprint"] = fingerprint(out)
+        return out
+
+    @property
+    def fingerprint(self) -> str:
+        """The fingerprint of the settings that change a prompt's score (:func:`fingerprint`)."""
+        return self.as_dict()["fingerprint"]
 
 
 def _finite(value: Any) -> bool:

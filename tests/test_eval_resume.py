@@ -42,3 +42,45 @@ def test_refuses_other_runs_and_leaves_the_file(tmp_path, rows, message):
     with pytest.raises(BBWDError, match=message):
         done_rows(path, "f" * 16, HASHES)
     assert path.read_bytes() == before
+
+
+QUESTIONS = ["What is the capital of France?", "Who wrote Hamlet?", "What is the largest planet?",
+             "What is the chemical symbol of gold?", "Who painted the Mona Lisa?", "What is the boiling point of water?",
+             "What is the capital of Japan?", "Who was the first man on the moon?", "What is the smallest prime?",
+             "What gas do plants absorb?", "What is the capital of Italy?", "Who wrote 1984?"]  # groups of 8 and 4
+
+
+@pytest.mark.slow
+def test_eval_killed_with_kill_9_and_rerun_equals_an_uninterrupted_run(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{n}", "question": q, "answers": ["x"], "source": "t"}) + "\n"
+                            for n, q in enumerate(QUESTIONS)))
+    args = [sys.executable, "-m", "blackbox_wd", "eval", "--data", str(data), "--protocol", "zero-shot", "-k", "2",
+            "--max-tokens", "6", "--device", "cpu"]
+
+    def rows(folder):
+        return [{k: v for k, v in json.loads(line).items() if k != "timings"}
+                for line in (folder / "results.jsonl").read_text().splitlines()]
+
+    full, crashed = tmp_path / "full", tmp_path / "crashed"
+    subprocess.run([*args, "-o", str(full)], check=True, capture_output=True, timeout=600)
+    p = subprocess.Popen([*args, "-o", str(crashed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results, deadline = crashed / "results.jsonl", time.time() + 600
+    while time.time() < deadline and (not results.exists() or results.read_bytes().count(b"\n") < 1):
+        time.sleep(0.02)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    with open(results, "a") as f:
+        f.write('{"id": "q9", "sou')  # a torn last line, as a crash mid-write leaves it
+    n_before = len(done_rows(results, json.loads(results.read_text().splitlines()[0])["fingerprint"],
+                             {f"q{n}": json.loads(line)["input_hash"] for n, line in
+                              enumerate((full / "results.jsonl").read_text().splitlines())}))
+    assert 1 <= n_before < len(QUESTIONS), "the kill must land mid-run"
+    subprocess.run([*args, "-o", str(crashed)], check=True, capture_output=True, timeout=600)
+    assert rows(crashed) == rows(full)

@@ -46,6 +46,7 @@ from blackbox_wd.clients.retry import (EmptyContent, RetryPolicy, describe, gave
                                        make_wait, server_message)
 from blackbox_wd.errors import BBWDError, SamplingError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, Usage
+from blackbox_wd.sampling import AsyncSampler
 
 if TYPE_CHECKING:
     from blackbox_wd.settings import Settings
@@ -95,7 +96,7 @@ def parse_choices(response: Any) -> tuple[list[Choice | None], int]:
     return [_choice(c, share) for c in choices], int(getattr(usage, "prompt_tokens", 0) or 0)
 
 
-class APISampler:
+class APISampler(AsyncSampler):
     """Draws K responses per prompt from an OpenAI-compatible endpoint, cached and retried."""
 
     def __init__(self, endpoint: Endpoint, *, concurrency: int = 16, cache: SampleCache | None = None,

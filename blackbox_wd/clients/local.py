@@ -10,6 +10,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
 
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
+from blackbox_wd.sampling import BatchSampler
 from blackbox_wd.teachers.hf import HFTeacher
 from blackbox_wd.teachers.prefix import left_padded, new_cache, positions, select_rows
 
@@ -65,7 +66,7 @@ def row_generators(requests: Sequence[tuple[Messages, int]], seed: int | None,
     return gens
 
 
-class LocalSampler:
+class LocalSampler(BatchSampler):
     """Samples from the model of a teacher, so that the teacher can reuse the exact token ids."""
 
     def __init__(self, teacher: HFTeacher) -> None:

@@ -10,9 +10,13 @@ DSE clusters the K samples with the judge ``dse`` names: ``answer`` (QA: equal `
 exact-match normalisation; MATH: equivalent final answers), ``nli`` (an NLI model), ``teacher``
 (the teacher LM's yes/no logits) or ``none``.
 
-Rows are appended to results.jsonl as they complete. The fingerprint covers the detector's
-settings and the protocol (prompts, exemplar ids, label source, DSE judge); a rerun keeps the rows
-of the same fingerprint and input (``done_rows``) and computes the rest. ``settings.json`` beside
+Items go in groups of ``group_size``, fixed by the dataset's order, each drawn by the sampling
+stage batch uses (``sampling.draw_group``) and scored with one shared-prefix teacher pass. Rows go
+to results.jsonl through the run log batch uses (``runlog.RunLog``: appended, flushed and fsynced).
+The fingerprint covers the detector's settings and the protocol (prompts, exemplar ids, label
+source, DSE judge); a rerun keeps the rows of the same fingerprint and input (``done_rows``) and
+computes the rest, an unfinished group again from its start, so that it ends with the rows of an
+uninterrupted run. ``settings.json`` beside
 results.jsonl holds the reported settings (and protocol) the rows' fingerprint is computed from,
 for ``bbwd calibrate``.
 """
@@ -21,9 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,9 @@ from blackbox_wd.eval.data import Dataset, Item
 from blackbox_wd.eval.judge import LLMJudge
 from blackbox_wd.eval.labels import prompt_labels
 from blackbox_wd.pipeline import Detector, Result
-from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
+from blackbox_wd.records import SampleSet, SamplingParams
+from blackbox_wd.runlog import RunLog
+from blackbox_wd.sampling import Drawn, draw_group
 from blackbox_wd.settings import fingerprint
 
 LABEL_SOURCES = ("greedy", "first")
@@ -89,95 +93,42 @@ def result_row(item: Item, result: Result, extra: dict[str, Any]) -> dict[str, A
             "lne_source": result.lne_source, "D": result.D.tolist(), "timings": result.timings}
 
 
+def eval_log(path: Path) -> RunLog:
+    """The run log of results.jsonl: each line a row with an id, the fingerprint and its input's hash."""
+    return RunLog(path, "eval", "a bbwd eval row", lambda n, row: {"id", "fingerprint", "input_hash"} <= row.keys())
+
+
 def done_rows(path: Path, fingerprint: str, hashes: dict[str, str]) -> list[dict[str, Any]]:
     """Rows of an earlier run to keep: checked against this run's fingerprint and input, transient errors dropped.
 
     ``hashes`` maps every item id of the data file to its line's hash. A torn last line is cut off;
     a file that is not bbwd eval output, or comes from other settings or another input, is refused
-    and left as it is.
+    and left as it is. Dropped rows leave the file by an atomic rewrite.
     """
-    if not path.exists():
-        return []
-    rows, lines = [], path.read_text(encoding="utf-8").splitlines(keepends=True)
-    for n, line in enumerate(lines, start=1):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            if n == len(lines) and not line.endswith("\n") and rows:  # torn by a crash mid-write
-                break
-            raise BBWDError(f"{path} line {n} is not JSON: not bbwd eval output; remove it or use another -o") from None
-        if not isinstance(row, dict) or not {"id", "fingerprint", "input_hash"} <= row.keys():
-            raise BBWDError(f"{path} line {n} is not a bbwd eval row; remove it or use another -o")
-        if row["fingerprint"] != fingerprint:
-            raise BBWDError(f"{path} was written with other settings (fingerprint {row['fingerprint']}, this run "
-                            f"{fingerprint}): resume with the same settings, or use another -o")
-        if hashes.get(row["id"]) != row["input_hash"]:
-            raise BBWDError(f"{path} line {n} (id {row['id']}) comes from another input: use another -o")
-        rows.append(row)
+    log = eval_log(path)
+    rows = log.read()
+    log.check_settings(rows, fingerprint)
+    other = RunLog.other_input(rows, "id", hashes)
+    if other is not None:
+        n, row = other
+        raise BBWDError(f"{path} line {n} (id {row['id']}) comes from another input: use another -o")
     keep = [r for r in rows if not r.get("transient")]
-    path.write_text("".join(json.dumps(r) + "\n" for r in keep), encoding="utf-8")
+    if len(keep) != len(rows):
+        log.rewrite(keep)
     return keep
 
 
 GROUP_SIZE = 8  # items drawn in one generate call and teacher-forced in one shared-prefix pass
 
 
-@dataclass
-class Drawn:
-    """One item's draw: its K samples (or why there are none), its greedy answer, and the seconds they took."""
-
-    samples: SampleSet | BBWDError
-    answer: Sample | BBWDError | None
-    timings: dict[str, float]
-
-
-def draw_group(detector: Detector, items: Sequence[Item], label_from: str,
-               loop: asyncio.AbstractEventLoop) -> list[Drawn]:
-    """Each item's K samples and, with ``label_from`` greedy, its greedy answer.
-
-    A local sampler draws them all in one ``generate`` call (the answers as extra rows beside the
-    samples, sharing each prompt's prefill); an API sampler sends the requests concurrently.
-    """
-    params, greedy = detector.settings.sampling(), label_from == "greedy"
-    sampler = detector.sampler
-    t0 = time.perf_counter()
-    if hasattr(sampler, "sample_many"):
-        try:
-            sets = sampler.sample_many([(it.messages, params.k) for it in items], params, answers=greedy)
-        except BBWDError as exc:  # one call for the group: its failure is each item's error
-            return [Drawn(exc, exc if greedy else None, {}) for _ in items]
-        share = (time.perf_counter() - t0) / len(items)
-        return [Drawn(ss, ss.answer, {"sample": share}) for ss in sets]
-
-    async def timed(messages: Messages, p: SamplingParams) -> tuple[SampleSet | BBWDError, float]:
-        t = time.perf_counter()
-        call = sampler.asample(messages, p) if hasattr(sampler, "asample") else \
-            asyncio.to_thread(sampler.sample, messages, p)  # any Sampler
-        try:
-            return await call, time.perf_counter() - t
-        except BBWDError as exc:
-            return exc, time.perf_counter() - t
-
-    async def both(item: Item) -> Drawn:
-        calls = [timed(item.messages, params)] + ([timed(item.messages, greedy_params(detector))] if greedy else [])
-        (samples, seconds), *rest = await asyncio.gather(*calls)
-        if not rest:
-            return Drawn(samples, None, {"sample": seconds})
-        answer, answer_seconds = rest[0]
-        return Drawn(samples, answer.samples[0] if isinstance(answer, SampleSet) else answer,
-                     {"sample": seconds, "greedy": answer_seconds})
-
-    async def every() -> list[Drawn]:
-        return await asyncio.gather(*(both(it) for it in items))
-
-    return loop.run_until_complete(every())
-
-
 def score_group(detector: Detector, items: Sequence[Item], label_from: str, dse: str, nli: NLIModel | None,
                 judge: LLMJudge | None, loop: asyncio.AbstractEventLoop) -> list[dict[str, Any]]:
     """Draw, score and label a group of items: one draw, one shared-prefix teacher pass; a row each
     (an ``error`` row when its sampling or scoring failed)."""
-    drawn = draw_group(detector, items, label_from, loop)
+    params = detector.settings.sampling()
+    greedy = greedy_params(detector) if label_from == "greedy" else None
+    drawn = loop.run_until_complete(draw_group(detector.sampler, [(it.messages, params.k) for it in items], params,
+                                               greedy))
     ready = [n for n, d in enumerate(drawn) if isinstance(d.samples, SampleSet) and not isinstance(d.answer, BBWDError)]
     judges = [dse_judge(items[n], dse, detector, nli) for n in ready]
     results = detector.score_many([(items[n].messages, drawn[n].samples) for n in ready], baselines=True,
@@ -239,19 +190,23 @@ def evaluate(detector: Detector, dataset: Dataset, out_dir: Path, *, label_from:
     reported = {**detector.reported_settings(), "protocol": described, "fingerprint": fp}
     (out_dir / "settings.json").write_text(json.dumps(reported, indent=1) + "\n", encoding="utf-8")
     seen = {r["id"] for r in rows}
-    todo = [it for it in dataset.items if it.id not in seen]
-    done = len(dataset.items) - len(todo)
+    done = sum(it.id in seen for it in dataset.items)
     if progress:
         progress(done, None)
     loop = asyncio.new_event_loop()  # an API sampler's client lives on it for the whole run
     try:
-        with open(path, "a", encoding="utf-8") as f:
-            for start in range(0, len(todo), group_size):
-                group = todo[start:start + group_size]
+        with eval_log(path).appending() as append:
+            # groups are fixed by the dataset's order, so that a resumed run batches exactly as an
+            # uninterrupted one: an unfinished group is computed again from its start
+            for start in range(0, len(dataset.items), group_size):
+                group = dataset.items[start:start + group_size]
+                if all(it.id in seen for it in group):
+                    continue
                 for item, row in zip(group, score_group(detector, group, label_from, dse, nli, judge, loop)):
+                    if item.id in seen:
+                        continue
                     row.update(fingerprint=fp, input_hash=item.input_hash)
-                    f.write(json.dumps(row) + "\n")
-                    f.flush()
+                    append(row)
                     rows.append(row)
                     done += 1
                     if progress:

@@ -19,8 +19,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import partial
 
-from blackbox_wd.errors import BBWDError, one_line
-from blackbox_wd.pipeline import Detector, PromptStates, Result, score_states, teacher_pass_isolated
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.pipeline import Detector, PromptStates, Result, score_states, scoring_failed, teacher_pass_isolated
 from blackbox_wd.records import Messages, SampleSet
 from blackbox_wd.serve.metrics import Metrics
 
@@ -47,10 +47,8 @@ class TeacherBatcher:
         self.ot_pool = ot_pool
         self.metrics = metrics
         self.wait = wait
-        self.own_ids = getattr(detector.sampler, "teacher", None) is detector.teacher
-        self.reported = detector.reported_settings()
-        self._score = partial(score_states, reported=self.reported, alpha=detector.settings.alpha,
-                              p=detector.settings.p, calibration=detector.calibration)
+        self.scorer = detector.scorer
+        self._score = partial(score_states, scorer=self.scorer)
         self._queue: asyncio.Queue[Job] | None = None
         self._worker: asyncio.Task | None = None
         self._scoring: set[asyncio.Task] = set()
@@ -100,7 +98,7 @@ class TeacherBatcher:
             except Exception as exc:  # noqa: BLE001 - these requests fail; the worker goes on
                 for job in jobs:
                     if not job.result.done():
-                        job.result.set_exception(BBWDError(f"scoring failed: {type(exc).__name__}: {one_line(exc)}"))
+                        job.result.set_exception(scoring_failed(exc))
             finally:
                 for _ in jobs:
                     self._queue.task_done()
@@ -123,8 +121,8 @@ class TeacherBatcher:
 
     def _pass(self, items: list[Item]) -> list[PromptStates | BBWDError]:
         """One teacher pass over the items (on the model thread); alone each if the shared pass raises."""
-        return teacher_pass_isolated(self.detector.teacher, items, own_ids=self.own_ids, failed=lambda exc: BBWDError(
-            f"teacher pass failed: {type(exc).__name__}: {one_line(exc)}"))
+        return teacher_pass_isolated(self.scorer.teacher, items, own_ids=self.scorer.own_ids,
+                                     failed=lambda exc: scoring_failed(exc, "teacher pass failed"))
 
     async def _finish(self, job: Job, states: PromptStates | BBWDError) -> None:
         """Exact OT and the scores of one job on the OT threads; its Result or BBWDError to its future."""
@@ -136,7 +134,7 @@ class TeacherBatcher:
                 outcome = await asyncio.get_running_loop().run_in_executor(self.ot_pool, self._score, states)
                 self.metrics.observe("transport", outcome.timings["transport"])
             except Exception as exc:  # noqa: BLE001 - this request's error
-                outcome = BBWDError(f"scoring failed: {type(exc).__name__}: {one_line(exc)}")
+                outcome = scoring_failed(exc)
         if job.result.done():
             return
         if isinstance(outcome, BBWDError):

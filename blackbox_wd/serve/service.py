@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.clients.api import APISampler
 from blackbox_wd.errors import BBWDError, SamplingError
 from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import Messages, SampleSet
+from blackbox_wd.sampling import Mode, draw_group, draw_mode
 from blackbox_wd.serve.batcher import TeacherBatcher
 from blackbox_wd.serve.local import LocalTarget
 from blackbox_wd.serve.metrics import Metrics
@@ -82,8 +82,8 @@ class Service:
         model_pool = ThreadPoolExecutor(1, thread_name_prefix="bbwd-model")
         ot_pool = ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="bbwd-ot")
         settings, sampler = detector.settings, detector.sampler
-        if isinstance(sampler, APISampler):
-            target: Target = Upstream(sampler)
+        if draw_mode(sampler) is Mode.ASYNC:  # an API target answers itself
+            target: Target = Upstream(sampler)  # type: ignore[arg-type]
             model = sampler.endpoint.model
         else:
             model = settings.target or settings.teacher
@@ -94,7 +94,7 @@ class Service:
     @property
     def fingerprint(self) -> str:
         """The settings fingerprint every verdict carries."""
-        return self.batcher.reported["fingerprint"]
+        return self.batcher.scorer.fingerprint
 
     async def start(self) -> None:
         """Start the teacher queue (on the server's event loop)."""
@@ -105,17 +105,18 @@ class Service:
         await self.batcher.stop()
         if isinstance(self.target, Upstream):
             await self.target.aclose()
-        if isinstance(self.detector.sampler, APISampler):
-            await self.detector.sampler.aclose()
+        if draw_mode(self.detector.sampler) is Mode.ASYNC:
+            await self.detector.sampler.aclose()  # type: ignore[union-attr]
         self.model_pool.shutdown()
         self.ot_pool.shutdown()
 
     async def samples(self, messages: Messages) -> SampleSet:
         """The K scoring samples for the messages, with the detector's settings."""
-        sampler, params = self.detector.sampler, self.detector.settings.sampling()
-        if isinstance(sampler, APISampler):
-            return await sampler.asample(messages, params)
-        return await asyncio.get_running_loop().run_in_executor(self.model_pool, sampler.sample, messages, params)
+        params = self.detector.settings.sampling()
+        drawn = (await draw_group(self.detector.sampler, [(messages, params.k)], params, executor=self.model_pool))[0]
+        if isinstance(drawn.samples, BBWDError):
+            raise drawn.samples
+        return drawn.samples
 
     async def verdict(self, messages: Messages) -> dict[str, Any]:
         """The ``bbwd`` object of the messages: sample, queue for the shared teacher pass, OT."""
