@@ -308,8 +308,8 @@ def calibrate(
 ) -> None:
     """Fit a calibration (probability of hallucination and a flag) on labelled results, with a report."""
     from blackbox_wd.batch import check_output_path
-    from blackbox_wd.calibration_fit import fit_file
-    from blackbox_wd.calibration_report import summary_line, write_report
+    from blackbox_wd.calibration.fit import fit_file
+    from blackbox_wd.calibration.report import summary_line, write_report
 
     if max_f1 and target_fpr is not None:
         raise BBWDError("give --target-fpr or --max-f1, not both")

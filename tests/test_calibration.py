@@ -10,9 +10,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from blackbox_wd import calibration as calibration_module
+from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.batch import BatchRunner
-from blackbox_wd.calibration import (Calibration, FittedOn, Isotonic, OperatingPoint, Platt, ScoreModel,
+from blackbox_wd.calibration.model import (Calibration, FittedOn, Isotonic, OperatingPoint, Platt, ScoreModel,
                                      calibration_fingerprint, covered_settings, default_calibration_path,
                                      embedded_calibration)
 from blackbox_wd.clients.local import LocalSampler

@@ -10,10 +10,10 @@ import pytest
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, f1_score, roc_auc_score
 
-from blackbox_wd.calibration import FEATURES, Isotonic, Platt
-from blackbox_wd.calibration_fit import (choose_threshold, expected_calibration_error, fit_calibration, fit_model,
+from blackbox_wd.calibration.model import FEATURES, Isotonic, Platt
+from blackbox_wd.calibration.fit import (choose_threshold, expected_calibration_error, fit_calibration, fit_model,
                                          read_labelled, read_settings)
-from blackbox_wd.eval.metrics import paired_auroc_diff
+from blackbox_wd.metrics import paired_auroc_diff
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import fingerprint
 

@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from blackbox_wd import calibration as calibration_module
+from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.calibration_fit import fit_calibration, read_labelled
+from blackbox_wd.calibration.fit import fit_calibration, read_labelled
 from blackbox_wd.cli import main
 from blackbox_wd.settings import fingerprint
 

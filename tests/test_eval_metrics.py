@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from blackbox_wd.eval.metrics import auroc, auroc_with_ci, bootstrap_ci
+from blackbox_wd.metrics import auroc, auroc_with_ci, bootstrap_ci
 
 
 def test_hand_cases():
@@ -72,7 +72,7 @@ def test_length_and_label_checks():
 
 
 def test_rank_auroc_equals_sklearn_with_ties():
-    from blackbox_wd.eval.metrics import rank_auroc
+    from blackbox_wd.metrics import rank_auroc
 
     rng = np.random.default_rng(7)
     y = rng.integers(0, 2, (50, 30))
@@ -84,7 +84,7 @@ def test_rank_auroc_equals_sklearn_with_ties():
 
 
 def test_auprc_by_hand():
-    from blackbox_wd.eval.metrics import auprc
+    from blackbox_wd.metrics import auprc
 
     # ranked by score: 0.8 (hallucination), 0.35 (correct), 0.3 (hallucination), 0.1 (correct);
     # AP = sum over hallucinations of the recall step 1/2 times the precision there: 1/2 * 1 + 1/2 * 2/3 = 5/6
@@ -95,7 +95,7 @@ def test_auprc_by_hand():
 
 
 def test_prr_by_hand():
-    from blackbox_wd.eval.metrics import prr, rejection_area
+    from blackbox_wd.metrics import prr, rejection_area
 
     # quality q = 1 - label. Perfect order (correct first): prefix means 1, 1, 2/3, 1/2 -> PRA = 19/24 = oracle;
     # random = mean(q) = 1/2, so PRR = 1. Reversed: prefix means 0, 0, 1/3, 1/2 -> PRA = 5/24 ->
@@ -115,7 +115,7 @@ def test_prr_by_hand():
 
 
 def test_paired_difference_of_identical_methods_is_zero():
-    from blackbox_wd.eval.metrics import paired_auroc_diff
+    from blackbox_wd.metrics import paired_auroc_diff
 
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, 200)
@@ -125,7 +125,7 @@ def test_paired_difference_of_identical_methods_is_zero():
 
 
 def test_paired_difference_perfect_against_random():
-    from blackbox_wd.eval.metrics import auroc, paired_auroc_diff
+    from blackbox_wd.metrics import auroc, paired_auroc_diff
 
     rng = np.random.default_rng(1)
     y = rng.integers(0, 2, 100)
@@ -141,7 +141,7 @@ def test_paired_difference_perfect_against_random():
 
 
 def test_paired_difference_uses_prompts_where_both_are_finite():
-    from blackbox_wd.eval.metrics import paired_auroc_diff
+    from blackbox_wd.metrics import paired_auroc_diff
 
     y = [0, 1, 0, 1, 1]
     d = paired_auroc_diff(y, [0.1, 0.9, 0.2, 0.8, np.nan], [0.2, 0.1, 0.3, np.nan, 0.4], n_boot=200)

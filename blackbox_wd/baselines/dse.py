@@ -18,7 +18,7 @@ Entailment judge: a callable ``entails(premise, hypothesis) -> bool`` passed in 
 one batch:
 
 * ``exact_match_entails`` (``answer``, short answers): equal after SQuAD normalisation
-  (``eval.labels.em_key``, the exact-match label's normalisation); no model calls.
+  (``answers.text.em_key``, the exact-match label's normalisation); no model calls.
 * ``final_answer_entails`` (``answer`` for MATH): equivalent final answers (math-verify).
 * ``nli.NLIEntailment`` (``nli``): a sequence-classification NLI model, the reference's choice
   (DeBERTa-large-MNLI), for longer answers.
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from blackbox_wd.eval.labels import em_key
+from blackbox_wd.answers.text import em_key
 
 Entails = Callable[[str, str], bool]
 
@@ -91,9 +91,9 @@ def final_answer_entails(premise: str, hypothesis: str) -> bool:
     """Judge for math: two solutions mean the same when their final answers are equivalent.
 
     The final answer is the last ``\\boxed{}`` first (math-verify's extraction), compared by
-    ``eval.mathcheck.same_final_answer``; a solution without one means the same only as an equal string.
+    ``answers.mathcheck.same_final_answer``; a solution without one means the same only as an equal string.
     """
-    from blackbox_wd.eval.mathcheck import same_final_answer
+    from blackbox_wd.answers.mathcheck import same_final_answer
 
     return same_final_answer(premise, hypothesis)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations
 
-from blackbox_wd.eval.labels import rouge_l_f1
+from blackbox_wd.answers.text import rouge_l_f1
 
 
 def mean_pairwise_rouge_l(responses: Sequence[str]) -> float:

@@ -9,7 +9,7 @@ QA (NQ-open, SciQ, SQuAD):
   to nothing ("A+", "---") is compared lowercased with its whitespace collapsed instead.
 
 MATH-500: correct when the response's final answer (the last ``\\boxed{...}`` first) verifies
-against a reference with math-verify (:func:`blackbox_wd.eval.mathcheck.math_correct`).
+against a reference with math-verify (:func:`blackbox_wd.answers.mathcheck.math_correct`).
 
 Prompt-level label: that of the judged answer (``eval.run``: the greedy answer, or the first of
 the K samples); ``hallucination_label`` returns 1 when it is incorrect, 0 when correct.
@@ -17,55 +17,13 @@ the K samples); ``hallucination_label`` returns 1 when it is incorrect, 0 when c
 
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Sequence
 
-from functools import lru_cache
-
-from rouge_score import rouge_scorer
-from rouge_score import tokenize as rouge_tokenize
-
-from blackbox_wd.eval.mathcheck import math_correct
+from blackbox_wd.answers.mathcheck import math_correct
+from blackbox_wd.answers.text import em_key, has_rouge_tokens, max_rouge_l
 
 ROUGE_THRESHOLD = 0.5
 LABEL_SCHEMES = ("rouge", "em")
-
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = set(string.punctuation)
-
-
-@lru_cache(maxsize=1)
-def _scorer() -> rouge_scorer.RougeScorer:
-    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
-
-
-def rouge_l_f1(reference: str, response: str) -> float:
-    """ROUGE-L F1 (rouge-score, no stemming; symmetric in its arguments)."""
-    return float(_scorer().score(reference, response)["rougeL"].fmeasure)
-
-
-def normalize_answer(s: str) -> str:
-    """SQuAD v1.1 normalisation: lowercase, remove punctuation, articles and extra whitespace."""
-    s = s.lower()
-    s = "".join(ch for ch in s if ch not in _PUNCT)
-    s = _ARTICLES.sub(" ", s)
-    return " ".join(s.split())
-
-
-def max_rouge_l(response: str, answers: Sequence[str]) -> float:
-    """Largest ROUGE-L F1 of the response against any reference (0 with no references)."""
-    return max((rouge_l_f1(a, response) for a in answers), default=0.0)
-
-
-def _has_rouge_tokens(text: str) -> bool:
-    """rouge-score keeps only [a-z0-9] runs: '---' or Japanese text have no tokens at all."""
-    return bool(rouge_tokenize.tokenize(text, None))
-
-
-def em_key(text: str) -> str:
-    """SQuAD normalisation, or lowercase/whitespace only when that leaves nothing ('A+', '---')."""
-    return normalize_answer(text) or " ".join(text.lower().split())
 
 
 def qa_correct_rouge(response: str, answers: Sequence[str], threshold: float = ROUGE_THRESHOLD) -> bool:
@@ -74,9 +32,9 @@ def qa_correct_rouge(response: str, answers: Sequence[str], threshold: float = R
     A reference without any ROUGE token (no ASCII letter or digit, e.g. Japanese) is matched by
     the exact-match rule instead, since its ROUGE-L would be 0 against everything.
     """
-    if max_rouge_l(response, [a for a in answers if _has_rouge_tokens(a)]) >= threshold:
+    if max_rouge_l(response, [a for a in answers if has_rouge_tokens(a)]) >= threshold:
         return True
-    return qa_correct_em(response, [a for a in answers if not _has_rouge_tokens(a)])
+    return qa_correct_em(response, [a for a in answers if not has_rouge_tokens(a)])
 
 
 def qa_correct_em(response: str, answers: Sequence[str]) -> bool:

@@ -14,7 +14,7 @@ holding:
   ``answer_finish_reason`` (for the truncation rates).
 
 Per label, summary.md gives the base rate and the prompts per class, then per method AUROC with its
-95% bootstrap CI, AUPRC and PRR (``eval.metrics``), and for AvgWD and EigenWD the paired bootstrap
+95% bootstrap CI, AUPRC and PRR (``blackbox_wd.metrics``), and for AvgWD and EigenWD the paired bootstrap
 CI of the AUROC difference to the best baseline (the baseline with the highest AUROC) with its
 verdict. Only a verdict the CI supports (better / worse) is bold; nothing is bolded for being the
 largest point estimate.
@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from blackbox_wd.baselines import BASELINES
-from blackbox_wd.eval.mathcheck import has_boxed
-from blackbox_wd.eval.metrics import N_BOOTSTRAP, SEED, PairedDiff, auprc, auroc_with_ci, paired_auroc_diff, prr
+from blackbox_wd.answers.mathcheck import has_boxed
+from blackbox_wd.metrics import N_BOOTSTRAP, SEED, PairedDiff, auprc, auroc_with_ci, paired_auroc_diff, prr
 
 METHODS = ("avg_wd", "eigen_wd", "lne", "ls", "es", "er", "dse")
 OURS = ("avg_wd", "eigen_wd")

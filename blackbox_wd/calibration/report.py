@@ -1,6 +1,6 @@
 """The report of ``bbwd calibrate``: ``<name>.md`` and ``<name>.reliability.png`` beside the calibration.
 
-Every figure is cross-validated (out-of-fold, ``calibration_fit``). Ranking: AUROC of the combined
+Every figure is cross-validated (out-of-fold, ``calibration.fit``). Ranking: AUROC of the combined
 score (the out-of-fold logistic-regression decision) against each single score (the raw score: a
 calibrator does not change its ranking), with the percentile CI of their difference from a paired
 bootstrap (the same resampled prompts for both; 1000 resamples, seed 0). Probabilities: log-loss of
@@ -20,9 +20,9 @@ import numpy as np
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, confusion_matrix
 
-from blackbox_wd.calibration import FEATURES, Platt
-from blackbox_wd.calibration_fit import ECE_BINS, CalibrationFit, ModelFit, expected_calibration_error
-from blackbox_wd.eval.metrics import N_BOOTSTRAP, SEED, auroc, auroc_with_ci, paired_auroc_diff
+from blackbox_wd.calibration.model import FEATURES, Platt
+from blackbox_wd.calibration.fit import ECE_BINS, CalibrationFit, ModelFit, expected_calibration_error
+from blackbox_wd.metrics import N_BOOTSTRAP, SEED, auroc, auroc_with_ci, paired_auroc_diff
 
 NAMES = {"avg_wd": "AvgWD", "log_eigen_wd": "EigenWD (log)", "lne": "LNE", "ls": "LS", "es": "ES", "er": "ER",
          "dse": "DSE"}

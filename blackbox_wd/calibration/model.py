@@ -1,6 +1,6 @@
 """A fitted calibration: raw scores -> probability of hallucination -> flag, stored as plain JSON.
 
-The applied model (fitted by ``calibration_fit``) is
+The applied model (fitted by ``calibration.fit``) is
 
     z = sum_j coef_j * (x_j - mean_j) / scale_j + intercept      x = [AvgWD, ln EigenWD]
     p = calibrator(z)
@@ -39,7 +39,7 @@ METHODS = ("isotonic", "platt")
 # The readable settings a calibration covers: what changes a score, less the seed and the prompt
 # protocol (the protocol says where it was fitted, ``FittedOn.protocol``; a scored prompt has none).
 COVERED = tuple(name for name in SCORE_FIELDS if name not in ("seed", "protocol"))
-PACKAGE_CALIBRATIONS = Path(__file__).resolve().parent / "calibrations"
+PACKAGE_CALIBRATIONS = Path(__file__).resolve().parents[1] / "calibrations"
 
 
 def covered_settings(reported: Mapping[str, Any]) -> dict[str, Any]:

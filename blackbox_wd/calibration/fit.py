@@ -34,7 +34,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from blackbox_wd import __version__
-from blackbox_wd.calibration import (COVERED, FEATURES, METHODS, Calibration, FittedOn, Isotonic, OperatingPoint, Platt,
+from blackbox_wd.calibration.model import (COVERED, FEATURES, METHODS, Calibration, FittedOn, Isotonic, OperatingPoint, Platt,
                                      ScoreModel, calibration_fingerprint, covered_settings)
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import fingerprint
