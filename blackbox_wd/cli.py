@@ -6,12 +6,15 @@ import asyncio
 import contextlib
 import dataclasses
 import enum
+import functools
+import inspect
 import json
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -24,27 +27,61 @@ from blackbox_wd.settings import Settings
 app = typer.Typer(add_completion=False, invoke_without_command=True,
                   help="Training-free hallucination detection with Wasserstein distances of teacher states.")
 
-# Options shared by the commands.
-K = Annotated[int, typer.Option("-k", "--k", help="Number of sampled responses per prompt.")]
-Temperature = Annotated[float, typer.Option("--temperature", help="Sampling temperature.")]
-TopP = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass.")]
-MaxTokens = Annotated[int, typer.Option("--max-tokens", help="Max new tokens per response.")]
-Seed = Annotated[Optional[int], typer.Option("--seed", help="Sampling seed.")]
-Layer = Annotated[Optional[int], typer.Option("--layer", help="Teacher layer (default floor(L/2)).")]
-Alpha = Annotated[float, typer.Option("--alpha", help="EigenWD diagonal shift (part of the result's settings).")]
-Target = Annotated[Optional[str], typer.Option("--target", help="Target model: API preset (gpt-4o-mini, deepseek-chat), served model name with --base-url, or a local model.")]
-Teacher = Annotated[str, typer.Option("--teacher", help="Teacher: registry name, hub id, model folder or .gguf file.")]
-BaseUrl = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint of the target.")]
-ApiKeyEnv = Annotated[Optional[str], typer.Option("--api-key-env", help="Environment variable that holds the API key.")]
-NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the API response cache.")]
-CacheDir = Annotated[Optional[str], typer.Option("--cache-dir", help="API response cache directory.")]
-Concurrency = Annotated[int, typer.Option("--concurrency", help="Max API requests in flight, shared by all prompts.")]
-Device = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
-Dtype = Annotated[str, typer.Option("--dtype", help="auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16.")]
-TokenBudget = Annotated[int, typer.Option("--token-budget", help="Max padded tokens in one teacher forward pass.")]
-RetryBudget = Annotated[float, typer.Option("--retry-budget", help="Seconds an API request may spend retrying 429/5xx/timeouts.")]
+# The options that set a Settings field: field -> (type, option names, help). Their defaults are the
+# Settings defaults, and ``with_settings`` adds them to a command once.
+SETTING_OPTIONS: dict[str, tuple[Any, tuple[str, ...], str]] = {
+    "k": (int, ("-k", "--k"), "Number of sampled responses per prompt."),
+    "temperature": (float, ("--temperature",), "Sampling temperature."),
+    "top_p": (float, ("--top-p",), "Nucleus sampling mass."),
+    "max_tokens": (int, ("--max-tokens",), "Max new tokens per response."),
+    "seed": (Optional[int], ("--seed",), "Sampling seed."),
+    "layer": (Optional[int], ("--layer",), "Teacher layer (default floor(L/2))."),
+    "alpha": (float, ("--alpha",), "EigenWD diagonal shift (part of the result's settings)."),
+    "target": (Optional[str], ("--target",), "Target model: API preset (gpt-4o-mini, deepseek-chat), served model "
+               "name with --base-url, or a local model."),
+    "teacher": (str, ("--teacher",), "Teacher: registry name, hub id, model folder or .gguf file."),
+    "base_url": (Optional[str], ("--base-url",), "OpenAI-compatible endpoint of the target."),
+    "api_key_env": (Optional[str], ("--api-key-env",), "Environment variable that holds the API key."),
+    "cache": (bool, ("--cache/--no-cache",), "Read and write the API response cache (--no-cache: neither)."),
+    "cache_dir": (Optional[str], ("--cache-dir",), "API response cache directory."),
+    "concurrency": (int, ("--concurrency",), "Max API requests in flight, shared by all prompts."),
+    "device": (str, ("--device",), "auto, cpu, cuda or cuda:N."),
+    "dtype": (str, ("--dtype",), "auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16."),
+    "token_budget": (int, ("--token-budget",), "Max padded tokens in one teacher forward pass."),
+    "retry_budget": (float, ("--retry-budget",), "Seconds an API request may spend retrying 429/5xx/timeouts."),
+}
+SETTING_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}
 CalibrationFile = Annotated[Optional[Path], typer.Option("--calibration", help="Calibration file (bbwd calibrate): adds "
                                                       "p_hallucination and flag; refused unless fitted for these settings.")]
+
+
+def with_settings(*, skip: tuple[str, ...] = ()) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Add the SETTING_OPTIONS (but ``skip``) to a command, defaults from Settings; it gets them as ``options``.
+
+    A parameter the command declares itself (another default or help) replaces the shared one and
+    is passed to it as usual; it goes into the Settings through ``settings_from(options, name=value)``.
+    """
+    def wrap(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for name, p in signature.parameters.items()
+               if name != "options"]
+        shared = [name for name in SETTING_OPTIONS if name not in skip and name not in signature.parameters]
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=SETTING_DEFAULTS[name],
+                                   annotation=Annotated[SETTING_OPTIONS[name][0], typer.Option(
+                                       *SETTING_OPTIONS[name][1], help=SETTING_OPTIONS[name][2])])
+                 for name in shared]
+
+        @functools.wraps(command)
+        def run(**values: Any) -> None:
+            command(**{k: v for k, v in values.items() if k not in shared},
+                    options={k: v for k, v in values.items() if k in shared})
+
+        required = [p for p in own if p.default is p.empty]  # arguments first, then the settings
+        rest = [p for p in own if p.default is not p.empty]
+        run.__signature__ = signature.replace(parameters=required + added + rest)  # type: ignore[attr-defined]
+        return run
+
+    return wrap
 
 
 class Engine(str, enum.Enum):
@@ -70,11 +107,9 @@ def quiet_libraries() -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # a timed-out answer is simply not equivalent
 
 
-def settings_from(options: dict) -> Settings:
-    """The Settings named by a command's options (``--no-cache`` becomes ``cache=False``); checked."""
-    fields = {f.name for f in dataclasses.fields(Settings)}
-    values = {k: v for k, v in options.items() if k in fields}
-    return Settings(**values, cache=not options["no_cache"])
+def settings_from(options: dict[str, Any], **own: Any) -> Settings:
+    """The Settings named by a command's shared options and its own (``own``); checked."""
+    return Settings(**options, **own)
 
 
 def render(result: Result, console: Console) -> None:
@@ -110,24 +145,21 @@ def render(result: Result, console: Console) -> None:
 
 
 @app.command()
+@with_settings(skip=("token_budget",))
 def score(
     prompt: Annotated[str, typer.Argument(help="The prompt to score.")],
-    k: K = 10, temperature: Temperature = 0.5, top_p: TopP = 1.0, max_tokens: MaxTokens = 128,
-    seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
-    teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
-    no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
-    device: Device = "auto", dtype: Dtype = "auto", retry_budget: RetryBudget = Settings.retry_budget,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     calibration: Annotated[Optional[Path], typer.Option(
         "--calibration", help="Calibration file (bbwd calibrate): adds the risk and a flag; refused unless fitted for "
                               "these settings. Default: the embedded one for the teacher, when it matches.")] = None,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """Score one prompt: sample K responses, teacher-force them, print D, AvgWD, EigenWD and, calibrated, the risk."""
     from blackbox_wd.calibration import Calibration, embedded_calibration
     from blackbox_wd.pipeline import Detector, as_messages
 
     quiet_libraries()
-    settings = settings_from(locals())
+    settings = settings_from(options or {})
     messages = as_messages(prompt)
     detector = Detector.from_settings(settings, Calibration.load(calibration) if calibration else None)
     if calibration is None:
@@ -144,17 +176,12 @@ def score(
 
 
 @app.command()
+@with_settings()
 def batch(
     logs: Annotated[Path, typer.Argument(help="JSONL input: id?, prompt|messages, responses?, label?")],
     output: Annotated[Path, typer.Option("-o", "--output", help="JSONL output (appended; a rerun resumes it).")],
     k: Annotated[Optional[int], typer.Option("-k", "--k", help="Responses per record (default: 10 with --target, "
                                              "else the count of the first record with 2 or more).")] = None,
-    temperature: Temperature = 0.5, top_p: TopP = 1.0, max_tokens: MaxTokens = 128,
-    seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
-    teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
-    no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
-    device: Device = "auto", dtype: Dtype = "auto", token_budget: TokenBudget = 16384,
-    retry_budget: RetryBudget = Settings.retry_budget,
     group_size: Annotated[int, typer.Option("--group-size", help="Records per shared teacher pass.")] = 8,
     save_matrix: Annotated[bool, typer.Option("--save-matrix", help="Add D to every output line.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 if any record had an error.")] = False,
@@ -163,6 +190,7 @@ def batch(
                                            "'ray' extra), same output.")] = Engine.local,
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster for --engine ray "
                                                        "(default: $RAY_ADDRESS, else a new local one).")] = None,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """Score a JSONL log, one output line per input line; records with fewer than K responses are topped up from --target."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -179,9 +207,10 @@ def batch(
     check_group_size(group_size)
     check_output_path(output)
     read_done(output)  # not bbwd output: refused before any model loads
-    sample_missing = target is not None
+    options = options or {}
+    sample_missing = options.get("target") is not None
     k, k_source = plan_k(logs, k, sample_missing)
-    settings = settings_from(locals())
+    settings = settings_from(options, k=k)
     cal = Calibration.load(calibration) if calibration else None
     err = Console(stderr=True)
     if engine is Engine.ray:
@@ -210,6 +239,7 @@ def batch(
 
 
 @app.command("eval")
+@with_settings(skip=("token_budget",))
 def evaluate(
     data: Annotated[str, typer.Option("--data", help="Dataset JSONL (../shared/data format) or a short name: nq, sciq, squad, math500.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Report folder.")] = Path("report"),
@@ -219,52 +249,28 @@ def evaluate(
     dse: Annotated[str, typer.Option("--dse", help="DSE judge: answer (QA: equal normalised answers; MATH: equivalent final answers), nli (needs --nli), teacher (the teacher LM's yes/no), none.")] = "answer",
     nli: Annotated[Optional[str], typer.Option("--nli", help="NLI model for --dse nli: hub id or local folder (e.g. microsoft/deberta-large-mnli).")] = None,
     require_context: Annotated[bool, typer.Option("--require-context", help="Score only records with a non-empty context (e.g. SciQ with its support).")] = False,
-    k: K = 10, temperature: Temperature = 0.5, top_p: TopP = 1.0,
     max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max new tokens per response (default 128; 512 when the data has MATH items).")] = None,
-    seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
-    teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
-    no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
-    device: Device = "auto", dtype: Dtype = "auto", retry_budget: RetryBudget = Settings.retry_budget,
     judge: Annotated[Optional[str], typer.Option("--judge", help="Also label with an LLM judge: API preset or model name (with --judge-base-url).")] = None,
     judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")] = None,
     judge_api_key_env: Annotated[Optional[str], typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")] = None,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """Score a dataset with AvgWD, EigenWD and the baselines; write results.jsonl, summary.md and plots."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
-    from blackbox_wd.baselines.nli import load_nli
-    from blackbox_wd.eval.data import load
-    from blackbox_wd.eval.report import write_report
-    from blackbox_wd.eval.run import default_max_tokens, evaluate as run_eval, protocol as eval_protocol, run_fingerprint
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.eval.main import execute, plan
 
     quiet_libraries()
-    try:
-        dataset = load(data, protocol, limit, require_context)
-    except (FileNotFoundError, ValueError) as exc:
-        raise BBWDError(str(exc)) from None
-    if not dataset.items:
-        raise BBWDError(f"nothing to score in {data} (the few-shot protocol keeps the last 5 records of each "
-                        "QA style as exemplars)")
-    described = eval_protocol(dataset, label_from, dse, nli)
-    max_tokens = max_tokens if max_tokens is not None else default_max_tokens(dataset.items)
-    settings = settings_from(locals())
+    request = plan(data, output, options or {}, limit=limit, protocol_name=protocol, label_from=label_from, dse=dse,
+                   nli=nli, require_context=require_context, max_tokens=max_tokens, judge=judge,
+                   judge_base_url=judge_base_url, judge_api_key_env=judge_api_key_env)
     err = Console(stderr=True)
-    llm_judge = None
-    if judge:
-        from blackbox_wd.clients.api import make_api_sampler
-        from blackbox_wd.eval.judge import LLMJudge
-
-        llm_judge = LLMJudge(make_api_sampler(dataclasses.replace(
-            settings, target=judge, base_url=judge_base_url, api_key_env=judge_api_key_env)))
-    detector = Detector.from_settings(settings)
-    nli_model = load_nli(nli, detector.teacher.device) if nli else None
     with Progress(TextColumn("[bold]bbwd eval"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[rate]}, {task.fields[errors]} errors"), TimeElapsedColumn(),
                   TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=not err.is_terminal,
                   speed_estimate_period=3600) as bar:
-        task = bar.add_task("eval", total=len(dataset.items), rate="", errors=0)
+        task = bar.add_task("eval", total=len(request.dataset.items), rate="", errors=0)
         start = {"done": 0, "errors": 0}
 
         def progress(done: int, row: dict | None) -> None:
@@ -276,17 +282,8 @@ def evaluate(
             new, elapsed = done - start["done"], bar.tasks[0].elapsed or 1e-9
             bar.update(task, completed=done, rate=f"{elapsed / new:.1f} s/prompt", errors=start["errors"])
 
-        rows = run_eval(detector, dataset, output, label_from=label_from, dse=dse, nli=nli_model, judge=llm_judge,
-                        progress=progress)
-    scored = [r for r in rows if "error" not in r]
-    reported = {**detector.reported_settings(), "fingerprint": run_fingerprint(detector, described), "data": data,
-                "protocol": described, "prompts": len(scored), "errors": len(rows) - len(scored),
-                "label_judge": judge or "none"}
-    if not scored:
-        raise BBWDError(f"every prompt failed, see {output / 'results.jsonl'}")
-    paths = write_report(scored, output, settings=reported, title=f"Hallucination detection on {Path(data).name}")
-    err.print(f"wrote {output / 'results.jsonl'} ({len(scored)} prompts scored, {len(rows) - len(scored)} errors), "
-              + ", ".join(str(p) for p in paths.values()), highlight=False)
+        message = execute(request, progress)
+    err.print(message, highlight=False)
 
 
 @app.command()
@@ -325,19 +322,15 @@ SERVE_MODULES = {"fastapi", "starlette", "uvicorn", "prometheus_client", "pydant
 
 
 @app.command()
+@with_settings()
 def serve(
-    k: K = 10, temperature: Temperature = 0.5, top_p: TopP = 1.0, max_tokens: MaxTokens = 128,
-    seed: Seed = 0, layer: Layer = None, alpha: Alpha = Settings.alpha, target: Target = None,
-    teacher: Teacher = Settings.teacher, base_url: BaseUrl = None, api_key_env: ApiKeyEnv = None,
-    no_cache: NoCache = False, cache_dir: CacheDir = None, concurrency: Concurrency = 16,
-    device: Device = "auto", dtype: Dtype = "auto", token_budget: TokenBudget = 16384,
-    retry_budget: RetryBudget = Settings.retry_budget,
     host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
     server_key_env: Annotated[Optional[str], typer.Option("--server-key-env", help="Environment variable holding the bearer token clients must send (needed to bind a non-loopback address).")] = None,
     calibration: Annotated[Optional[Path], typer.Option("--calibration", help="Calibration file: adds p_hallucination and flag to every verdict.")] = None,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Largest request body accepted (413 above).")] = 4 * 1024 * 1024,
     batch_wait_ms: Annotated[float, typer.Option("--batch-wait-ms", help="How long a lone request waits for others to share its teacher pass.")] = 5.0,
+    options: dict[str, Any] | None = None,
 ) -> None:
     """Serve an OpenAI-compatible /v1/chat/completions that answers every call and adds its bbwd verdict."""
     try:
@@ -349,7 +342,7 @@ def serve(
                         "pip install 'blackbox-wd[serve]'") from None
 
     quiet_libraries()
-    settings = settings_from(locals())
+    settings = settings_from(options or {})
     run(settings, ServeOptions(host=host, port=port, server_key_env=server_key_env, calibration=calibration,
                                max_body_bytes=max_body_bytes, batch_wait_ms=batch_wait_ms))
 

@@ -1,0 +1,80 @@
+"""``bbwd eval`` end to end: check the request before any model loads, run it, write the report.
+
+The CLI parses the options and shows progress; :func:`plan` and :func:`execute` do the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.eval.data import Dataset, load
+from blackbox_wd.eval.run import default_max_tokens, evaluate, protocol, run_fingerprint
+from blackbox_wd.settings import Settings
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """An evaluation checked before any model loads: the data, its protocol, the settings and the judges."""
+
+    data: str
+    output: Path
+    dataset: Dataset
+    described: dict[str, Any]  # the protocol, part of every row's fingerprint
+    settings: Settings
+    label_from: str
+    dse: str
+    nli: str | None
+    judge: str | None
+    judge_base_url: str | None
+    judge_api_key_env: str | None
+
+
+def plan(data: str, output: Path, settings: dict[str, Any], *, limit: int | None = None, protocol_name: str = "few-shot",
+         label_from: str = "greedy", dse: str = "answer", nli: str | None = None, require_context: bool = False,
+         max_tokens: int | None = None, judge: str | None = None, judge_base_url: str | None = None,
+         judge_api_key_env: str | None = None) -> EvalPlan:
+    """Load and check the data and the protocol; ``settings`` are the Settings fields given (BBWDError when bad)."""
+    try:
+        dataset = load(data, protocol_name, limit, require_context)
+    except (FileNotFoundError, ValueError) as exc:
+        raise BBWDError(str(exc)) from None
+    if not dataset.items:
+        raise BBWDError(f"nothing to score in {data} (the few-shot protocol keeps the last 5 records of each "
+                        "QA style as exemplars)")
+    described = protocol(dataset, label_from, dse, nli)
+    tokens = max_tokens if max_tokens is not None else default_max_tokens(dataset.items)
+    return EvalPlan(data, output, dataset, described, Settings(**settings, max_tokens=tokens), label_from, dse, nli,
+                    judge, judge_base_url, judge_api_key_env)
+
+
+def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] | None = None) -> str:
+    """Load the models, score and label every item (resuming results.jsonl), write the report; what was written."""
+    from blackbox_wd.baselines.nli import load_nli
+    from blackbox_wd.eval.report import write_report
+    from blackbox_wd.pipeline import Detector
+
+    llm_judge = None
+    if p.judge:
+        from blackbox_wd.clients.api import make_api_sampler
+        from blackbox_wd.eval.judge import LLMJudge
+
+        llm_judge = LLMJudge(make_api_sampler(dataclasses.replace(
+            p.settings, target=p.judge, base_url=p.judge_base_url, api_key_env=p.judge_api_key_env)))
+    detector = Detector.from_settings(p.settings)
+    nli_model = load_nli(p.nli, detector.teacher.device) if p.nli else None
+    rows = evaluate(detector, p.dataset, p.output, label_from=p.label_from, dse=p.dse, nli=nli_model, judge=llm_judge,
+                    progress=progress)
+    scored = [r for r in rows if "error" not in r]
+    reported = {**detector.reported_settings(), "fingerprint": run_fingerprint(detector, p.described), "data": p.data,
+                "protocol": p.described, "prompts": len(scored), "errors": len(rows) - len(scored),
+                "label_judge": p.judge or "none"}
+    if not scored:
+        raise BBWDError(f"every prompt failed, see {p.output / 'results.jsonl'}")
+    paths = write_report(scored, p.output, settings=reported, title=f"Hallucination detection on {Path(p.data).name}")
+    return (f"wrote {p.output / 'results.jsonl'} ({len(scored)} prompts scored, {len(rows) - len(scored)} errors), "
+            + ", ".join(str(path) for path in paths.values()))
