@@ -1,9 +1,10 @@
 """The one path from a prompt to scores: samples -> token states -> D -> AvgWD, EigenWD.
 
-Two stage functions carry it, and every front door (``Detector`` for ``score``, ``batch`` and
-``eval``; the Ray engine; the server) calls them: :func:`teacher_pass` (the model: a prompt's
-samples to their projected token states, one shared-prefix pass for many prompts) and
-:func:`score_states` (CPU: states to D, AvgWD, EigenWD and the baselines).
+Two stage functions carry it: :func:`teacher_pass` (the model: a prompt's samples to their
+projected token states, one shared-prefix pass for many prompts) and :func:`score_states` (CPU:
+states to D, AvgWD, EigenWD, the baselines, the calibrated probability). :class:`Scorer` wires them
+for a run (teacher, reported settings, calibration), and every front door scores through it:
+``Detector`` (``score``, ``eval``), ``batch``'s local and Ray engines, and the server.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ class Detector:
         self.settings = settings
         self.calibration = calibration
         if calibration is not None:
-            calibration.check(self.reported_settings())
+            Scorer.wire(teacher, sampler, settings, calibration)  # refused unless fitted for these settings
 
     @classmethod
     def from_settings(cls, settings: Settings, calibration: Calibration | None = None) -> "Detector":
@@ -186,8 +187,7 @@ class Detector:
 
     def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
         """The settings as run (resolved layer, projection, API endpoint, fingerprint; D's bandwidth when given)."""
-        out = ReportedSettings.of(self.settings, self.teacher, endpoint_host(self.sampler),
-                                  str(self.teacher.device)).as_dict()
+        out = Scorer.wire(self.teacher, self.sampler, self.settings).reported.as_dict()
         if d is not None:
             out["bandwidth"] = median_bandwidth(d)
         return out
