@@ -14,6 +14,11 @@ method is ``better`` only when that CI lies above 0, ``worse`` when below, else 
 
 AUPRC is ``sklearn.metrics.average_precision_score`` with hallucination the positive class (its
 chance level is the base rate). PRR is LM-Polygraph's prediction-rejection ratio, see :func:`prr`.
+
+Continuous labels (WikiBio's ``human_score``: the share of a passage's sentences that are
+inaccurate, higher = more hallucination) are compared by Pearson's r and Spearman's rho
+(``scipy.stats.pearsonr`` / ``spearmanr`` values), with the same percentile bootstrap over prompts;
+a higher score must correlate positively with more hallucination.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import rankdata
+from scipy.stats import pearsonr, rankdata, spearmanr
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 N_BOOTSTRAP = 1000
@@ -181,3 +186,53 @@ def prr(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray
     q_tied = (np.bincount(group, weights=q) / np.bincount(group))[group]
     random, oracle = q.mean(), rejection_area(np.sort(q)[::-1])
     return (rejection_area(q_tied) - random) / (oracle - random)
+
+
+CORRELATIONS = ("pearson", "spearman")
+
+
+@dataclass(frozen=True)
+class CorrelationResult:
+    """A correlation of scores with a continuous hallucination label, with its bootstrap CI."""
+
+    method: str  # 'pearson' or 'spearman'
+    r: float
+    lo: float
+    hi: float
+    n: int
+    n_boot: int  # resamples used (those where both sides vary)
+
+
+def _row_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Pearson's r of each row of two (B, n) arrays."""
+    xc = x - x.mean(axis=1, keepdims=True)
+    yc = y - y.mean(axis=1, keepdims=True)
+    return (xc * yc).sum(axis=1) / np.sqrt((xc**2).sum(axis=1) * (yc**2).sum(axis=1))
+
+
+def correlation_with_ci(labels: Sequence[float] | np.ndarray, scores: Sequence[float] | np.ndarray,
+                        method: str = "pearson", n_boot: int = N_BOOTSTRAP, seed: int = SEED,
+                        level: float = LEVEL) -> CorrelationResult:
+    """Pearson's r or Spearman's rho of scores with a continuous label, on the prompts where both are finite,
+    with the percentile bootstrap CI (resamples where either side is constant are skipped)."""
+    if method not in CORRELATIONS:
+        raise ValueError(f"unknown correlation '{method}': use one of {', '.join(CORRELATIONS)}")
+    y = np.asarray(labels, dtype=float).reshape(-1)
+    s = np.asarray(scores, dtype=float).reshape(-1)
+    if s.shape != y.shape:
+        raise ValueError(f"{y.size} labels but {s.size} scores")
+    keep = np.isfinite(y) & np.isfinite(s)
+    y, s = y[keep], s[keep]
+    nan = float("nan")
+    if y.size < 3 or np.ptp(y) == 0 or np.ptp(s) == 0:
+        return CorrelationResult(method, nan, nan, nan, int(y.size), 0)
+    r = float((pearsonr if method == "pearson" else spearmanr)(s, y)[0])
+    idx = np.random.default_rng(seed).integers(0, y.size, (n_boot, y.size))
+    ys, ss = y[idx], s[idx]
+    if method == "spearman":
+        ys, ss = rankdata(ys, axis=1), rankdata(ss, axis=1)
+    varies = (np.ptp(ys, axis=1) > 0) & (np.ptp(ss, axis=1) > 0)
+    if not varies.any():
+        return CorrelationResult(method, r, nan, nan, int(y.size), 0)
+    lo, hi = _percentiles(_row_pearson(ss[varies], ys[varies]), level)
+    return CorrelationResult(method, r, lo, hi, int(y.size), int(varies.sum()))

@@ -44,3 +44,16 @@ def eigen_wd(d: np.ndarray, alpha: float = DEFAULT_ALPHA, p: float = P_NORM) -> 
     """EigenWD = ||s||_p / ||s||_2 with s the singular values of the W2 kernel matrix."""
     s = np.linalg.svd(wd_kernel(d, alpha), compute_uv=False)
     return spectrum_ratio(s, p)
+
+
+def answer_wd(to_samples: np.ndarray) -> float:
+    """AnswerWD: the mean exact W2 distance from the judged answer's token cloud to each sample's.
+
+    ``to_samples`` is ``transport.w2_to_each(answer, samples)``. It asks of the answer itself what
+    SelfCheckGPT asks in text: is it consistent with what the model would otherwise say? 0 when the
+    answer's cloud equals every sample's.
+    """
+    to_samples = np.asarray(to_samples, dtype=float)
+    if to_samples.size == 0:
+        raise ValueError("AnswerWD needs at least one sample")
+    return float(to_samples.mean())

@@ -144,8 +144,29 @@ def w2(x: np.ndarray, y: np.ndarray) -> float:
 def pairwise_w2(clouds: Sequence[np.ndarray], workers: int | None = None) -> np.ndarray:
     """The symmetric K x K matrix of exact W2 distances, zero on the diagonal."""
     k = len(clouds)
+    return _w2_pairs(clouds, [(i, j) for i in range(k) for j in range(i + 1, k)], workers)
+
+
+def w2_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: int | None = None) -> np.ndarray:
+    """Exact W2 from the cloud ``x`` to each of ``clouds``: a vector of len(clouds).
+
+    The same solvers as :func:`pairwise_w2`, run on the K pairs (x, cloud j) only.
+
+    Examples
+    --------
+    >>> w2_to_each(np.zeros((1, 2)), [np.array([[3.0, 4.0]]), np.zeros((2, 2))]).tolist()
+    [5.0, 0.0]
+    """
+    if not clouds:
+        return np.zeros(0)
+    return _w2_pairs([x, *clouds], [(0, j) for j in range(1, len(clouds) + 1)], workers)[0, 1:].copy()
+
+
+def _w2_pairs(clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], workers: int | None) -> np.ndarray:
+    """The K x K matrix of exact W2 distances on the ``wanted`` pairs (i < j) and their mirrors, 0 elsewhere."""
+    k = len(clouds)
     d = np.zeros((k, k))
-    if k < 2:
+    if k < 2 or not wanted:
         return d
     points, starts = _prepare(clouds)
     sizes = np.diff(starts).tolist()
@@ -155,8 +176,7 @@ def pairwise_w2(clouds: Sequence[np.ndarray], workers: int | None = None) -> np.
     first: dict[bytes, int] = {}
     same = [first.setdefault(points[starts[i]:starts[i + 1]].tobytes(), i) for i in range(k)]
     # Largest problems first, so the last ones to finish are short.
-    pairs = sorted(((i, j) for i in range(k) for j in range(i + 1, k) if same[i] != same[j]),
-                   key=lambda p: -sizes[p[0]] * sizes[p[1]])
+    pairs = sorted(((i, j) for i, j in wanted if same[i] != same[j]), key=lambda p: -sizes[p[0]] * sizes[p[1]])
     if not pairs:
         return d
     # Small pairs run serially from one Gram matrix; large ones build their blocks on the threads.

@@ -148,3 +148,32 @@ def test_paired_difference_uses_prompts_where_both_are_finite():
     # kept: prompts 0, 1, 2 -> AUROC 1 and 0
     assert d.n == 3 and d.diff == pytest.approx(1.0)
     assert paired_auroc_diff([1, 1], [0.1, 0.2], [0.3, 0.4]).verdict == "not computable"
+
+
+@pytest.mark.parametrize("method", ["pearson", "spearman"])
+def test_correlation_equals_scipy_and_its_ci_holds_it(method):
+    from scipy.stats import pearsonr, spearmanr
+
+    from blackbox_wd.eval.metrics import correlation_with_ci
+
+    rng = np.random.default_rng(3)
+    human = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=80)  # tied, like WikiBio's human_score
+    score = human + rng.normal(0, 0.4, 80)
+    score[5] = np.nan  # dropped with its label
+    res = correlation_with_ci(human, score, method)
+    keep = np.isfinite(score)
+    ref = (pearsonr if method == "pearson" else spearmanr)(score[keep], human[keep])[0]
+    assert res.r == pytest.approx(ref, abs=1e-12)
+    assert res.n == 79 and res.n_boot == 1000
+    assert res.lo < res.r < res.hi and res.lo > 0.3  # a real correlation
+    # a higher score must mean more hallucination: the negated score correlates negatively
+    assert correlation_with_ci(human, -score, method).r == pytest.approx(-res.r, abs=1e-12)
+
+
+def test_correlation_of_a_constant_score_is_nan():
+    from blackbox_wd.eval.metrics import correlation_with_ci
+
+    res = correlation_with_ci([0.1, 0.5, 0.9, 0.3], [1.0, 1.0, 1.0, 1.0])
+    assert math.isnan(res.r) and res.n_boot == 0
+    with pytest.raises(ValueError, match="unknown correlation"):
+        correlation_with_ci([0.1, 0.5, 0.9], [1, 2, 3], "kendall")

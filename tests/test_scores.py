@@ -93,3 +93,19 @@ def test_uses_singular_values_of_non_psd_kernel():
     s = np.abs(eig)
     expected = np.sum(s**0.1) ** 10 / np.sqrt(np.sum(s**2))
     assert eigen_wd(d, 1e-3) == pytest.approx(expected, rel=1e-9)
+
+
+def test_answer_wd_is_the_mean_distance_to_the_samples():
+    from blackbox_wd.scores import answer_wd
+    from blackbox_wd.transport import w2_to_each
+
+    # answer {(0,0)}; samples {(3,4)}, {(0,0)}, {(6,8)}: distances 5, 0, 10 -> AnswerWD 5.
+    answer = np.zeros((1, 2))
+    samples = [np.array([[3.0, 4.0]]), np.zeros((1, 2)), np.array([[6.0, 8.0]])]
+    assert answer_wd(w2_to_each(answer, samples)) == pytest.approx(5.0, abs=1e-12)
+    # an answer far from samples that agree with each other scores higher than one among them
+    near = answer_wd(w2_to_each(np.array([[0.1, 0.0]]), [np.zeros((2, 2)), np.full((3, 2), 0.05)]))
+    far = answer_wd(w2_to_each(np.array([[9.0, 0.0]]), [np.zeros((2, 2)), np.full((3, 2), 0.05)]))
+    assert far > 50 * near
+    with pytest.raises(ValueError):
+        answer_wd(np.zeros(0))

@@ -190,3 +190,25 @@ def test_pair_threads_follow_omp_num_threads(monkeypatch):
     assert _workers() == cpus
     monkeypatch.setenv("OMP_NUM_THREADS", "four")
     assert _workers() == cpus
+
+
+def test_w2_to_each_hand_computed():
+    # x = {(0,0), (2,0)}; to {(1,0)}: every point moves 1 -> W2 = 1. To {(0,0),(2,0)}: 0.
+    # To {(0,3),(2,3)}: each point moves 3 straight up -> W2 = 3. To {(0,0),(0,2),(2,0),(2,2)}
+    # (half the mass stays, half moves 2) -> W2^2 = 0.5 * 4 = 2.
+    from blackbox_wd.transport import w2_to_each
+
+    x = np.array([[0.0, 0.0], [2.0, 0.0]])
+    clouds = [np.array([[1.0, 0.0]]), x.copy(), np.array([[0.0, 3.0], [2.0, 3.0]]),
+              np.array([[0.0, 0.0], [0.0, 2.0], [2.0, 0.0], [2.0, 2.0]])]
+    np.testing.assert_allclose(w2_to_each(x, clouds), [1.0, 0.0, 3.0, np.sqrt(2.0)], rtol=1e-12, atol=1e-12)
+
+
+def test_w2_to_each_equals_the_first_row_of_pairwise_w2():
+    from blackbox_wd.transport import w2_to_each
+
+    rng = np.random.default_rng(7)
+    clouds = random_clouds(rng, [40, 55, 40, 80, 64])
+    got = w2_to_each(clouds[0], clouds[1:])
+    ref = naive_pairwise(clouds)[0, 1:]
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
