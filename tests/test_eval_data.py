@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,41 @@ def test_math_prompt():
     item = Item(id="m", question="1+1?", answers=["2"], kind="math", source="math500")
     assert user_prompt(item, "few-shot") == user_prompt(item, "zero-shot") == (
         "Solve the problem. Be concise and put the final answer in \\boxed{}.\nProblem: 1+1?")
+
+
+@pytest.mark.parametrize("filename, n, kind, k, labels", [
+    ("sac3_nq_open.jsonl", 250, "qa", 10, {"label"}),
+    ("wikibio_gpt3_dev.jsonl", 119, "passage", 20, {"human_score", "sentences", "sentence_labels"}),
+])
+def test_recorded_samples_files_load_as_they_are(filename, n, kind, k, labels):
+    raw = [json.loads(line) for line in open(shared_data_dir() / filename, encoding="utf-8")]
+    ds = load(shared_data_dir() / filename)  # the default protocol does not apply: the file carries samples
+    assert ds.recorded and ds.described() == {"prompts": "recorded"} and ds.exemplars == {}
+    assert len(ds.items) == n and {it.kind for it in ds.items} == {kind}
+    first, rec = ds.items[0], raw[0]
+    assert first.messages == [{"role": "user", "content": rec.get("prompt", rec.get("question"))}]
+    assert list(first.samples) == rec["samples"] and len(first.samples) == k and first.response == rec["response"]
+    assert set(first.labels) == labels and all(first.labels[key] == rec[key] for key in labels)
+    assert [it.id for it in load(shared_data_dir() / filename, limit=3).items] == [r["id"] for r in raw[:3]]
+
+
+def test_recorded_record_errors_name_the_field(tmp_path):
+    good = {"id": "a", "source": "s", "prompt": "Tell me", "samples": ["x", "y"], "response": "x", "label": 1}
+    cases = [({"samples": ["only one"]}, "'samples' must be a list of at least 2"),
+             ({"samples": ["x", " "]}, "'samples' must be a list of at least 2 non-empty strings"),
+             ({"label": 2}, "'label' must be 0 or 1"),
+             ({"label": None, "human_score": float("nan")}, "'human_score' must be a finite number"),
+             ({"label": None}, "needs 'label' or 'human_score'"),
+             ({"prompt": ""}, "'prompt' (or 'question') must be a non-empty string"),
+             ({"sentences": ["a."], "sentence_labels": ["wrong"]}, "'sentence_labels' must give one of")]
+    for change, message in cases:
+        path = tmp_path / "rec.jsonl"
+        path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "b", **change}) + "\n")
+        with pytest.raises(ValueError, match=re.escape(message)) as info:
+            load(path)
+        assert f"{path}:2:" in str(info.value)  # the record is named
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(json.dumps(good) + "\n" + json.dumps({"id": "q", "question": "Q?", "answers": ["A"],
+                                                           "source": "nq"}) + "\n")
+    with pytest.raises(ValueError, match="some records carry 'samples' and some do not"):
+        load(mixed)

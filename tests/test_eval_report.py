@@ -18,7 +18,7 @@ def _synthetic(n: int = 40, k: int = 5, seed: int = 0) -> list[dict]:
         d = np.linalg.norm(pts[:, None] - pts[None], axis=-1)
         results.append({
             "id": f"p{i}", "label": label, "label_em": int(i % 4 == 0), "D": d.tolist(),
-            "avg_wd": float(d.mean()), "eigen_wd": float(d.max()) + 0.01 * i,
+            "avg_wd": float(d.mean()), "eigen_wd": float(d.max()) + 0.01 * i, "answer_wd": float(d[0].mean()),
             "settings": {"k": k, "teacher": "synthetic"},
             "baselines": {"lne": label + rng.normal(), "ls": rng.random(), "es": -float(label),
                           "er": rng.random(), "dse": None if i == 0 else float(rng.random())},
@@ -133,3 +133,22 @@ def test_roc_on_a_secondary_label_that_some_results_lack(tmp_path):
     assert "Hallucination base rate: 0.250 (2 hallucinated, 6 correct, n = 8)" in md  # label_em: i in {4, 8}
     assert "Hallucination base rate: 1.000 (12 hallucinated, 0 correct, n = 12)\n\nOne class only" in md
     assert md.count("| AvgWD |") == 2  # label_em's table and its paired comparison, none under `label`
+
+
+def test_continuous_label_gets_pearson_and_spearman_and_no_roc(tmp_path):
+    from scipy.stats import pearsonr, spearmanr
+
+    rng = np.random.default_rng(5)
+    human = rng.choice([0.0, 0.5, 1.0], size=30)
+    results = [{"id": f"w{i}", "human_score": float(h), "avg_wd": float(h + rng.normal(0, 0.3)),
+                "eigen_wd": float(rng.random()), "answer_wd": float(2 * h + rng.normal(0, 0.1)),
+                "D": [[0.0, 1.0], [1.0, 0.0]]} for i, h in enumerate(human)]
+    paths = write_report(results, tmp_path, n_boot=100)
+    assert "roc" not in paths and paths["heatmaps"].exists()  # no 0/1 label: nothing to draw a ROC of
+    text = paths["summary"].read_text()
+    assert "## Label `human_score` (continuous)" in text and "## Label `label`" not in text
+    avg = np.array([r["avg_wd"] for r in results])
+    row = next(line for line in text.splitlines() if line.startswith("| AvgWD |"))
+    assert row.startswith(f"| AvgWD | {100 * pearsonr(avg, human)[0]:.2f} [")
+    assert f"| {100 * spearmanr(avg, human)[0]:.2f} [" in row and row.endswith("| 30 |")
+    assert "| LNE | — | — | 0 |" in text  # a method without scores is shown empty

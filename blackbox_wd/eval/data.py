@@ -27,12 +27,22 @@ Protocols (pinned; the target sees exactly these messages):
 
       Solve the problem. Be concise and put the final answer in \\boxed{}.
       Problem: {question}
+
+* ``recorded``: a file whose records carry ``samples`` (what a model already answered, e.g.
+  ``wikibio_gpt3_dev.jsonl``, ``sac3_nq_open.jsonl``) is scored on those samples as they are, with
+  no sampling and no target. The prompt is the record's ``prompt`` (else its ``question``) as one
+  user turn, verbatim; ``response`` is the judged answer when present. Labels come from the file:
+  ``label`` (0/1, 1 = hallucination) and/or ``human_score`` (continuous, higher = more
+  hallucination); ``sentences`` with ``sentence_labels`` are kept. Such a record is ``qa`` when it
+  carries reference ``answers``, else a ``passage``. Every record of a file must be of one kind:
+  recorded or not.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,8 +59,10 @@ DATASETS = {
     "math500": "math500_test.jsonl",
 }
 PROTOCOLS = ("few-shot", "zero-shot")
+RECORDED = "recorded"  # the protocol of a file whose records carry their samples
 N_SHOTS = 5
 QA_STYLES = ("closed-book", "reading")
+SENTENCE_LABELS = ("accurate", "minor_inaccurate", "major_inaccurate")
 
 QA_CONTEXT_PROMPT = "Answer the question using the context.\nContext: {context}\nQuestion: {question}\nAnswer briefly."
 QA_PROMPT = "Answer the question briefly.\nQuestion: {question}"
@@ -72,12 +84,22 @@ class Item:
     context: str = ""
     input_hash: str = ""  # logs.line_hash of the record's line in the data file
     messages: list[dict[str, str]] = field(default_factory=list)
-    protocol: str = ""  # 'few-shot' when messages show exemplars, else 'zero-shot' (MATH always)
+    protocol: str = ""  # 'few-shot' when messages show exemplars, 'recorded' with samples, else 'zero-shot'
+    samples: tuple[str, ...] = ()  # recorded samples: scored as they are, never drawn
+    response: str | None = None  # the recorded judged answer
+    labels: dict[str, Any] = field(default_factory=dict)  # labels from the file: label, human_score, sentences
 
     @property
     def style(self) -> str:
-        """'math', 'reading' (a non-empty context) or 'closed-book'."""
-        return "math" if self.kind == "math" else "reading" if self.context else "closed-book"
+        """'math', 'passage', 'reading' (a non-empty context) or 'closed-book'."""
+        if self.kind in ("math", "passage"):
+            return self.kind
+        return "reading" if self.context else "closed-book"
+
+    @property
+    def recorded(self) -> bool:
+        """True when the record carries its own samples."""
+        return bool(self.samples)
 
 
 @dataclass(frozen=True)
@@ -89,8 +111,15 @@ class Dataset:
     hashes: dict[str, str]  # id -> line hash, for every record of the file (exemplars included)
     protocol: str
 
+    @property
+    def recorded(self) -> bool:
+        """True when the items carry their own samples: scored as they are, no target, no sampling."""
+        return self.protocol == RECORDED
+
     def described(self) -> dict[str, Any]:
         """The protocol as reported and fingerprinted: its name and the exemplar ids per style."""
+        if self.recorded:
+            return {"prompts": RECORDED}
         return {"prompts": self.protocol,
                 "exemplars": {style: [ex.id for ex in shots] for style, shots in self.exemplars.items() if shots}}
 
@@ -138,8 +167,65 @@ def pick_exemplars(items: list[Item]) -> dict[str, list[Item]]:
     return {style: [it for it in items if it.style == style][-N_SHOTS:] for style in QA_STYLES}
 
 
+def _strings(record: dict, key: str, where: str, min_len: int) -> list[str]:
+    """A list of at least ``min_len`` non-empty strings under ``key``; ValueError naming it otherwise."""
+    value = record.get(key)
+    if not isinstance(value, list) or len(value) < min_len or \
+            not all(isinstance(v, str) and v.strip() for v in value):
+        raise ValueError(f"{where}'{key}' must be a list of at least {min_len} non-empty strings")
+    return value
+
+
+def recorded_labels(record: dict, where: str = "") -> dict[str, Any]:
+    """The labels a recorded record carries: ``label`` (0/1), ``human_score`` (a finite number),
+    ``sentences`` with ``sentence_labels`` (as many); ValueError naming a malformed one."""
+    out: dict[str, Any] = {}
+    if record.get("label") is not None:
+        if record["label"] not in (0, 1) or isinstance(record["label"], float):
+            raise ValueError(f"{where}'label' must be 0 or 1")
+        out["label"] = int(record["label"])
+    if record.get("human_score") is not None:
+        score = record["human_score"]
+        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise ValueError(f"{where}'human_score' must be a finite number")
+        out["human_score"] = float(score)
+    if "sentences" in record:
+        sentences = _strings(record, "sentences", where, 1)
+        labels = record.get("sentence_labels")
+        if not isinstance(labels, list) or len(labels) != len(sentences) or \
+                not all(lab in SENTENCE_LABELS for lab in labels):
+            raise ValueError(f"{where}'sentence_labels' must give one of {', '.join(SENTENCE_LABELS)} per sentence")
+        out.update(sentences=sentences, sentence_labels=labels)
+    if not out:
+        raise ValueError(f"{where}a recorded record needs 'label' or 'human_score'")
+    return out
+
+
+def parse_recorded(record: dict, where: str = "", input_hash: str = "") -> Item:
+    """One record with ``samples`` -> Item (its prompt as one user turn); ValueError naming a malformed key."""
+    for key in ("id", "source"):
+        if key not in record:
+            raise ValueError(f"{where}missing key '{key}'")
+    prompt = record.get("prompt", record.get("question"))
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError(f"{where}'prompt' (or 'question') must be a non-empty string")
+    response = record.get("response")
+    if response is not None and (not isinstance(response, str) or not response.strip()):
+        raise ValueError(f"{where}'response' must be a non-empty string")
+    answers = _strings(record, "answers", where, 1) if "answers" in record else []
+    return Item(id=str(record["id"]), question=str(record.get("question", prompt)), answers=answers,
+                kind="qa" if answers else "passage", source=str(record["source"]), input_hash=input_hash,
+                messages=[{"role": "user", "content": prompt}], protocol=RECORDED,
+                samples=tuple(_strings(record, "samples", where, 2)), response=response,
+                labels=recorded_labels(record, where))
+
+
 def parse_record(record: dict, where: str = "", input_hash: str = "") -> Item:
-    """One JSON object -> Item (no messages yet); ValueError naming the missing or malformed key."""
+    """One JSON object -> Item (no messages yet); ValueError naming the missing or malformed key.
+
+    A record with ``samples`` is a recorded one (:func:`parse_recorded`)."""
+    if "samples" in record:
+        return parse_recorded(record, where, input_hash)
     for key in ("id", "question", "answers", "source"):
         if key not in record:
             raise ValueError(f"{where}missing key '{key}'")
@@ -179,6 +265,11 @@ def load(path: str | os.PathLike[str], protocol: str = "few-shot", limit: int | 
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol '{protocol}': use one of {', '.join(PROTOCOLS)}")
     every = read(path)
+    if any(it.recorded for it in every):
+        if not all(it.recorded for it in every):
+            raise ValueError(f"{resolve_path(path)}: some records carry 'samples' and some do not: one kind a file")
+        items = every if limit is None else every[:max(limit, 0)]
+        return Dataset(items, {}, {it.id: it.input_hash for it in every}, RECORDED)
     exemplars = pick_exemplars(every) if protocol == "few-shot" else {}
     shown = {ex.id for shots in exemplars.values() for ex in shots}
     turns = {style: exemplar_turns(shots, protocol) for style, shots in exemplars.items()}  # shared by all items

@@ -36,12 +36,16 @@ import numpy as np
 
 from blackbox_wd.baselines import BASELINES
 from blackbox_wd.answers.mathcheck import has_boxed
-from blackbox_wd.metrics import N_BOOTSTRAP, SEED, PairedDiff, auprc, auroc_with_ci, paired_auroc_diff, prr
+from blackbox_wd.metrics import (N_BOOTSTRAP, SEED, CorrelationResult, PairedDiff, auprc, auroc_with_ci,
+                                 correlation_with_ci, paired_auroc_diff, prr)
 
-METHODS = ("avg_wd", "eigen_wd", "lne", "ls", "es", "er", "dse")
-OURS = ("avg_wd", "eigen_wd")
-NAMES = {"avg_wd": "AvgWD", "eigen_wd": "EigenWD", "lne": "LNE", "ls": "LS", "es": "ES", "er": "ER",
-         "dse": "DSE"}
+METHODS = ("avg_wd", "eigen_wd", "answer_wd", "lne", "ls", "es", "er", "dse")
+OURS = ("avg_wd", "eigen_wd", "answer_wd")
+NAMES = {"avg_wd": "AvgWD", "eigen_wd": "EigenWD", "answer_wd": "AnswerWD", "lne": "LNE", "ls": "LS", "es": "ES",
+         "er": "ER", "dse": "DSE"}
+CONTINUOUS_KEYS = ("human_score",)  # continuous labels, higher = more hallucination: Pearson and Spearman
+CONTINUOUS_NAMES = {"human_score": "human score of the judged answer (mean of 0 accurate / 0.5 minor / 1 major "
+                                   "inaccurate over its sentences)"}
 LABEL_KEYS = ("label", "label_em", "label_first", "label_em_first", "label_judge")
 LABEL_NAMES = {"label": "ROUGE-L >= 0.5 (QA) / equivalent final answer (MATH) of the judged answer",
                "label_em": "exact match / containment (QA) of the judged answer",
@@ -154,6 +158,31 @@ def _comparisons(results: Sequence[Mapping[str, Any]], table: Mapping[str, Metho
     return lines + [""]
 
 
+def correlations(results: Sequence[Mapping[str, Any]], methods: Sequence[str] = METHODS, key: str = "human_score",
+                 n_boot: int = N_BOOTSTRAP, seed: int = SEED) -> dict[str, tuple[CorrelationResult, CorrelationResult]]:
+    """(Pearson, Spearman) with bootstrap CIs of every method that has a finite score, against label ``key``."""
+    y = np.array([float(r[key]) for r in results], dtype=float)
+    out = {}
+    for m in methods:
+        s = score_array(results, m)
+        if np.isfinite(s).any():
+            out[m] = tuple(correlation_with_ci(y, s, how, n_boot, seed) for how in ("pearson", "spearman"))
+    return out
+
+
+def _correlation_table(table: Mapping[str, tuple[CorrelationResult, CorrelationResult]],
+                       methods: Sequence[str]) -> list[str]:
+    lines = ["| method | Pearson x100 [95% CI] | Spearman x100 [95% CI] | n |", "|---|---|---|---|"]
+    for m in methods:
+        if m not in table:
+            lines.append(f"| {NAMES.get(m, m)} | — | — | 0 |")
+            continue
+        cells = [f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]" if math.isfinite(c.r) else "—"
+                 for c in table[m]]
+        lines.append(f"| {NAMES.get(m, m)} | {cells[0]} | {cells[1]} | {table[m][0].n} |")
+    return lines
+
+
 def _counts(results: Sequence[Mapping[str, Any]], key: str) -> str:
     """'a (n), b (m)' of a row field's values, most common first."""
     found = Counter(str(r[key]) for r in results if r.get(key) is not None)
@@ -228,6 +257,14 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
             continue
         lines += _table(tables[key], methods) + [""]
         lines += _comparisons(rows, tables[key], key, n_boot, seed)
+    for key in CONTINUOUS_KEYS:
+        rows = labelled(results, key)
+        if rows:
+            lines += [f"## Label `{key}` (continuous): {CONTINUOUS_NAMES.get(key, key)}", "",
+                      f"Mean {np.mean([r[key] for r in rows]):.3f}, n = {len(rows)}. Pearson's r and Spearman's rho "
+                      f"of each score with it (a higher score should mean more hallucination); 95% percentile "
+                      f"bootstrap CI over prompts, {n_boot} resamples, seed {seed}.", ""]
+            lines += _correlation_table(correlations(rows, methods, key, n_boot, seed), methods) + [""]
     if settings is None and results:
         settings = results[0].get("settings")
     if settings:
@@ -321,8 +358,13 @@ def write_report(results: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
     out.mkdir(parents=True, exist_ok=True)
     paths = {"summary": out / "summary.md", "roc": out / "roc.png", "heatmaps": out / "heatmaps.png"}
     write_summary(results, paths["summary"], methods, label_keys, settings, title, n_boot, seed)
-    # the first label with both classes, on the results that carry it
-    key = next((k for k in label_keys if len({r[k] for r in labelled(results, k)}) == 2), label_keys[0])
-    plot_roc(labelled(results, key), paths["roc"], methods, key)
-    plot_heatmaps(results, paths["heatmaps"], heatmap_by, n_heat, key)
+    # the first label with both classes, else the first present, on the results that carry it
+    present = [k for k in label_keys if labelled(results, k)]
+    key = next((k for k in present if len({r[k] for r in labelled(results, k)}) == 2),
+               present[0] if present else None)
+    if key is None:  # continuous labels only (e.g. WikiBio's human_score): no ROC to draw
+        del paths["roc"]
+    else:
+        plot_roc(labelled(results, key), paths["roc"], methods, key)
+    plot_heatmaps(results, paths["heatmaps"], heatmap_by, n_heat, key or label_keys[0])
     return paths
