@@ -154,7 +154,7 @@ def test_paired_difference_uses_prompts_where_both_are_finite():
 def test_correlation_equals_scipy_and_its_ci_holds_it(method):
     from scipy.stats import pearsonr, spearmanr
 
-    from blackbox_wd.eval.metrics import correlation_with_ci
+    from blackbox_wd.metrics import correlation_with_ci
 
     rng = np.random.default_rng(3)
     human = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=80)  # tied, like WikiBio's human_score
@@ -171,7 +171,7 @@ def test_correlation_equals_scipy_and_its_ci_holds_it(method):
 
 
 def test_correlation_of_a_constant_score_is_nan():
-    from blackbox_wd.eval.metrics import correlation_with_ci
+    from blackbox_wd.metrics import correlation_with_ci
 
     res = correlation_with_ci([0.1, 0.5, 0.9, 0.3], [1.0, 1.0, 1.0, 1.0])
     assert math.isnan(res.r) and res.n_boot == 0
