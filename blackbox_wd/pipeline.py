@@ -20,11 +20,11 @@ from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
-from blackbox_wd.scores import avg_wd, eigen_wd, median_bandwidth
-from blackbox_wd.sampling import Sampler, endpoint_host, shares_model
+from blackbox_wd.scores import answer_wd, avg_wd, eigen_wd, median_bandwidth
+from blackbox_wd.sampling import RecordedSamples, Sampler, endpoint_host, shares_model
 from blackbox_wd.settings import ReportedSettings, Settings
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
-from blackbox_wd.transport import pairwise_w2
+from blackbox_wd.transport import pairwise_w2, w2_to_each
 
 
 @dataclass
@@ -45,6 +45,7 @@ class Result:
     p_hallucination: float | None = None  # with a calibration: its probability of hallucination
     flag: bool | None = None  # with a calibration: p_hallucination >= its threshold
     calibration: dict[str, Any] | None = None  # with a calibration: its ``summary()``
+    answer_wd: float | None = None  # with a judged answer: AnswerWD, its mean W2 to the K samples
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (D as nested lists)."""
@@ -100,7 +101,8 @@ class Scorer:
     def wire(cls, teacher: HFTeacher, sampler: object, settings: Settings,
              calibration: Calibration | None = None) -> "Scorer":
         """The wiring of a teacher and a sampler under these settings (the calibration checked against them)."""
-        reported = ReportedSettings.of(settings, teacher, endpoint_host(sampler), str(teacher.device))
+        reported = ReportedSettings.of(settings, teacher, endpoint_host(sampler), str(teacher.device),
+                                       recorded=isinstance(sampler, RecordedSamples))
         return cls(reported, teacher, shares_model(sampler, teacher), calibration)
 
     @property
@@ -176,6 +178,12 @@ class Detector:
         teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget)
         return cls(teacher, api or local_sampler_for(settings, teacher), settings, calibration)
 
+    @classmethod
+    def for_recorded(cls, settings: Settings) -> "Detector":
+        """Load the teacher only: the samples come recorded with the data (``RecordedSamples``)."""
+        teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget)
+        return cls(teacher, RecordedSamples(), settings)
+
     def with_calibration(self, calibration: Calibration | None) -> "Detector":
         """The same teacher and sampler with another calibration (checked against the settings)."""
         return Detector(self.teacher, self.sampler, self.settings, calibration)
@@ -228,6 +236,7 @@ class PromptStates:
     states: list[TokenStates]
     teacher_tokens: int  # the prompt once plus each distinct response once
     teacher_seconds: float  # its share of the pass, in proportion to teacher_tokens
+    answer: TokenStates | None = None  # the judged answer's (``samples.answer``), forced with them, not in D
 
 
 def prompt_pairs(teacher: HFTeacher, messages: Messages, samples: Sequence[Sample],
@@ -247,6 +256,13 @@ def prompt_pairs(teacher: HFTeacher, messages: Messages, samples: Sequence[Sampl
     return pairs
 
 
+def answer_pair(teacher: HFTeacher, prompt: list[int], answer: Sample, own_ids: bool = False) -> tuple[list[int], list[int]]:
+    """(prompt ids, the judged answer's ids), checked as the samples are; its errors name the judged answer."""
+    pair = (prompt, teacher.response_ids(answer.token_ids if own_ids and answer.token_ids is not None else answer.text))
+    teacher.check(0, *pair, name="judged answer")
+    return pair
+
+
 def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]], *, logprobs: bool = False,
                  own_ids: bool = False) -> list[PromptStates | BBWDError]:
     """Teacher-force several prompts' samples in one shared-prefix pass; an unusable prompt gets its BBWDError.
@@ -260,6 +276,8 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
     for n, (messages, sample_set) in enumerate(items):
         try:
             own = prompt_pairs(teacher, messages, sample_set.samples, own_ids)
+            if sample_set.answer is not None:
+                own.append(answer_pair(teacher, own[0][0], sample_set.answer, own_ids))
         except BBWDError as exc:
             out[n] = exc
             continue
@@ -272,7 +290,10 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
     total = sum(floors.values()) or 1
     for n, span in spans.items():
         messages, sample_set = items[n]
-        out[n] = PromptStates(messages, sample_set, states[span], floors[n], seconds * floors[n] / total)
+        got, answer = states[span], None
+        if sample_set.answer is not None:
+            got, answer = got[:-1], got[-1]
+        out[n] = PromptStates(messages, sample_set, got, floors[n], seconds * floors[n] / total, answer)
     return out  # type: ignore[return-value]
 
 
@@ -314,12 +335,14 @@ def score_states(ps: PromptStates, scorer: Scorer, *, baselines: bool = False,
     reported = scorer.reported.as_dict()
     t0 = time.perf_counter()
     d, avg, eig = scores_from_states(ps.states, alpha, p)
+    answer = None if ps.answer is None else answer_wd(w2_to_each(ps.answer.states, [s.states for s in ps.states]))
     timings = {"teacher": ps.teacher_seconds, "teacher_tokens": ps.teacher_tokens,
                "transport": time.perf_counter() - t0}
     samples = ps.samples.samples
     result = Result(prompt=ps.messages, responses=[s.text for s in samples],
                     token_counts=[s.n_tokens for s in ps.states], D=d, avg_wd=avg, eigen_wd=eig,
-                    settings={**reported, "bandwidth": median_bandwidth(d)}, usage=ps.samples.usage, timings=timings)
+                    settings={**reported, "bandwidth": median_bandwidth(d)}, usage=ps.samples.usage, timings=timings,
+                    answer_wd=answer)
     if baselines:
         t1 = time.perf_counter()
         api = all(s.token_logprobs for s in samples)

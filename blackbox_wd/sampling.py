@@ -64,6 +64,17 @@ class BatchSampler(ABC):
         """``k`` samples for each (messages, k); with ``answers``, each prompt's greedy answer too."""
 
 
+class RecordedSamples:
+    """The sampler of data that carries its samples (``bbwd eval`` on recorded samples): nothing is drawn.
+
+    Its runs report ``target`` "recorded" and no sampling settings; drawing from it raises.
+    """
+
+    def sample(self, messages: Messages, params: SamplingParams) -> SampleSet:
+        """Never called: recorded samples are scored as they are."""
+        raise BBWDError("recorded samples are scored as they are: nothing is drawn")
+
+
 class Mode(enum.Enum):
     """How a sampler draws a group: its declared interface."""
 

@@ -15,6 +15,7 @@ from blackbox_wd.scores import DEFAULT_ALPHA, P_NORM
 from blackbox_wd.teachers.registry import EMBEDDED
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+RECORDED = "recorded"  # the reported target of samples that came with the data
 
 # What changes the score of a given prompt; ``fingerprint`` hashes exactly these (as run: the
 # resolved layer, the API endpoint's host) plus the prompt protocol where one applies.
@@ -83,11 +84,14 @@ class ReportedSettings:
     proj_dim: int
     proj_seed: int
     device: str
+    recorded: bool = False  # the samples come recorded with the data: no target, no sampling settings
 
     @classmethod
-    def of(cls, settings: Settings, teacher: TeacherShape, endpoint: str | None, device: str) -> "ReportedSettings":
+    def of(cls, settings: Settings, teacher: TeacherShape, endpoint: str | None, device: str,
+           recorded: bool = False) -> "ReportedSettings":
         """The reported settings of a run with this teacher (or its card) and API endpoint host."""
-        return cls(settings, endpoint, teacher.layer, teacher.n_layers, teacher.proj_dim, teacher.proj_seed, device)
+        return cls(settings, endpoint, teacher.layer, teacher.n_layers, teacher.proj_dim, teacher.proj_seed, device,
+                   recorded)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object results carry: every setting, as run, then the fingerprint."""
@@ -95,6 +99,8 @@ class ReportedSettings:
         out = asdict(s)
         out.update(target=s.target or s.teacher, white_box=s.white_box, endpoint=self.endpoint, layer=self.layer,
                    n_layers=self.n_layers, proj_dim=self.proj_dim, proj_seed=self.proj_seed, device=self.device)
+        if self.recorded:
+            out.update(target=RECORDED, white_box=False, temperature=None, top_p=None, max_tokens=None, seed=None)
         out["fingerprint"] = fingerprint(out)
         return out
 

@@ -47,8 +47,11 @@ def plan(data: str, output: Path, settings: dict[str, Any], *, limit: int | None
         raise BBWDError(f"nothing to score in {data} (the few-shot protocol keeps the last 5 records of each "
                         "QA style as exemplars)")
     described = protocol(dataset, label_from, dse, nli)
+    if dataset.recorded and settings.get("target"):
+        raise BBWDError(f"--target: {data} carries its samples, which are scored as they are with no target; "
+                        "drop --target")
     tokens = max_tokens if max_tokens is not None else default_max_tokens(dataset.items)
-    return EvalPlan(data, output, dataset, described, Settings(**settings, max_tokens=tokens), label_from, dse, nli,
+    return EvalPlan(data, output, dataset, described, Settings(**settings, max_tokens=tokens), described["label_from"], dse, nli,
                     judge, judge_base_url, judge_api_key_env)
 
 
@@ -65,7 +68,7 @@ def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] 
 
         llm_judge = LLMJudge(make_api_sampler(dataclasses.replace(
             p.settings, target=p.judge, base_url=p.judge_base_url, api_key_env=p.judge_api_key_env)))
-    detector = Detector.from_settings(p.settings)
+    detector = Detector.for_recorded(p.settings) if p.dataset.recorded else Detector.from_settings(p.settings)
     nli_model = load_nli(p.nli, detector.teacher.device) if p.nli else None
     rows = evaluate(detector, p.dataset, p.output, label_from=p.label_from, dse=p.dse, nli=nli_model, judge=llm_judge,
                     progress=progress)

@@ -52,7 +52,10 @@ LABEL_NAMES = {"label": "ROUGE-L >= 0.5 (QA) / equivalent final answer (MATH) of
                "label_first": "ROUGE-L >= 0.5 (QA) / equivalent final answer (MATH) of the first sample",
                "label_em_first": "exact match / containment (QA) of the first sample",
                "label_judge": "LLM judge through the API client, of the judged answer"}
-ANSWER_SOURCES = {"greedy": "a separate greedy answer (temperature 0)", "first": "the first of the K samples"}
+ANSWER_SOURCES = {"greedy": "a separate greedy answer (temperature 0)", "first": "the first of the K samples",
+                  "recorded": "the record's recorded response (samples and labels from the data file)"}
+RECORDED_LABEL = "from the data file (1 = the judged answer is hallucinated)"
+LNE_SOURCES = {"api": "the target's token log-probs", "teacher": "the teacher's log-probs of the forced samples"}
 STAGES = ("sample", "greedy", "teacher", "transport", "baselines", "dse")
 
 
@@ -207,7 +210,7 @@ def timing_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def truncation_lines(results: Sequence[Mapping[str, Any]], kind: str = "math") -> list[str]:
     """How many of ``kind``'s samples and judged answers were cut at max tokens, and (MATH) lack a \\boxed{}."""
-    rows = [r for r in results if r.get("kind") == kind and r.get("finish_reasons") is not None]
+    rows = [r for r in results if r.get("kind") == kind and any(f is not None for f in r.get("finish_reasons") or [])]
     if not rows:
         return []
     cut = sum(f == "length" for r in rows for f in r["finish_reasons"])
@@ -235,6 +238,9 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
              "- judged answer (labels without `_first`): "
              + (", ".join(ANSWER_SOURCES.get(s, s) for s in sorted(sources)) or "—"),
              f"- DSE judge: {_counts(results, 'dse_judge')}",
+             "- LNE from: " + (", ".join(f"{LNE_SOURCES.get(v, v)} ({n})" for v, n in
+                                         Counter(r["lne_source"] for r in results if r.get("lne_source")).most_common())
+                               or "—"),
              *timing_lines(results),
              *[line for kind in ("qa", "math") for line in truncation_lines(results, kind)],
              f"- AUROC: higher score = more likely hallucination; 95% percentile bootstrap CI, {n_boot} resamples, "
@@ -249,7 +255,8 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
             continue
         y = label_array(rows, key)
         tables[key] = summarize(rows, methods, key, n_boot, seed)
-        lines += [f"## Label `{key}`: {LABEL_NAMES.get(key, key)}", "",
+        name = RECORDED_LABEL if rows[0].get("label_from") == "recorded" else LABEL_NAMES.get(key, key)
+        lines += [f"## Label `{key}`: {name}", "",
                   f"Hallucination base rate: {y.mean():.3f} ({int(y.sum())} hallucinated, {int(y.size - y.sum())} "
                   f"correct, n = {y.size})", ""]
         if y.min() == y.max():

@@ -7,8 +7,15 @@ the judged answer. Labels, 1 = hallucination (``eval.labels``): ``label`` / ``la
 judged answer; with greedy also ``label_first`` / ``label_em_first`` of the first sample.
 
 DSE clusters the K samples with the judge ``dse`` names: ``answer`` (QA: equal ``em_key``, the
-exact-match normalisation; MATH: equivalent final answers), ``nli`` (an NLI model), ``teacher``
-(the teacher LM's yes/no logits) or ``none``.
+exact-match normalisation; MATH: equivalent final answers; passages: not computed, since no two
+passages are equal answers), ``nli`` (an NLI model), ``teacher`` (the teacher LM's yes/no logits) or
+``none``.
+
+Recorded data (``Dataset.recorded``: records that carry their ``samples``) is scored as it is: the
+first K samples of each record, no sampler is called, the judged answer is the record's
+``response`` (else its first sample) and the labels are the file's (``label``, ``human_score``,
+``sentences``). Every row carries ``answer_wd``, AnswerWD of the judged answer, when that answer is
+not one of the samples (``--label-from first`` has none).
 
 Items go in groups of ``group_size``, fixed by the dataset's order, each drawn by the sampling
 stage batch uses (``sampling.draw_group``) and scored with one shared-prefix teacher pass. Rows go
@@ -37,24 +44,27 @@ from blackbox_wd.eval.data import Dataset, Item
 from blackbox_wd.eval.judge import LLMJudge
 from blackbox_wd.eval.labels import prompt_labels
 from blackbox_wd.pipeline import Detector, Result
-from blackbox_wd.records import SampleSet, SamplingParams
+from blackbox_wd.records import Sample, SampleSet, SamplingParams
 from blackbox_wd.runlog import RunLog
 from blackbox_wd.sampling import Drawn, draw_group
 from blackbox_wd.settings import fingerprint
 
 LABEL_SOURCES = ("greedy", "first")
+RECORDED_LABELS = "recorded"  # label_from of recorded data: the record's response, labels from the file
 DSE_JUDGES = ("answer", "nli", "teacher", "none")
 MAX_TOKENS = {"qa": 128, "math": 512}  # default --max-tokens: the largest over the kinds in the data
 
 
 def default_max_tokens(items: Sequence[Item]) -> int:
     """MAX_TOKENS of the data's kinds (room for a \\boxed{} answer when MATH items are present)."""
-    return max((MAX_TOKENS[it.kind] for it in items), default=MAX_TOKENS["qa"])
+    return max((MAX_TOKENS.get(it.kind, MAX_TOKENS["qa"]) for it in items), default=MAX_TOKENS["qa"])
 
 
 def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None) -> dict[str, Any]:
     """What changes a row beyond the detector's settings: prompts and exemplars, label source, DSE judge."""
-    if label_from not in LABEL_SOURCES:
+    if dataset.recorded:
+        label_from = RECORDED_LABELS
+    elif label_from not in LABEL_SOURCES:
         raise BBWDError(f"unknown label source '{label_from}': use one of {', '.join(LABEL_SOURCES)}")
     if dse not in DSE_JUDGES:
         raise BBWDError(f"unknown DSE judge '{dse}': use one of {', '.join(DSE_JUDGES)}")
@@ -71,6 +81,8 @@ def run_fingerprint(detector: Detector, described: dict[str, Any]) -> str:
 def dse_judge(item: Item, dse: str, detector: Detector, nli: NLIModel | None = None) -> tuple[Entails | None, str]:
     """The judge DSE clusters this item's samples with, and its name in the row."""
     if dse == "answer":
+        if item.kind == "passage":  # no two passages are the same answer: answer equivalence does not apply
+            return None, "none (passage)"
         return (final_answer_entails, "final-answer") if item.kind == "math" else (exact_match_entails, "answer")
     if dse == "nli":
         return NLIEntailment(nli), f"nli:{nli.name}"
@@ -89,7 +101,7 @@ def result_row(item: Item, result: Result, extra: dict[str, Any]) -> dict[str, A
     """The results.jsonl object of one prompt."""
     return {"id": item.id, "source": item.source, "kind": item.kind, "style": item.style, "question": item.question,
             "answers": item.answers, **extra, "responses": result.responses, "token_counts": result.token_counts,
-            "avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd, **result.baselines,
+            "avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd, "answer_wd": result.answer_wd, **result.baselines,
             "lne_source": result.lne_source, "D": result.D.tolist(), "timings": result.timings}
 
 
@@ -121,15 +133,29 @@ def done_rows(path: Path, fingerprint: str, hashes: dict[str, str]) -> list[dict
 GROUP_SIZE = 8  # items drawn in one generate call and teacher-forced in one shared-prefix pass
 
 
+def recorded_draw(item: Item, k: int) -> Drawn:
+    """A recorded item's first K samples and its response as the judged answer: a draw that drew nothing."""
+    if len(item.samples) < k:
+        return Drawn(BBWDError(f"field 'samples' has {len(item.samples)} sample(s); every record of this run is "
+                               f"scored on K={k} (-k)"))
+    answer = Sample(item.response) if item.response is not None else None
+    return Drawn(SampleSet([Sample(text) for text in item.samples[:k]]), answer, {})
+
+
 def score_group(detector: Detector, items: Sequence[Item], label_from: str, dse: str, nli: NLIModel | None,
                 judge: LLMJudge | None, loop: asyncio.AbstractEventLoop) -> list[dict[str, Any]]:
     """Draw, score and label a group of items: one draw, one shared-prefix teacher pass; a row each
-    (an ``error`` row when its sampling or scoring failed)."""
+    (an ``error`` row when its sampling or scoring failed). Recorded items are not drawn."""
     params = detector.settings.sampling()
     greedy = greedy_params(detector) if label_from == "greedy" else None
-    drawn = loop.run_until_complete(draw_group(detector.sampler, [(it.messages, params.k) for it in items], params,
-                                               greedy))
+    if label_from == RECORDED_LABELS:
+        drawn = [recorded_draw(it, params.k) for it in items]
+    else:
+        drawn = loop.run_until_complete(draw_group(detector.sampler, [(it.messages, params.k) for it in items],
+                                                   params, greedy))
     ready = [n for n, d in enumerate(drawn) if isinstance(d.samples, SampleSet) and not isinstance(d.answer, BBWDError)]
+    for n in ready:  # the judged answer is forced with its samples, for AnswerWD
+        drawn[n].samples.answer = drawn[n].answer
     judges = [dse_judge(items[n], dse, detector, nli) for n in ready]
     results = detector.score_many([(items[n].messages, drawn[n].samples) for n in ready], baselines=True,
                                   judges=[entails for entails, _ in judges]) if ready else []
@@ -153,8 +179,11 @@ def item_row(item: Item, result: Result, drawn: Drawn, label_from: str, judge_na
     judged = drawn.answer if drawn.answer is not None else samples[0]
     extra: dict[str, Any] = {"protocol": item.protocol, "label_from": label_from, "answer": judged.text,
                              "answer_finish_reason": judged.finish_reason,
-                             "finish_reasons": [s.finish_reason for s in samples], "dse_judge": judge_name,
-                             **prompt_labels(item.kind, judged.text, item.answers)}
+                             "finish_reasons": [s.finish_reason for s in samples], "dse_judge": judge_name}
+    if item.recorded:
+        extra.update(item.labels)
+        return result_row(item, result, extra)
+    extra.update(prompt_labels(item.kind, judged.text, item.answers))
     if drawn.answer is not None:
         extra.update(prompt_labels(item.kind, samples[0].text, item.answers, "_first"))
     if judge is not None:
@@ -184,6 +213,7 @@ def evaluate(detector: Detector, dataset: Dataset, out_dir: Path, *, label_from:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "results.jsonl"
     described = protocol(dataset, label_from, dse, nli.name if nli else None)
+    label_from = described["label_from"]  # recorded data is judged on its response
     fp = run_fingerprint(detector, described)
     rows = done_rows(path, fp, dataset.hashes)
     # the readable settings of the rows (``bbwd calibrate`` reads them): the rows carry only fp

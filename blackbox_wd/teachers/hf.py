@@ -202,14 +202,16 @@ class HFTeacher:
             out.append(TokenStates(states=states @ self.projection, last=states[-1].copy(), logprobs=lp))
         return out
 
-    def check(self, index: int, prompt: list[int], response: list[int]) -> None:
-        """Raise BBWDError when the prompt or response ``index`` is empty or they do not fit the teacher's context."""
+    def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
+        """Raise BBWDError when the prompt or response ``index`` (or ``name``d) is empty or they do not fit the
+        teacher's context."""
+        name = name or f"response {index}"
         if not prompt:
-            raise BBWDError(f"prompt of response {index} has no tokens")
+            raise BBWDError(f"prompt of {name} has no tokens")
         if not response:
-            raise BBWDError(f"response {index} is empty: no tokens to measure")
+            raise BBWDError(f"{name} is empty: no tokens to measure")
         if self.max_length and len(prompt) + len(response) > self.max_length:
-            raise BBWDError(f"prompt+response {index} has {len(prompt) + len(response)} tokens, "
+            raise BBWDError(f"prompt+{name} has {len(prompt) + len(response)} tokens, "
                             f"over the teacher's context of {self.max_length}")
 
     def _token_logprobs(self, hidden: torch.Tensor, targets: torch.Tensor) -> np.ndarray:

@@ -1,0 +1,114 @@
+"""bbwd eval on recorded samples: scored as they are, never drawn; AnswerWD of the recorded response."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.eval.data import load
+from blackbox_wd.eval.main import plan
+from blackbox_wd.eval.run import evaluate
+from blackbox_wd.pipeline import Detector
+from blackbox_wd.sampling import BatchSampler, RecordedSamples
+from blackbox_wd.scores import answer_wd
+from blackbox_wd.settings import Settings
+from blackbox_wd.transport import w2_to_each
+
+RECORDS = [
+    {"id": "a", "source": "t", "question": "who wrote middlemarch", "answers": ["George Eliot"],
+     "response": "George Eliot wrote it.", "samples": ["George Eliot.", "It was George Eliot.", "Mary Ann Evans.",
+                                                       "Charles Dickens."], "label": 0},
+    {"id": "b", "source": "t", "question": "capital of australia", "answers": ["Canberra"],
+     "response": "Sydney is the capital.", "samples": ["Canberra.", "Sydney.", "Melbourne, I think."], "label": 1},
+    {"id": "c", "source": "t", "question": "tallest mountain", "answers": ["Everest"],
+     "response": "Everest.", "samples": ["Everest.", "K2."], "label": 0},  # fewer than K = 3
+]
+
+
+class NeverSampler(BatchSampler):
+    """A sampler that fails the test if anything draws from it."""
+
+    teacher = None
+
+    def sample(self, messages, params):
+        raise AssertionError("a recorded record reached the sampler")
+
+    def sample_many(self, requests, params, answers=False):
+        raise AssertionError("a recorded record reached the sampler")
+
+
+@pytest.fixture()
+def recorded(tmp_path):
+    path = tmp_path / "rec.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    return load(path)
+
+
+@pytest.fixture()
+def teacher(tiny_llama):
+    from blackbox_wd.teachers.hf import HFTeacher
+
+    return HFTeacher(*tiny_llama, name="tiny")
+
+
+def test_recorded_records_never_reach_a_sampler(teacher, recorded, tmp_path):
+    rows = evaluate(Detector(teacher, NeverSampler(), Settings(k=3)), recorded, tmp_path / "out")
+    assert [r["id"] for r in rows] == ["a", "b", "c"]
+    a, b, c = rows
+    assert a["responses"] == RECORDS[0]["samples"][:3] and b["responses"] == RECORDS[1]["samples"]  # -k takes the first K
+    assert (a["answer"], a["label"], a["label_from"], a["protocol"]) == ("George Eliot wrote it.", 0, "recorded",
+                                                                       "recorded")
+    assert b["label"] == 1 and "label_em" not in b  # labels come from the file, none are computed
+    assert c["error"] == "field 'samples' has 2 sample(s); every record of this run is scored on K=3 (-k)"
+    assert a["lne_source"] == "teacher" and all(math.isfinite(a[m]) for m in ("lne", "ls", "es", "er", "dse"))
+
+
+def test_answer_wd_is_the_mean_w2_from_the_response_to_the_samples(teacher, recorded, tmp_path):
+    row = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3)), recorded, tmp_path / "out")[1]
+    messages = recorded.items[1].messages
+    states = teacher.encode(messages, [RECORDS[1]["response"], *RECORDS[1]["samples"]])
+    expected = answer_wd(w2_to_each(states[0].states, [s.states for s in states[1:]]))
+    assert row["answer_wd"] == pytest.approx(expected, rel=1e-6) and row["answer_wd"] > 0
+    np.testing.assert_allclose(row["D"], np.asarray(row["D"]).T)  # the answer is not one of D's responses
+    assert len(row["D"]) == 3
+
+
+def test_recorded_runs_report_no_target_and_no_sampling(teacher, recorded, tmp_path):
+    evaluate(Detector(teacher, RecordedSamples(), Settings(k=3)), recorded, tmp_path / "out")
+    reported = json.loads((tmp_path / "out" / "settings.json").read_text())
+    assert (reported["target"], reported["white_box"], reported["temperature"], reported["top_p"],
+            reported["max_tokens"], reported["seed"]) == ("recorded", False, None, None, None, None)
+    assert reported["protocol"] == {"prompts": "recorded", "label_from": "recorded", "dse": "answer"}
+    sampled = Detector(teacher, NeverSampler(), Settings(k=3)).reported_settings()
+    assert sampled["target"] == "smollm2-135m" and sampled["fingerprint"] != reported["fingerprint"]
+    with pytest.raises(BBWDError):
+        RecordedSamples().sample([{"role": "user", "content": "hi"}], Settings().sampling())
+
+
+def test_a_target_is_refused_for_recorded_data(recorded, tmp_path):
+    path = tmp_path / "rec.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    with pytest.raises(BBWDError, match="--target: .* carries its samples"):
+        plan(str(path), tmp_path / "out", {"target": "gpt-4o-mini"})
+    assert plan(str(path), tmp_path / "out", {"k": 3}).label_from == "recorded"
+
+
+def test_passages_get_pearson_and_spearman_and_no_answer_dse(teacher, tmp_path):
+    path = tmp_path / "bio.jsonl"
+    texts = ["He was a poet born in Leeds.", "He was a painter from Paris.", "She was a judge in Rome.",
+             "He was a poet and a critic."]
+    path.write_text("".join(json.dumps({"id": f"p{i}", "source": "bio", "prompt": f"A passage about person {i}:",
+                                        "response": texts[i], "samples": texts[i:] + texts[:i],
+                                        "human_score": i / 3}) + "\n" for i in range(4)), encoding="utf-8")
+    rows = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3)), load(path), tmp_path / "out")
+    assert {r["dse_judge"] for r in rows} == {"none (passage)"} and all("dse" not in r for r in rows)
+    assert [r["human_score"] for r in rows] == [0.0, 1 / 3, 2 / 3, 1.0]
+    from blackbox_wd.eval.report import write_report
+
+    paths = write_report(rows, tmp_path / "out", n_boot=50)
+    text = paths["summary"].read_text()
+    assert "## Label `human_score` (continuous)" in text and "| AnswerWD |" in text and "roc" not in paths
