@@ -6,7 +6,6 @@ message stays text."""
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import time
 

@@ -122,15 +122,21 @@ class TextReader:
         if self.max_length and least >= self.max_length:
             raise PromptTooLong(f"the prompt has at least {least} tokens ({len(text.encode('utf-8'))} bytes, at "
                                 f"most {self.token_bytes} a token), over the teacher's context of {self.max_length}")
-        if not self.tokenizer.chat_template:
-            ids = self.text_ids(text, add_special_tokens=True)
-        else:
-            ids = list(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                          return_dict=False, sanitize_control_tokens=True,
-                                                          enable_thinking=False))
+        ids = self._ids(messages, text)
         if self.max_length and len(ids) >= self.max_length:
             raise PromptTooLong(f"the prompt has {len(ids)} tokens, over the teacher's context of {self.max_length}")
         return ids
+
+    def _ids(self, messages: Messages, text: str) -> list[int]:
+        """The prompt's ids: the chat template's with its own control tokens only, else its text read as text."""
+        if not self.tokenizer.chat_template:
+            return self.text_ids(text, add_special_tokens=True)
+        try:
+            return list(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                           return_dict=False, sanitize_control_tokens=True,
+                                                           enable_thinking=False))
+        except ValueError as exc:  # a control token the tokenizer also spells from plain text
+            raise BBWDError(f"the teacher cannot read these messages as text: {one_line(exc)}") from None
 
     def _render(self, messages: Messages) -> str:
         """The prompt as text: the chat template's rendering, else the messages joined by blank lines."""
