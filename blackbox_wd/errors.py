@@ -29,6 +29,10 @@ class SamplingError(BBWDError):
         self.status = status
 
 
+class PromptTooLong(BBWDError):
+    """A prompt that does not fit the teacher's context (found before any sampling)."""
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
     """An exception's message on one line (whitespace collapsed), cut to ``limit`` characters."""
     text = " ".join(str(exc).split()) or type(exc).__name__

@@ -25,9 +25,8 @@ Slot = Any  # one record's value at a stage: None (did not parse), a BBWDError, 
 
 
 class Prompter(Protocol):
-    """A teacher as far as checking a prompt goes (HFTeacher, or a TeacherCard without weights)."""
-
-    max_length: int | None
+    """A teacher as far as checking a prompt goes (HFTeacher, or a TeacherCard without weights): its
+    ``prompt_ids`` raise BBWDError for messages its template rejects or a prompt that fills its context."""
 
     def prompt_ids(self, messages: Messages) -> list[int]: ...
 
@@ -49,12 +48,9 @@ def record_need(rec: LogRecord, teacher: Prompter, k: int, sample_missing: bool)
     if rec.error:
         return None
     try:
-        n_prompt = len(teacher.prompt_ids(rec.messages))
-    except BBWDError as exc:  # the chat template rejects the messages
+        teacher.prompt_ids(rec.messages)  # caught before any sampling
+    except BBWDError as exc:  # the chat template rejects the messages, or the prompt is over the context
         return BBWDError(f"field '{rec.prompt_field}': {exc}")
-    if teacher.max_length and n_prompt >= teacher.max_length:  # caught before any sampling
-        return BBWDError(f"field '{rec.prompt_field}' has {n_prompt} tokens, over the teacher's context of "
-                         f"{teacher.max_length}")
     given = min(len(rec.responses), k)
     if not sample_missing and given < k:
         return BBWDError(f"field 'responses' has {len(rec.responses)} response(s); every record of this run is "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from blackbox_wd.errors import BBWDError
+from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages
 
 
@@ -30,6 +30,20 @@ class LogRecord:
     error: str | None = None
     input_hash: str = ""  # first 16 hex digits of the sha256 of the line's raw bytes
     prompt_field: str = "prompt"  # the field the messages came from: 'prompt' or 'messages'
+
+
+class NotJSON(ValueError):
+    """NaN, Infinity or -Infinity: Python's json reads them, but they are not JSON."""
+
+
+def _constant(name: str) -> Any:
+    """Refuse a non-JSON constant (json.loads' ``parse_constant``)."""
+    raise NotJSON(f"{name} is not JSON")
+
+
+def strict_loads(text: str | bytes) -> Any:
+    """``json.loads`` that refuses NaN, Infinity and -Infinity anywhere (NotJSON), as JSON does."""
+    return json.loads(text, parse_constant=_constant)
 
 
 def line_hash(raw: bytes) -> str:
@@ -55,6 +69,9 @@ def _messages(obj: dict, where: str) -> Messages:
             for m in msgs)
         if not ok:
             raise BBWDError(f"{where}: field 'messages' must be a non-empty list of {{role, content}} strings")
+        for i, m in enumerate(msgs):
+            if not m["content"].strip():
+                raise BBWDError(f"{where}: field 'messages'[{i}].content is empty")
         return [{"role": _text(m["role"], f"'messages'[{i}].role", where),
                  "content": _text(m["content"], f"'messages'[{i}].content", where)} for i, m in enumerate(msgs)]
     if "prompt" not in obj:
@@ -101,12 +118,14 @@ def parse_line(text: str, line: int, input_hash: str = "") -> LogRecord:
     if not text.strip():
         return LogRecord(line, line, error=f"{where}: empty line", input_hash=input_hash)
     try:
-        obj = json.loads(text)
+        obj = strict_loads(text)
     except json.JSONDecodeError as exc:
         return LogRecord(line, line, error=f"{where}: invalid JSON ({exc.msg} at column {exc.colno})",
                          input_hash=input_hash)
+    except NotJSON as exc:
+        return LogRecord(line, line, error=f"{where}: invalid JSON ({exc})", input_hash=input_hash)
     except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits, nesting too deep
-        return LogRecord(line, line, error=f"{where}: invalid JSON ({type(exc).__name__}: {str(exc)[:80]})",
+        return LogRecord(line, line, error=f"{where}: invalid JSON ({type(exc).__name__}: {one_line(exc, 1000)})",
                          input_hash=input_hash)
     if not isinstance(obj, dict):
         return LogRecord(line, line, error=f"{where}: expected a JSON object, got {type(obj).__name__}",

@@ -168,6 +168,23 @@ def test_parse_line_keeps_ids_and_labels():
     assert parse_line('{"prompt": "q"}', 9).id == 9
 
 
+@pytest.mark.parametrize("line,error", [
+    ('{"prompt": "Hi", "responses": ["a", "b", "c"], "x": NaN}', "line 4: invalid JSON (NaN is not JSON)"),
+    ('{"prompt": "Hi", "meta": {"t": [1, Infinity]}}', "line 4: invalid JSON (Infinity is not JSON)"),
+    ('{"prompt": "Hi", "label": -Infinity}', "line 4: invalid JSON (-Infinity is not JSON)"),
+    ('{"messages": [{"role": "user", "content": ""}]}', "line 4: field 'messages'[0].content is empty"),
+    ('{"messages": [{"role": "system", "content": " "}, {"role": "user", "content": "Hi"}]}',
+     "line 4: field 'messages'[0].content is empty"),
+    ('{"prompt": ""}', "line 4: field 'prompt' must be a non-empty string"),
+    ("[" * 100_000 + "]" * 100_000, "line 4: invalid JSON (RecursionError: maximum recursion depth exceeded while "
+                                    "decoding a JSON array from a unicode string)"),
+], ids=["nan", "infinity", "minus-infinity", "empty-content", "blank-system", "empty-prompt", "deep-nesting"])
+def test_non_json_constants_empty_content_and_deep_nesting_are_whole_one_line_errors(line, error):
+    """#25 item 7: NaN/Infinity anywhere is not JSON (as the README says), empty message content is refused as an
+    empty prompt is, and the deep-nesting error is printed whole."""
+    assert parse_line(line, 4).error == error
+
+
 def test_read_done_cuts_a_torn_tail_of_bbwd_rows_only(tmp_path):
     row = {"id": 1, "line": 1, "error": None, "fingerprint": "f" * 16, "input_hash": "0" * 16}
     f = tmp_path / "o.jsonl"

@@ -196,7 +196,7 @@ def test_body_forwarded_unchanged_tools_pass_through_and_text_is_scored(served, 
     assert all(r["authorization"] == f"Bearer {UPSTREAM_KEY}" for r in new)  # bbwd's key, never the client's token
 
 
-def test_a_request_the_teacher_cannot_take_fails_alone(served):
+def test_a_request_the_teacher_cannot_take_fails_alone(served, fault):
     long = "word " * 9000  # over SmolLM2's 8192-token context
 
     async def together():
@@ -205,10 +205,13 @@ def test_a_request_the_teacher_cannot_take_fails_alone(served):
                 model=MODEL, messages=[{"role": "user", "content": text}])
                 for text in ["Name a river.", long, "Name a mountain."]), return_exceptions=True)
 
+    sent = len(fault.received)
     first, failed, third = asyncio.run(together())
     assert first.model_extra["bbwd"]["k"] == 2 and third.model_extra["bbwd"]["k"] == 2
-    assert isinstance(failed, openai.InternalServerError) and failed.status_code == 500
-    assert failed.body["code"] == "teacher_error" and "over the teacher's context of 8192" in failed.body["message"]
+    assert isinstance(failed, openai.BadRequestError) and failed.status_code == 400  # refused before any sampling
+    assert failed.body["code"] == "context_length_exceeded" and "over the teacher's context of 8192" in \
+        failed.body["message"]
+    assert not any("word word" in str(r["body"]) for r in fault.received[sent:])  # nothing of it reached the target
     good(served)
 
 

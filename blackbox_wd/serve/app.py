@@ -22,10 +22,12 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from blackbox_wd.clients import target_kind
 from blackbox_wd.clients.presets import is_loopback
 from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.serve.http import HEAD_LIMIT, GuardedH11Protocol
 from blackbox_wd.serve.protocol import ServeError, parse_request
 from blackbox_wd.serve.service import Service
 from blackbox_wd.settings import Settings
@@ -93,10 +95,14 @@ async def read_body(request: Request, limit: int) -> bytes:
     if declared.isdigit() and int(declared) > limit:
         raise too_large
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise too_large
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise too_large
+    except ClientDisconnect:  # the client hung up before its body was in: its own kind, not an internal error
+        raise ServeError(499, "the client closed the connection before sending the whole body",
+                         kind="client_disconnected") from None
     return bytes(body)
 
 
@@ -181,5 +187,6 @@ def run(settings: Settings, options: ServeOptions) -> None:
           f"({target_kind(settings)} target), teacher "
           f"{settings.teacher}, K={settings.k}, fingerprint {service.fingerprint}, "
           f"token {'required' if key else 'not required'}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, host=options.host, port=options.port, log_level="info", lifespan="on")
+    config = uvicorn.Config(app, host=options.host, port=options.port, log_level="info", lifespan="on",
+                            http=GuardedH11Protocol, h11_max_incomplete_event_size=HEAD_LIMIT)
     uvicorn.Server(config).run()

@@ -19,7 +19,7 @@ from typing import Any
 
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.records import Messages, SampleSet, SamplingParams
-from blackbox_wd.serve.protocol import ChatRequest, data_line
+from blackbox_wd.serve.protocol import ChatRequest, ServeError, context_exceeded, data_line
 
 
 def _or(value: Any, default: Any) -> Any:
@@ -43,6 +43,20 @@ class LocalTarget:
                               top_p=_or(request.top_p, d.top_p),
                               max_tokens=_or(request.max_completion_tokens, _or(request.max_tokens, d.max_tokens)),
                               seed=_or(request.seed, d.seed))
+
+    def admit(self, request: ChatRequest, prompt_tokens: int) -> None:
+        """ServeError 400 when the answer's work is over the bound: ``n`` x max tokens at most K x ``--max-tokens``
+        (the scoring samples' own), and the prompt plus max tokens within the model's context."""
+        params, d = self.params(request), self.defaults
+        param = "max_completion_tokens" if request.max_completion_tokens is not None else "max_tokens"
+        if params.k * params.max_tokens > d.k * d.max_tokens:
+            raise ServeError(400, f"n x {param} = {params.k} x {params.max_tokens} tokens is over this server's "
+                             f"bound of K x --max-tokens = {d.k} x {d.max_tokens} tokens a request",
+                             kind="invalid_request", param=param, code="invalid_value")
+        context = self.sampler.teacher.max_length
+        if context and prompt_tokens + params.max_tokens > context:
+            raise context_exceeded(f"the prompt has {prompt_tokens} tokens: with {params.max_tokens} more it is over "
+                                   f"the model's context of {context}", param)
 
     def _draw(self, messages: Messages, params: SamplingParams) -> tuple[SampleSet, int]:
         """The choices and the prompt's token count (on the model thread)."""

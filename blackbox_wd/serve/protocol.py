@@ -7,10 +7,12 @@ other field is allowed and reaches the target unchanged, since the raw body is w
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
+from blackbox_wd.logs import strict_loads
 from blackbox_wd.records import Messages
 
 if TYPE_CHECKING:
@@ -30,6 +32,11 @@ class ServeError(Exception):
     def body(self) -> dict[str, Any]:
         """``{"error": {message, type, param, code, ...}}``."""
         return {"error": self.error}
+
+
+def context_exceeded(message: str, param: str = "messages") -> ServeError:
+    """The 400 for a request over the teacher's context, refused before any sampling."""
+    return ServeError(400, f"{param}: {message}", kind="context_length", param=param, code="context_length_exceeded")
 
 
 class ContentPart(BaseModel):
@@ -67,11 +74,32 @@ class ChatRequest(BaseModel):
 FIELDS = frozenset().union(*(model.model_fields for model in (ChatRequest, Message, ContentPart)))
 
 
+def _texts(request: ChatRequest) -> Iterator[tuple[str, str]]:
+    """(param, string) of every string of the request that bbwd reads: the model and the messages' text."""
+    yield "model", request.model
+    for i, message in enumerate(request.messages):
+        if isinstance(message.content, str):
+            yield f"messages.{i}.content", message.content
+        for j, part in enumerate(message.content if isinstance(message.content, list) else []):
+            if part.text is not None:
+                yield f"messages.{i}.content.{j}.text", part.text
+
+
+def check_unicode(request: ChatRequest) -> None:
+    """ServeError 400 naming the first string bbwd reads that is not valid Unicode (a lone surrogate escape)."""
+    for param, text in _texts(request):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ServeError(400, f"{param}: not valid Unicode (a lone surrogate escape at character {exc.start})",
+                             kind="invalid_request", param=param, code="invalid_value") from None
+
+
 def parse_request(raw: bytes, model: str) -> ChatRequest:
     """The checked request in a raw body; ServeError 400 (bad JSON or field) or 404 (another model than ``model``)."""
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # also: not UTF-8, nested too deep
+        data = strict_loads(raw)
+    except (ValueError, RecursionError) as exc:  # also: not UTF-8, nested too deep, NaN
         raise ServeError(400, f"the request body is not valid JSON: {exc}", kind="invalid_json") from None
     if not isinstance(data, dict):
         raise ServeError(400, "the request body must be a JSON object", kind="invalid_request")
@@ -82,6 +110,7 @@ def parse_request(raw: bytes, model: str) -> ChatRequest:
         param = ".".join(str(part) for part in deepest["loc"] if isinstance(part, int) or part in FIELDS) or None
         raise ServeError(400, f"{param}: {deepest['msg']}" if param else deepest["msg"], kind="invalid_request",
                          param=param, code="invalid_value") from None
+    check_unicode(request)
     if request.model != model:
         raise ServeError(404, f"The model '{request.model}' does not exist: this server serves '{model}'",
                          kind="unknown_model", param="model", code="model_not_found")

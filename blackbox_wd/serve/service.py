@@ -22,20 +22,22 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.errors import BBWDError, SamplingError
+from blackbox_wd.errors import BBWDError, PromptTooLong, SamplingError
 from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import Messages, SampleSet
 from blackbox_wd.sampling import Mode, draw_group, draw_mode
 from blackbox_wd.serve.batcher import TeacherBatcher
 from blackbox_wd.serve.local import LocalTarget
 from blackbox_wd.serve.metrics import Metrics
-from blackbox_wd.serve.protocol import ChatRequest, ServeError, scoring_messages, sse, verdict
+from blackbox_wd.serve.protocol import ChatRequest, ServeError, context_exceeded, scoring_messages, sse, verdict
 from blackbox_wd.serve.upstream import Upstream, sampling_failed
 from blackbox_wd.settings import Settings
 
 
 class Target(Protocol):
     """Who answers a chat request: the API target (forwarded unchanged) or a local model."""
+
+    def admit(self, request: ChatRequest, prompt_tokens: int) -> None: ...
 
     async def complete(self, request: ChatRequest, raw: bytes, messages: Messages) -> dict[str, Any]: ...
 
@@ -110,6 +112,28 @@ class Service:
         self.model_pool.shutdown()
         self.ot_pool.shutdown()
 
+    async def admit(self, request: ChatRequest, messages: Messages) -> None:
+        """Refuse, before any sampling or answer, a request the teacher cannot take or whose work is over the bound.
+
+        The prompt is read off the event loop and off the model thread (a long one is refused by its
+        byte length alone); ServeError 400 when the teacher's template rejects it, when it fills the
+        teacher's context or leaves no room for a scoring sample of ``--max-tokens``, or when the
+        target refuses its sampling fields (``Target.admit``).
+        """
+        teacher, max_tokens = self.detector.teacher, self.detector.settings.max_tokens
+        try:
+            prompt_tokens = len(await asyncio.to_thread(teacher.prompt_ids, messages))
+        except PromptTooLong as exc:
+            raise context_exceeded(str(exc)) from None
+        except BBWDError as exc:
+            raise ServeError(400, f"messages: {exc}", kind="invalid_request", param="messages",
+                             code="invalid_value") from None
+        if teacher.max_length and prompt_tokens + max_tokens > teacher.max_length:
+            raise context_exceeded(f"the prompt has {prompt_tokens} tokens: with a scoring sample of up to "
+                                   f"{max_tokens} tokens (--max-tokens) it is over the teacher's context of "
+                                   f"{teacher.max_length}")
+        self.target.admit(request, prompt_tokens)
+
     async def samples(self, messages: Messages) -> SampleSet:
         """The K scoring samples for the messages, with the detector's settings."""
         params = self.detector.settings.sampling()
@@ -138,6 +162,7 @@ class Service:
         """The target's response body with the ``bbwd`` object added."""
         t0 = time.perf_counter()
         messages = scoring_messages(request)
+        await self.admit(request, messages)
         scoring = asyncio.create_task(self.verdict(messages))
         try:
             body = await self.target.complete(request, raw, messages)
@@ -156,6 +181,7 @@ class Service:
         """
         t0 = time.perf_counter()
         messages = scoring_messages(request)
+        await self.admit(request, messages)
         scoring = asyncio.create_task(self.verdict(messages))
         lines = self.target.stream(request, raw, messages)
         try:

@@ -46,6 +46,9 @@ class Upstream:
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(sampler.timeout),
                                        transport=sampler.transport() if sampler.transport else None)
 
+    def admit(self, request: ChatRequest, prompt_tokens: int) -> None:
+        """Nothing to refuse: the target answers with its own limits (its 4xx come back as they are)."""
+
     async def aclose(self) -> None:
         """Close the HTTP client."""
         await self._http.aclose()

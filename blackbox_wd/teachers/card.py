@@ -3,35 +3,161 @@
 What a process needs to check prompts and name the settings before (or instead of) loading a model:
 the Ray engine's driver computes the fingerprint from it and its sampling actors check each prompt
 against the teacher's template and context before any API call, while only the teacher actors
-load the weights. :class:`~blackbox_wd.teachers.hf.HFTeacher` uses the same two functions.
+load the weights. :class:`~blackbox_wd.teachers.hf.HFTeacher` reads text with the same :class:`TextReader`.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from jinja2 import TemplateError
+from tokenizers import Tokenizer, models
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
-from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.errors import BBWDError, PromptTooLong, one_line
 from blackbox_wd.records import Messages
 from blackbox_wd.teachers.embedded import ensure_hf_folder
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED
 from blackbox_wd.teachers.registry import EMBEDDED_MODELS, ModelSpec, resolve
 
 
-def chat_prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: Messages) -> list[int]:
-    """Token ids of the prompt up to where the assistant's answer starts (BBWDError if the template rejects it)."""
-    if tokenizer.chat_template:
+def plain_tokenizer(tokenizer: PreTrainedTokenizerBase) -> Tokenizer | None:
+    """A copy of a fast tokenizer's backend that reads special-token strings as text (None for a slow tokenizer).
+
+    A copy, because ``split_special_tokens=True`` sets a flag on the shared backend: a thread reading a
+    chat template at the same time would lose its control tokens.
+    """
+    if not getattr(tokenizer, "is_fast", False):
+        return None
+    plain = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    plain.encode_special_tokens = True
+    return plain
+
+
+def lengthens_only(normalizer: dict[str, Any] | None) -> bool:
+    """Whether a tokenizer's normalizer (its JSON) never makes a text shorter: none, Prepend, or Replace of a
+    string by one at least as long (SentencePiece's space to "\u2581"); Unicode forms, stripping and the rest may."""
+    if normalizer is None:
+        return True
+    kind = normalizer.get("type")
+    if kind == "Sequence":
+        return all(lengthens_only(n) for n in normalizer.get("normalizers", []))
+    if kind == "Replace":
+        pattern = normalizer.get("pattern", {}).get("String")
+        return pattern is not None and len(normalizer.get("content", "").encode()) >= len(pattern.encode())
+    return kind == "Prepend"
+
+
+def token_bytes(tokenizer: PreTrainedTokenizerBase) -> int | None:
+    """The most bytes of text one token stands for; None when no such bound holds.
+
+    It holds for BPE models that can spell every byte (byte-level, or byte fallback) behind a
+    normalizer that never shortens text: a byte-level token stands for one byte per character of
+    its vocabulary string, any other for at most the UTF-8 bytes of its string (a SentencePiece
+    space is the 3-byte "\u2581"; a fallback byte "<0x41>"). A model with an unknown token
+    (WordPiece, Unigram, word level) can cover any length with one token.
+    """
+    if not getattr(tokenizer, "is_fast", False):
+        return None
+    backend = tokenizer.backend_tokenizer
+    byte_level = "ByteLevel" in repr(backend.pre_tokenizer)
+    if not isinstance(backend.model, models.BPE) or not (byte_level or backend.model.byte_fallback):
+        return None
+    if not lengthens_only(json.loads(backend.to_str()).get("normalizer")):
+        return None
+    vocab = backend.get_vocab(with_added_tokens=False)
+    added = [token.content for token in tokenizer.added_tokens_decoder.values()]
+    return max([len(t) if byte_level else len(t.encode("utf-8")) for t in vocab] +
+               [len(t.encode("utf-8")) for t in added])
+
+
+@dataclass(frozen=True)
+class TextReader:
+    """How a teacher reads prompts and responses: user text always as text, never as control tokens.
+
+    Only the control tokens a chat template writes itself become control tokens; ``<|im_end|>`` in a
+    message or a response is spelled with ordinary tokens. Prompts are checked against the context,
+    provably over-long ones before they are tokenized.
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    max_length: int | None
+    plain: Tokenizer | None
+    token_bytes: int | None
+
+    @classmethod
+    def of(cls, tokenizer: PreTrainedTokenizerBase, max_length: int | None) -> "TextReader":
+        """The reader of a tokenizer (its plain copy and byte bound computed once)."""
+        return cls(tokenizer, max_length, plain_tokenizer(tokenizer), token_bytes(tokenizer))
+
+    def text_ids(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of text read as text (special-token strings split into ordinary tokens)."""
+        valid_text(text, "a response")
+        if self.plain is not None:
+            return self.plain.encode(text, add_special_tokens=add_special_tokens).ids
+        return self.tokenizer(text, add_special_tokens=add_special_tokens, split_special_tokens=True)["input_ids"]
+
+    def least_tokens(self, text: str) -> int:
+        """A lower bound of the tokens of a text from its byte length alone (0 when no bound holds).
+
+        A text of B bytes has at least B / token_bytes tokens, whatever it says (``token_bytes``);
+        with a chat template, the text is its rendering.
+        """
+        if not self.token_bytes or not self.max_length or len(text) * 4 < self.token_bytes * self.max_length:
+            return 0  # at most 4 bytes a character: not over the context by its length alone
+        return len(text.encode("utf-8")) // self.token_bytes
+
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        """Token ids of the prompt up to where the assistant's answer starts.
+
+        BBWDError when the chat template rejects the messages, when they are not valid Unicode, or
+        when the prompt fills the teacher's context (a response needs at least one more token); a
+        prompt that is over it by its byte length alone is refused before it is tokenized.
+        """
+        text = self._render(messages)
+        least = self.least_tokens(text)
+        if self.max_length and least >= self.max_length:
+            raise PromptTooLong(f"the prompt has at least {least} tokens ({len(text.encode('utf-8'))} bytes, at "
+                                f"most {self.token_bytes} a token), over the teacher's context of {self.max_length}")
+        ids = self._ids(messages, text)
+        if self.max_length and len(ids) >= self.max_length:
+            raise PromptTooLong(f"the prompt has {len(ids)} tokens, over the teacher's context of {self.max_length}")
+        return ids
+
+    def _ids(self, messages: Messages, text: str) -> list[int]:
+        """The prompt's ids: the chat template's with its own control tokens only, else its text read as text."""
+        if not self.tokenizer.chat_template:
+            return self.text_ids(text, add_special_tokens=True)
         try:
-            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
-                                                 enable_thinking=False)
-        except TemplateError as exc:  # e.g. roles that do not alternate, no user turn
-            raise BBWDError(f"the teacher's chat template rejects these messages: {one_line(exc)}") from None
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
-    text = "\n\n".join(m["content"] for m in messages) + "\n"
-    return tokenizer(text, add_special_tokens=True)["input_ids"]
+            return list(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
+                                                           return_dict=False, sanitize_control_tokens=True,
+                                                           enable_thinking=False))
+        except ValueError as exc:  # a control token the tokenizer also spells from plain text
+            raise BBWDError(f"the teacher cannot read these messages as text: {one_line(exc)}") from None
+
+    def _render(self, messages: Messages) -> str:
+        """The prompt as text: the chat template's rendering, else the messages joined by blank lines."""
+        if not self.tokenizer.chat_template:
+            text = "\n\n".join(m["content"] for m in messages) + "\n"
+        else:
+            try:
+                text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
+                                                          enable_thinking=False)
+            except TemplateError as exc:  # e.g. roles that do not alternate, no user turn
+                raise BBWDError(f"the teacher's chat template rejects these messages: {one_line(exc)}") from None
+        valid_text(text, "the prompt")
+        return text
+
+
+def valid_text(text: str, what: str) -> None:
+    """Raise BBWDError when text is not valid Unicode (a lone surrogate, which no tokenizer takes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BBWDError(f"{what} is not valid Unicode (a lone surrogate at character {exc.start})") from None
 
 
 def resolve_layer(n_layers: int, layer: int | None) -> int:
@@ -61,12 +187,13 @@ class TeacherCard:
     n_layers: int
     layer: int
     max_length: int | None
+    reader: TextReader
     proj_dim: int = PROJ_DIM
     proj_seed: int = PROJ_SEED
 
     def prompt_ids(self, messages: Messages) -> list[int]:
-        """Token ids of the chat-templated prompt, as the teacher reads it."""
-        return chat_prompt_ids(self.tokenizer, messages)
+        """Token ids of the chat-templated prompt, as the teacher reads it (checked against its context)."""
+        return self.reader.prompt_ids(messages)
 
 
 def load_card(name: str, layer: int | None = None) -> TeacherCard:
@@ -79,5 +206,6 @@ def load_card(name: str, layer: int | None = None) -> TeacherCard:
     except OSError as exc:  # hub unreachable, gated repo, missing files
         raise BBWDError(f"could not load model '{spec.name}' from {spec.source}: {str(exc).splitlines()[0]}") from exc
     n_layers = int(config.num_hidden_layers)
-    return TeacherCard(name, tokenizer, n_layers, resolve_layer(n_layers, layer),
-                       getattr(config, "max_position_embeddings", None))
+    max_length = getattr(config, "max_position_embeddings", None)
+    return TeacherCard(name, tokenizer, n_layers, resolve_layer(n_layers, layer), max_length,
+                       TextReader.of(tokenizer, max_length))

@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, Cache, PreTrainedM
 
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, TokenStates
-from blackbox_wd.teachers.card import chat_prompt_ids, model_source, resolve_layer
+from blackbox_wd.teachers.card import TextReader, model_source, resolve_layer
 from blackbox_wd.teachers.gguf import load_gguf
 from blackbox_wd.teachers.pad import pad_batch
 from blackbox_wd.teachers.prefix import Prefix, left_padded, new_cache, positions
@@ -91,6 +91,7 @@ class HFTeacher:
         self.projection = projection_matrix(self.hidden_size, proj_dim, proj_seed)
         self.token_budget = token_budget
         self.max_length = getattr(model.config.get_text_config(), "max_position_embeddings", None)
+        self.reader = TextReader.of(tokenizer, self.max_length)
         self._blocks = model.get_decoder().layers
         self.tokens = TokenCount()  # running totals over every pass, for benchmarks
 
@@ -100,13 +101,13 @@ class HFTeacher:
         return next(self.model.parameters()).device
 
     def prompt_ids(self, messages: Messages) -> list[int]:
-        """Token ids of the prompt up to where the assistant's answer starts."""
-        return chat_prompt_ids(self.tokenizer, messages)
+        """Token ids of the prompt up to where the assistant's answer starts (BBWDError if it fills the context)."""
+        return self.reader.prompt_ids(messages)
 
     def response_ids(self, response: Response) -> list[int]:
-        """Token ids of a response: its text tokenized alone, no special tokens, no EOS."""
+        """Token ids of a response: its text tokenized alone, as text (no control tokens), no EOS."""
         if isinstance(response, str):
-            return self.tokenizer(response, add_special_tokens=False)["input_ids"]
+            return self.reader.text_ids(response)
         return [int(t) for t in response]
 
     def encode(self, messages: Messages, responses: Sequence[Response], logprobs: bool = False) -> list[TokenStates]:
