@@ -119,12 +119,13 @@ def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: b
     """The JSON object written for one record; with a calibration (its id), also p_hallucination and flag."""
     row: dict[str, Any] = {"id": rec.id, "line": rec.line}
     if isinstance(result, Result):
-        row.update(avg_wd=result.avg_wd, eigen_wd=result.eigen_wd, n_samples=len(result.responses),
+        row.update(avg_wd=result.avg_wd, eigen_wd=result.eigen_wd, answer_wd=result.answer_wd,
+                   n_samples=len(result.responses),
                    token_counts=result.token_counts, timings=result.timings)
         if save_matrix:
             row["D"] = result.D.tolist()
     else:
-        row.update(avg_wd=None, eigen_wd=None, n_samples=0, token_counts=[], timings={})
+        row.update(avg_wd=None, eigen_wd=None, answer_wd=None, n_samples=0, token_counts=[], timings={})
     if calibration is not None:
         scored = isinstance(result, Result)
         row.update(p_hallucination=result.p_hallucination if scored else None,

@@ -20,7 +20,8 @@ from blackbox_wd.records import Messages
 
 @dataclass(frozen=True)
 class LogRecord:
-    """One input line: the prompt as chat messages, responses already sampled, an optional label."""
+    """One input line: the prompt as chat messages, responses already sampled, an optional label, and the
+    optional judged answer (``response``: the answer the user was shown, scored by AnswerWD)."""
 
     line: int
     id: str | int
@@ -30,6 +31,7 @@ class LogRecord:
     error: str | None = None
     input_hash: str = ""  # first 16 hex digits of the sha256 of the line's raw bytes
     prompt_field: str = "prompt"  # the field the messages came from: 'prompt' or 'messages'
+    response: str | None = None
 
 
 class NotJSON(ValueError):
@@ -94,6 +96,16 @@ def _responses(obj: dict, where: str) -> tuple[str, ...]:
     return tuple(responses)
 
 
+def _response(obj: dict, where: str) -> str | None:
+    """The record's judged answer, a non-empty string, or None."""
+    response = obj.get("response")
+    if response is None:
+        return None
+    if not isinstance(response, str) or not response.strip():
+        raise BBWDError(f"{where}: field 'response' must be a non-empty string")
+    return _text(response, "'response'", where)
+
+
 def _label(obj: dict, where: str) -> int | None:
     """The record's label as 0/1, or None."""
     label = obj.get("label")
@@ -137,7 +149,7 @@ def parse_line(text: str, line: int, input_hash: str = "") -> LogRecord:
     field = "messages" if "messages" in obj else "prompt"
     try:
         return LogRecord(line, rid, _messages(obj, where), _responses(obj, where), _label(obj, where),
-                         input_hash=input_hash, prompt_field=field)
+                         input_hash=input_hash, prompt_field=field, response=_response(obj, where))
     except BBWDError as exc:
         label = obj.get("label")
         keep = int(label) if isinstance(label, bool) or (isinstance(label, (int, float)) and label in (0, 1)) else None

@@ -265,3 +265,30 @@ def test_a_shared_pass_that_raises_fails_only_the_record_that_caused_it(tiny_lla
     out, clean = rows(tmp_path / "out.jsonl"), rows(tmp_path / "clean.jsonl")
     assert out[1]["error"] == "line 2: scoring failed: RuntimeError: boom" and out[1]["avg_wd"] is None
     assert [out[n]["avg_wd"] for n in (0, 2)] == pytest.approx([clean[n]["avg_wd"] for n in (0, 2)], rel=1e-6)
+
+
+def test_a_record_with_a_response_gets_its_answer_wd(tiny_llama, tmp_path):
+    import asyncio
+
+    from blackbox_wd.batch import BatchRunner
+    from blackbox_wd.clients.local import LocalSampler
+    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.scores import answer_wd
+    from blackbox_wd.settings import Settings
+    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.transport import w2_to_each
+
+    samples = ["paris", "it is rome", "a big city"]
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"prompt": "capital of france", "responses": samples, "response": "lyon, surely"}) + "\n"
+                   + json.dumps({"prompt": "capital of france", "responses": samples}) + "\n"
+                   + json.dumps({"prompt": "capital of france", "responses": samples, "response": " "}) + "\n")
+    teacher = HFTeacher(*tiny_llama, name="tiny")
+    runner = BatchRunner(Detector(teacher, LocalSampler(teacher), Settings(k=3, device="cpu")), False, group_size=3)
+    asyncio.run(runner.run(src, tmp_path / "out.jsonl"))
+    with_answer, without, bad = rows(tmp_path / "out.jsonl")
+    states = teacher.encode([{"role": "user", "content": "capital of france"}], ["lyon, surely", *samples])
+    assert with_answer["answer_wd"] == pytest.approx(
+        answer_wd(w2_to_each(states[0].states, [s.states for s in states[1:]])), rel=1e-6)
+    assert without["answer_wd"] is None and with_answer["avg_wd"] == pytest.approx(without["avg_wd"], rel=1e-6)
+    assert bad["error"] == "line 3: field 'response' must be a non-empty string"
