@@ -126,6 +126,8 @@ def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: b
             row["D"] = result.D.tolist()
     else:
         row.update(avg_wd=None, eigen_wd=None, answer_wd=None, n_samples=0, token_counts=[], timings={})
+    if isinstance(result, Result) and result.answer_error is not None:
+        row["answer_error"] = result.answer_error
     if calibration is not None:
         scored = isinstance(result, Result)
         row.update(p_hallucination=result.p_hallucination if scored else None,

@@ -46,6 +46,7 @@ class Result:
     flag: bool | None = None  # with a calibration: p_hallucination >= its threshold
     calibration: dict[str, Any] | None = None  # with a calibration: its ``summary()``
     answer_wd: float | None = None  # with a judged answer: AnswerWD, its mean W2 to the K samples
+    answer_error: str | None = None  # why a judged answer given has no AnswerWD (e.g. over the context)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (D as nested lists)."""
@@ -237,6 +238,7 @@ class PromptStates:
     teacher_tokens: int  # the prompt once plus each distinct response once
     teacher_seconds: float  # its share of the pass, in proportion to teacher_tokens
     answer: TokenStates | None = None  # the judged answer's (``samples.answer``), forced with them, not in D
+    answer_error: str | None = None  # why ``samples.answer`` could not be forced (the samples still are)
 
 
 def prompt_pairs(teacher: HFTeacher, messages: Messages, samples: Sequence[Sample],
@@ -273,14 +275,19 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
     out: list[PromptStates | BBWDError | None] = [None] * len(items)
     pairs: list[tuple[list[int], list[int]]] = []
     spans: dict[int, slice] = {}
+    answers: dict[int, bool | str] = {}  # True: forced last in its span; a string: why it could not be
     for n, (messages, sample_set) in enumerate(items):
         try:
             own = prompt_pairs(teacher, messages, sample_set.samples, own_ids)
-            if sample_set.answer is not None:
-                own.append(answer_pair(teacher, own[0][0], sample_set.answer, own_ids))
         except BBWDError as exc:
             out[n] = exc
             continue
+        if sample_set.answer is not None:
+            try:
+                own.append(answer_pair(teacher, own[0][0], sample_set.answer, own_ids))
+                answers[n] = True
+            except BBWDError as exc:
+                answers[n] = str(exc)
         spans[n] = slice(len(pairs), len(pairs) + len(own))
         pairs.extend(own)
     t0 = time.perf_counter()
@@ -290,10 +297,10 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
     total = sum(floors.values()) or 1
     for n, span in spans.items():
         messages, sample_set = items[n]
-        got, answer = states[span], None
-        if sample_set.answer is not None:
-            got, answer = got[:-1], got[-1]
-        out[n] = PromptStates(messages, sample_set, got, floors[n], seconds * floors[n] / total, answer)
+        got, answer, why = states[span], None, answers.get(n)
+        if why is True:
+            got, answer, why = got[:-1], got[-1], None
+        out[n] = PromptStates(messages, sample_set, got, floors[n], seconds * floors[n] / total, answer, why)
     return out  # type: ignore[return-value]
 
 
@@ -342,7 +349,7 @@ def score_states(ps: PromptStates, scorer: Scorer, *, baselines: bool = False,
     result = Result(prompt=ps.messages, responses=[s.text for s in samples],
                     token_counts=[s.n_tokens for s in ps.states], D=d, avg_wd=avg, eigen_wd=eig,
                     settings={**reported, "bandwidth": median_bandwidth(d)}, usage=ps.samples.usage, timings=timings,
-                    answer_wd=answer)
+                    answer_wd=answer, answer_error=ps.answer_error)
     if baselines:
         t1 = time.perf_counter()
         api = all(s.token_logprobs for s in samples)

@@ -52,8 +52,9 @@ def served(proxy, llama, tmp_path_factory):
 
 
 def check_verdict(bbwd: dict, fingerprint: str) -> None:
-    """A complete verdict: finite scores, K, the server's fingerprint, no calibration fields."""
-    assert set(bbwd) == {"avg_wd", "eigen_wd", "k", "fingerprint"}
+    """A complete verdict: finite scores, K, the server's fingerprint, AnswerWD of the answer, no calibration fields."""
+    assert set(bbwd) == {"avg_wd", "eigen_wd", "answer_wd", "k", "fingerprint"}
+    assert math.isfinite(bbwd["answer_wd"]) and bbwd["answer_wd"] >= 0
     assert bbwd["k"] == K and bbwd["fingerprint"] == fingerprint
     assert math.isfinite(bbwd["avg_wd"]) and bbwd["avg_wd"] >= 0
     assert math.isfinite(bbwd["eigen_wd"]) and bbwd["eigen_wd"] >= 1
@@ -95,6 +96,13 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
     assert detector.fingerprint() == fingerprint == result.settings["fingerprint"]
     assert bbwd["avg_wd"] == pytest.approx(result.avg_wd, rel=1e-5)
     assert bbwd["eigen_wd"] == pytest.approx(result.eigen_wd, rel=1e-5)
+    # AnswerWD: the forwarded answer's cloud against the same K samples' clouds
+    from blackbox_wd.scores import answer_wd
+    from blackbox_wd.transport import w2_to_each
+
+    states = detector.teacher.encode(result.prompt, [got["choices"][0]["message"]["content"], *result.responses])
+    assert bbwd["answer_wd"] == pytest.approx(answer_wd(w2_to_each(states[0].states, [s.states for s in states[1:]])),
+                                              rel=1e-5)
     detector.sampler.close()
 
 

@@ -101,7 +101,8 @@ def result_row(item: Item, result: Result, extra: dict[str, Any]) -> dict[str, A
     """The results.jsonl object of one prompt."""
     return {"id": item.id, "source": item.source, "kind": item.kind, "style": item.style, "question": item.question,
             "answers": item.answers, **extra, "responses": result.responses, "token_counts": result.token_counts,
-            "avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd, "answer_wd": result.answer_wd, **result.baselines,
+            "avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd, "answer_wd": result.answer_wd,
+            **({"answer_error": result.answer_error} if result.answer_error else {}), **result.baselines,
             "lne_source": result.lne_source, "D": result.D.tolist(), "timings": result.timings}
 
 

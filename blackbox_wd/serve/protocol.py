@@ -152,11 +152,30 @@ def sse(data: dict[str, Any]) -> bytes:
     return f"{data_line(data)}\n\n".encode()
 
 
+def answer_text(body: Any) -> str | None:
+    """The text of a chat completion's first choice (None without one: tool calls only, an empty answer)."""
+    try:
+        content = body["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return content if isinstance(content, str) and content.strip() else None
+
+
+def delta_text(data: str) -> str:
+    """The first choice's text in one streamed chunk's data ("" when it has none)."""
+    try:
+        content = json.loads(data)["choices"][0]["delta"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
+    return content if isinstance(content, str) else ""
+
+
 def verdict(result: Result) -> dict[str, Any]:
-    """The ``bbwd`` object: avg_wd, eigen_wd, k, the settings fingerprint; p_hallucination and flag when calibrated."""
+    """The ``bbwd`` object: avg_wd, eigen_wd, k, the settings fingerprint; answer_wd of the forwarded answer (or
+    answer_error) when it has text; p_hallucination and flag when calibrated."""
     out: dict[str, Any] = {"avg_wd": float(result.avg_wd), "eigen_wd": float(result.eigen_wd),
                            "k": len(result.responses), "fingerprint": result.settings["fingerprint"]}
-    for name in ("p_hallucination", "flag"):
+    for name in ("answer_wd", "answer_error", "p_hallucination", "flag"):
         value = getattr(result, name, None)
         if value is not None:
             out[name] = value

@@ -15,7 +15,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +24,13 @@ from typing import Any, Protocol
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError, PromptTooLong, SamplingError
 from blackbox_wd.pipeline import Detector
-from blackbox_wd.records import Messages, SampleSet
+from blackbox_wd.records import Messages, Sample, SampleSet
 from blackbox_wd.sampling import Mode, draw_group, draw_mode
 from blackbox_wd.serve.batcher import TeacherBatcher
 from blackbox_wd.serve.local import LocalTarget
 from blackbox_wd.serve.metrics import Metrics
-from blackbox_wd.serve.protocol import ChatRequest, ServeError, context_exceeded, scoring_messages, sse, verdict
+from blackbox_wd.serve.protocol import (ChatRequest, ServeError, answer_text, context_exceeded, delta_text,
+                                       scoring_messages, sse, verdict)
 from blackbox_wd.serve.upstream import Upstream, sampling_failed
 from blackbox_wd.settings import Settings
 
@@ -142,8 +143,9 @@ class Service:
             raise drawn.samples
         return drawn.samples
 
-    async def verdict(self, messages: Messages) -> dict[str, Any]:
-        """The ``bbwd`` object of the messages: sample, queue for the shared teacher pass, OT."""
+    async def verdict(self, messages: Messages, answer: Awaitable[str | None] | None = None) -> dict[str, Any]:
+        """The ``bbwd`` object of the messages: sample, queue for the shared teacher pass, OT; with ``answer``
+        (the forwarded answer's text, once it is complete) its AnswerWD too."""
         t0 = time.perf_counter()
         try:
             samples = await self.samples(messages)
@@ -152,6 +154,8 @@ class Service:
         except BBWDError as exc:
             raise _scoring_failed(exc) from None
         self.metrics.observe("sample", time.perf_counter() - t0)
+        text = await answer if answer is not None else None
+        samples.answer = Sample(text) if text is not None else None
         try:
             result = await self.batcher.score(messages, samples)
         except BBWDError as exc:
@@ -163,10 +167,12 @@ class Service:
         t0 = time.perf_counter()
         messages = scoring_messages(request)
         await self.admit(request, messages)
-        scoring = asyncio.create_task(self.verdict(messages))
+        answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        scoring = asyncio.create_task(self.verdict(messages, answer))
         try:
             body = await self.target.complete(request, raw, messages)
             self.metrics.observe("answer", time.perf_counter() - t0)
+            answer.set_result(answer_text(body))
             body["bbwd"] = await scoring
         finally:
             _forget(scoring)
@@ -182,7 +188,8 @@ class Service:
         t0 = time.perf_counter()
         messages = scoring_messages(request)
         await self.admit(request, messages)
-        scoring = asyncio.create_task(self.verdict(messages))
+        answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        scoring = asyncio.create_task(self.verdict(messages, answer))
         lines = self.target.stream(request, raw, messages)
         try:
             first = await anext(lines, None)
@@ -190,12 +197,14 @@ class Service:
             _forget(scoring)
             await lines.aclose()
             raise
-        return self._splice(first, lines, scoring, t0)
+        return self._splice(first, lines, scoring, answer, t0)
 
     async def _splice(self, first: str | None, lines: AsyncIterator[str], scoring: asyncio.Task,
-                      t0: float) -> AsyncIterator[bytes]:
-        """Pass the target's lines on up to its ``[DONE]``; then the verdict chunk and our own ``[DONE]``."""
+                      answer: asyncio.Future[str | None], t0: float) -> AsyncIterator[bytes]:
+        """Pass the target's lines on up to its ``[DONE]`` (gathering the answer's text for AnswerWD); then the
+        verdict chunk and our own ``[DONE]``."""
         head: dict[str, Any] = {}
+        parts: list[str] = []
         try:
             line = first
             while line is not None:
@@ -204,9 +213,12 @@ class Service:
                     if data == "[DONE]":
                         break
                     head = head or _chunk_head(data)
+                    parts.append(delta_text(data))
                 yield (line + "\n").encode()
                 line = await anext(lines, None)
             self.metrics.observe("answer", time.perf_counter() - t0)
+            text = "".join(parts)
+            answer.set_result(text if text.strip() else None)
             yield sse({**head, "object": "chat.completion.chunk", "choices": [], "bbwd": await scoring})
             yield b"data: [DONE]\n\n"
             self.metrics.observe("request", time.perf_counter() - t0)
