@@ -165,8 +165,10 @@ def score(
     if calibration is None:
         embedded, note = embedded_calibration(detector.reported_settings())
         detector = detector.with_calibration(embedded)
-        if note:
-            typer.echo(note, err=True)
+    else:
+        note = detector.calibration.sampling_note(detector.reported_settings())
+    if note:
+        typer.echo(note, err=True)
     result = detector.score(messages)
     if as_json:
         json.dump(result.to_dict(), sys.stdout)

@@ -99,9 +99,26 @@ def test_a_mismatched_fingerprint_is_refused_naming_what_differs():
     message = str(info.value)
     assert message.startswith("calibration cal.json does not apply to this run: it is for settings "
                               f"{cal.fingerprint}, this run has {calibration_fingerprint(run)} ")
-    assert "(k: 10 in the calibration, 4 here; max_tokens: 128 in the calibration, 64 here)" in message
+    assert message.endswith("(k: 10 in the calibration, 4 here)")  # the sampling side is not a reason to refuse
     with pytest.raises(BBWDError, match='teacher: "smollm2-135m" in the calibration, "gemma3-270m" here'):
         cal.check({**REPORTED, "teacher": "gemma3-270m"})
+    for name in ("alpha", "p", "layer", "proj_seed"):  # what a score means: refused
+        with pytest.raises(BBWDError, match=f"{name}: "):
+            cal.check({**REPORTED, name: 7})
+
+
+def test_other_sampling_is_accepted_with_a_one_line_note():
+    cal = replace(make(), origin="cal.json")
+    assert cal.sampling_note(REPORTED) is None
+    run = {**REPORTED, "temperature": 1.0, "max_tokens": 64, "target": "gpt-4o-mini", "endpoint": "api.openai.com"}
+    cal.check(run)  # accepted
+    note = cal.sampling_note(run)
+    assert note is not None and "\n" not in note and note.startswith("note: calibration cal.json was fitted on "
+                                                                       "samples drawn otherwise (")
+    for part in ('target: "smollm2-135m" in the calibration, "gpt-4o-mini" here',
+                 'temperature: 0.5 in the calibration, 1.0 here', "max_tokens: 128 in the calibration, 64 here"):
+        assert part in note
+    assert "top_p" not in note  # only what differs
 
 
 def test_default_calibration_path_only_for_registry_names():
@@ -123,7 +140,7 @@ def test_the_shipped_calibration_is_valid_for_scores_default_settings():
 
 def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch):
     path = tmp_path / "smollm2-135m.json"
-    monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher: path)
+    monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher, white_box=True: path)
     cal, note = embedded_calibration(REPORTED)  # none shipped
     assert cal is None and note.startswith("note: no calibration ships for smollm2-135m yet, so no risk is shown")
     make().save(path)
@@ -132,6 +149,15 @@ def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch
     cal, note = embedded_calibration({**REPORTED, "k": 3})
     assert cal is None and note.startswith("note: the embedded calibration smollm2-135m.json does not apply")
     assert "k: 10 in the calibration, 3 here" in note
+    cal, note = embedded_calibration({**REPORTED, "temperature": 1.0})  # the sampling side: applied, with a note
+    assert cal == make() and note.startswith("note: calibration embedded smollm2-135m.json was fitted on samples "
+                                             "drawn otherwise") and "temperature: 0.5 in the calibration, 1.0 here" in note
+
+
+def test_the_embedded_calibration_is_chosen_by_the_kind_of_run():
+    assert default_calibration_path("smollm2-135m", white_box=False) == \
+        calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.api.json"
+    assert default_calibration_path("smollm2-135m", white_box=True).name == "smollm2-135m.json"
 
 
 def tiny_detector(tiny_llama, calibration=None, **settings) -> Detector:

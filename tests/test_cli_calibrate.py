@@ -135,7 +135,7 @@ def test_score_with_calibration_end_to_end(embedded_calibration_file):
 
 @pytest.mark.slow
 def test_score_uses_the_embedded_calibration_when_it_matches(embedded_calibration_file, monkeypatch, capsys):
-    monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher: embedded_calibration_file)
+    monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher, white_box=True: embedded_calibration_file)
     code, out, err = bbwd(capsys, "score", *RUN, PROMPT)
     assert code == 0, err
     assert "calibration: embedded smollm2-135m.json (label label_em" in out

@@ -39,6 +39,11 @@ METHODS = ("isotonic", "platt")
 # The readable settings a calibration covers: what changes a score, less the seed and the prompt
 # protocol (the protocol says where it was fitted, ``FittedOn.protocol``; a scored prompt has none).
 COVERED = tuple(name for name in SCORE_FIELDS if name not in ("seed", "protocol"))
+# Of those, what a score means: a calibration fitted under other values of these is refused ...
+MEANING = ("teacher", "layer", "k", "alpha", "p", "proj_dim", "proj_seed")
+# ... and the sampling side: a calibration fitted under other values of these applies, with a note.
+SAMPLING = ("target", "endpoint", "temperature", "top_p", "max_tokens")
+assert sorted(MEANING + SAMPLING) == sorted(COVERED)
 PACKAGE_CALIBRATIONS = Path(__file__).resolve().parents[1] / "calibrations"
 
 
@@ -186,15 +191,32 @@ class Calibration:
         """True when ``p`` reaches the threshold."""
         return bool(p >= self.threshold)
 
+    def _diffs(self, reported: Mapping[str, Any], names: tuple[str, ...]) -> list[str]:
+        """'name: value in the calibration, value here' for each of ``names`` that differs."""
+        run = covered_settings(reported)
+        return [f"{name}: {json.dumps(self.settings.get(name))} in the calibration, {json.dumps(run[name])} here"
+                for name in names if self.settings.get(name) != run[name]]
+
     def mismatch(self, reported: Mapping[str, Any]) -> str | None:
-        """None when the run's settings are those calibrated, else which differ (one line)."""
+        """None when the run's settings mean what the calibration's meant (``MEANING``), else which differ (one
+        line). Settings of the sampling side (``SAMPLING``) may differ: see :meth:`sampling_note`."""
         if calibration_fingerprint(reported) == self.fingerprint:
             return None
-        run = covered_settings(reported)
-        diffs = [f"{name}: {json.dumps(self.settings.get(name))} in the calibration, {json.dumps(run[name])} here"
-                 for name in COVERED if self.settings.get(name) != run[name]]
+        diffs = self._diffs(reported, MEANING)
+        if not diffs and any(self.settings.get(name) != covered_settings(reported)[name] for name in SAMPLING):
+            return None
         return (f"it is for settings {self.fingerprint}, this run has {calibration_fingerprint(reported)} "
                 f"({'; '.join(diffs) or 'the same values, of other types'})")
+
+    def sampling_note(self, reported: Mapping[str, Any]) -> str | None:
+        """None when the run samples as the calibration's data was sampled, else a one-line note naming what differs."""
+        diffs = self._diffs(reported, SAMPLING)
+        if not diffs:
+            return None
+        name = f"calibration {self.origin}" if self.origin else "the calibration"
+        data = ", ".join(f"{k} ({v})" for k, v in self.fitted_on.data.items())
+        return (f"note: {name} was fitted on samples drawn otherwise ({data}; {'; '.join(diffs)}): its risk is a "
+                "probability on that data")
 
     def check(self, reported: Mapping[str, Any]) -> None:
         """Raise BBWDError unless the run's settings are those calibrated."""
@@ -271,28 +293,32 @@ def _check(cal: Calibration, where: str) -> None:
             raise BBWDError(f"{where}: field '{name}' must be {want}")
 
 
-def default_calibration_path(teacher: str) -> Path | None:
-    """The calibration shipped with bbwd for a registry teacher (it may not exist); None for other teachers."""
+def default_calibration_path(teacher: str, white_box: bool = True) -> Path | None:
+    """The calibration shipped with bbwd for a registry teacher (it may not exist): ``<teacher>.json`` for white-box
+    runs, ``<teacher>.api.json`` for runs that score another target; None for other teachers."""
     if not teacher or Path(teacher).name != teacher or teacher.startswith("."):
         return None
-    return PACKAGE_CALIBRATIONS / f"{teacher}.json"
+    return PACKAGE_CALIBRATIONS / (f"{teacher}.json" if white_box else f"{teacher}.api.json")
 
 
 def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
-    """The shipped calibration for the run's teacher when it matches the run's settings.
+    """The shipped calibration for the run's teacher and kind (white- or black-box) when its meaning settings match.
 
-    Returns (calibration, None) when it applies; (None, a one-line note) when one is shipped but
-    its settings differ or none ships for this registry teacher; (None, None) for other teachers.
+    Returns (calibration, None) when it applies as fitted; (calibration, a one-line note) when it applies to
+    samples drawn otherwise (``Calibration.sampling_note``); (None, a one-line note) when one is shipped but its
+    meaning settings differ, or none ships for this registry teacher and kind; (None, None) for other teachers.
     """
     teacher = str(reported.get("teacher"))
-    path = default_calibration_path(teacher)
+    white_box = bool(reported.get("white_box", True))
+    path = default_calibration_path(teacher, white_box)
     if path is None:
         return None, None
     if not path.is_file():
-        return None, (f"note: no calibration ships for {teacher} yet, so no risk is shown: fit one on labelled "
+        kind = "" if white_box else "black-box runs with "
+        return None, (f"note: no calibration ships for {kind}{teacher} yet, so no risk is shown: fit one on labelled "
                       "results with 'bbwd calibrate' and pass it with --calibration")
     cal = replace(Calibration.load(path), origin=f"embedded {path.name}")
     why = cal.mismatch(reported)
     if why is not None:
         return None, f"note: the embedded calibration {path.name} does not apply to this run, no risk shown: {why}"
-    return cal, None
+    return cal, cal.sampling_note(reported)
