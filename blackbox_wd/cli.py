@@ -14,15 +14,17 @@ import os
 import sys
 from pathlib import Path
 from collections.abc import Callable
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from blackbox_wd.errors import BBWDError, one_line
-from blackbox_wd.pipeline import Result
 from blackbox_wd.settings import Settings
+
+if TYPE_CHECKING:
+    from blackbox_wd.pipeline import Result
 
 app = typer.Typer(add_completion=False, invoke_without_command=True,
                   help="Training-free hallucination detection with Wasserstein distances of teacher states.")
@@ -155,11 +157,11 @@ def score(
     options: dict[str, Any] | None = None,
 ) -> None:
     """Score one prompt: sample K responses, teacher-force them, print D, AvgWD, EigenWD and, calibrated, the risk."""
+    settings = settings_from(options or {})  # a setting out of range fails here, before torch loads
     from blackbox_wd.calibration import Calibration, embedded_calibration
     from blackbox_wd.pipeline import Detector, as_messages
 
     quiet_libraries()
-    settings = settings_from(options or {})
     messages = as_messages(prompt)
     detector = Detector.from_settings(settings, Calibration.load(calibration) if calibration else None)
     if calibration is None:

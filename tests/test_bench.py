@@ -44,3 +44,10 @@ def test_eval_table_reports_base_rate_aurocs_and_paired_verdicts(tmp_path: Path)
     first = subprocess.run([sys.executable, str(BENCH / "eval_table.py"), str(run), "--first", "10"],
                            capture_output=True, text=True, timeout=300, check=True).stdout
     assert "| toy (first 10) | label | 10 | 10/0 | 1.000 |" in first  # one class: no AUROC
+
+
+def test_startup_bench_quick_times_help_against_bare_python() -> None:
+    out = subprocess.run([sys.executable, str(BENCH / "startup.py"), "--quick"], capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    rows = {m.group(1): float(m.group(2)) for m in re.finditer(r"\|\s*(bbwd --help|python -c pass)\s*\|\s*([\d.]+)", out)}
+    assert set(rows) == {"bbwd --help", "python -c pass"} and all(v > 0 for v in rows.values())
