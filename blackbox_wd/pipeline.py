@@ -251,16 +251,20 @@ def prompt_pairs(teacher: HFTeacher, messages: Messages, samples: Sequence[Sampl
     if len(samples) < 2:
         raise BBWDError(f"need at least 2 responses, got {len(samples)}")
     prompt = teacher.prompt_ids(messages)
-    pairs = [(prompt, teacher.response_ids(s.token_ids if own_ids and s.token_ids is not None else s.text))
-             for s in samples]
+    pairs = [(prompt, sample_ids(teacher, s, own_ids)) for s in samples]
     for i, pair in enumerate(pairs):
         teacher.check(i, *pair)
     return pairs
 
 
+def sample_ids(teacher: HFTeacher, sample: Sample, own_ids: bool = False) -> list[int]:
+    """A sample's token ids: its own (``own_ids``, when it has them) or its text's."""
+    return teacher.response_ids(sample.token_ids if own_ids and sample.token_ids is not None else sample.text)
+
+
 def answer_pair(teacher: HFTeacher, prompt: list[int], answer: Sample, own_ids: bool = False) -> tuple[list[int], list[int]]:
     """(prompt ids, the judged answer's ids), checked as the samples are; its errors name the judged answer."""
-    pair = (prompt, teacher.response_ids(answer.token_ids if own_ids and answer.token_ids is not None else answer.text))
+    pair = (prompt, sample_ids(teacher, answer, own_ids))
     teacher.check(0, *pair, name="judged answer")
     return pair
 
