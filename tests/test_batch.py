@@ -292,3 +292,25 @@ def test_a_record_with_a_response_gets_its_answer_wd(tiny_llama, tmp_path):
         answer_wd(w2_to_each(states[0].states, [s.states for s in states[1:]])), rel=1e-6)
     assert without["answer_wd"] is None and with_answer["avg_wd"] == pytest.approx(without["avg_wd"], rel=1e-6)
     assert bad["error"] == "line 3: field 'response' must be a non-empty string"
+
+
+def test_a_response_over_the_context_leaves_the_record_scored_with_answer_error(tiny_llama, tmp_path):
+    import asyncio
+
+    from blackbox_wd.batch import BatchRunner
+    from blackbox_wd.clients.local import LocalSampler
+    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.settings import Settings
+    from blackbox_wd.teachers.hf import HFTeacher
+
+    samples = ["paris", "it is rome", "a big city"]
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"prompt": "capital of france", "responses": samples, "response": "rome " * 80}) + "\n"
+                   + json.dumps({"prompt": "capital of france", "responses": samples}) + "\n")
+    teacher = HFTeacher(*tiny_llama, name="tiny")  # a context of 64 positions
+    runner = BatchRunner(Detector(teacher, LocalSampler(teacher), Settings(k=3, device="cpu")), False, group_size=2)
+    asyncio.run(runner.run(src, tmp_path / "out.jsonl"))
+    long, plain = rows(tmp_path / "out.jsonl")
+    assert long["error"] is None and long["avg_wd"] == pytest.approx(plain["avg_wd"], rel=1e-6)
+    assert long["answer_wd"] is None and long["answer_error"].startswith("prompt+judged answer has ")
+    assert "over the teacher's context of 64" in long["answer_error"] and "answer_error" not in plain
