@@ -111,8 +111,11 @@ def test_batch_refuses_a_50_mb_prompt_in_bounded_memory(tmp_path):
     small = {"id": "ok", "prompt": "Capital of France?", "responses": ["Paris.", "Lyon.", "Paris, France."]}
     big = {"id": "big", "prompt": "hello world " * 4_200_000, "responses": ["a", "b", "c"]}
     src.write_text(json.dumps(big) + "\n" + json.dumps(small) + "\n")
-    code = ("import resource, sys\nfrom blackbox_wd.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
-            "    print('maxrss_kb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n")
+    # The child's own peak: VmHWM of its address space. (ru_maxrss survives execve, so a child started from
+    # a pytest process that already holds the models would report the parent's size.)
+    code = ("import sys\nfrom blackbox_wd.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
+            "    hwm = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+            "    print('maxrss_kb', hwm.split()[1], file=sys.stderr)\n")
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", code, "batch", str(src), "-o", str(dst), "--device", "cpu"],
                           capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
