@@ -8,6 +8,10 @@ solvers release the GIL, BLAS is pinned to one thread), and have row and column 
 before the solver, which leaves the optimal plans unchanged and the solvers faster. Equal-size pairs
 go to ``scipy.optimize.linear_sum_assignment`` (an optimal plan between uniform measures of equal
 size is a permutation), others to POT's compiled network simplex.
+
+:func:`token_costs_to_each` keeps more of a solve than its value: each point's share of the cost in
+the optimal plan, which scores an answer's sentences (``blackbox_wd.sentences``) from the very plans
+that give its AnswerWD.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from typing import TypeVar
 
 import numpy as np
 import ot
@@ -35,6 +40,7 @@ GRAM_POINTS = 2048  # all cost blocks from one Gram matrix up to this many point
 _OPTIMAL = 1  # POT's ProblemType: 0 infeasible, 1 optimal, 2 unbounded, 3 max_iter reached
 _THREAD_WORK = 1024  # mean m_i * m_j per pair below which the solver's GIL-held overhead defeats threads
 _REDUCE_WORK = 4096  # m * n from which reducing the cost block pays for its copy
+T = TypeVar("T")
 
 
 @cache
@@ -64,31 +70,64 @@ def _cost(x: np.ndarray, y: np.ndarray, xx: np.ndarray, yy: np.ndarray) -> np.nd
     return c
 
 
+def _solver_cost(cost: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The cost block the solver runs on, and whether it is reduced.
+
+    Subtracting row then column minima leaves the optimal plans unchanged (the marginals are fixed),
+    halves linear_sum_assignment's time and saves ~10% of the network simplex's; it pays from
+    ``_REDUCE_WORK`` entries. Values are always taken on the original cost.
+    """
+    if cost.size < _REDUCE_WORK:
+        return np.ascontiguousarray(cost), False
+    reduced = cost - cost.min(axis=1, keepdims=True)
+    reduced -= reduced.min(axis=0, keepdims=True)
+    return reduced, True
+
+
+def _simplex(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
+    """An exact optimal plan of POT's network simplex and its cost on ``cost``; BBWDError unless optimal."""
+    if _emd_c is None:  # pragma: no cover - another POT layout: the public wrapper
+        plan, log = ot.emd(a, b, cost, numItermax=MAX_ITER, log=True)
+        value, code = float(np.sum(plan * cost)), log["result_code"]
+    else:
+        plan, value, _, _, code = _emd_c(a, b, cost, MAX_ITER, 1, None, None)
+    if code != _OPTIMAL:
+        raise BBWDError(f"exact OT solver stopped without an optimal plan (code {code}) on a {cost.shape[0]}x"
+                        f"{cost.shape[1]} problem")
+    return plan, float(value)
+
+
 def _emd2(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     """Exact optimal transport cost between uniform weights ``a`` on the rows and ``b`` on the columns."""
     n, m = cost.shape
     if n == 1 or m == 1:  # the only plan spreads the single point's mass evenly
         return float(cost.mean())
-    reduce = n * m >= _REDUCE_WORK
-    if reduce:
-        # Subtracting row then column minima leaves the optimal plans unchanged (the marginals are
-        # fixed), halves linear_sum_assignment's time and saves ~10% of the network simplex's;
-        # the value is taken on the original cost.
-        solver_cost = cost - cost.min(axis=1, keepdims=True)
-        solver_cost -= solver_cost.min(axis=0, keepdims=True)
-    else:
-        solver_cost = np.ascontiguousarray(cost)
+    solver_cost, reduced = _solver_cost(cost)
     if n == m:  # Birkhoff: some optimal plan is a permutation scaled by 1/n
         rows, cols = linear_sum_assignment(solver_cost)
         return float(cost[rows, cols].mean())
-    if _emd_c is None:  # pragma: no cover - another POT layout: the public wrapper
-        plan, log = ot.emd(a, b, solver_cost, numItermax=MAX_ITER, log=True)
-        value, code = float(np.sum(plan * solver_cost)), log["result_code"]
-    else:
-        plan, value, _, _, code = _emd_c(a, b, solver_cost, MAX_ITER, 1, None, None)
-    if code != _OPTIMAL:
-        raise BBWDError(f"exact OT solver stopped without an optimal plan (code {code}) on a {n}x{m} problem")
-    return float(np.vdot(plan, cost)) if reduce else float(value)
+    plan, value = _simplex(solver_cost, a, b)
+    return float(np.vdot(plan, cost)) if reduced else value
+
+
+def _row_costs(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Each row's transport cost in an exact optimal plan P, per unit of its mass: sum_j P_ij C_ij / a_i.
+
+    Their mean is the EMD2 of :func:`_emd2` (the rows have equal mass), from the same solvers.
+    """
+    n, m = cost.shape
+    if n == 1:  # the single row spreads its mass evenly
+        return np.array([cost.mean()])
+    if m == 1:  # every row sends all its mass to the single column
+        return cost[:, 0].copy()
+    solver_cost, _ = _solver_cost(cost)
+    if n == m:  # a permutation: each row pays its one entry
+        out = np.empty(n)
+        rows, cols = linear_sum_assignment(solver_cost)
+        out[rows] = cost[rows, cols]
+        return out
+    plan, _ = _simplex(solver_cost, a, b)
+    return np.einsum("ij,ij->i", plan, cost) / a
 
 
 def _prepare(clouds: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -162,36 +201,74 @@ def w2_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: int | None 
     return _w2_pairs([x, *clouds], [(0, j) for j in range(1, len(clouds) + 1)], workers)[0, 1:].copy()
 
 
+def token_costs_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: int | None = None) -> np.ndarray:
+    """Each point's transport cost from the cloud ``x`` to each of ``clouds``: shape (len(clouds), len(x)).
+
+    Entry (k, t) is c_kt = m * sum_j P^k_tj C_tj, with P^k the exact optimal plan between the uniform
+    measures on ``x`` (m points) and on cloud k (the solve of :func:`w2_to_each`, one plan per cloud)
+    and C the squared-Euclidean cost on the centred points. Row k's mean is EMD2(x, cloud k), so
+    :func:`w2_from_token_costs` gives :func:`w2_to_each`'s distances. A cloud identical to ``x`` has a
+    row of zeros.
+
+    Examples
+    --------
+    >>> token_costs_to_each(np.array([[0.0, 0.0], [2.0, 0.0]]), [np.array([[1.0, 0.0]])]).tolist()
+    [[1.0, 1.0]]
+    """
+    out = np.zeros((len(clouds), len(x)))
+    if not clouds:
+        return out
+    for (_, j), rows in _each_pair([x, *clouds], [(0, j) for j in range(1, len(clouds) + 1)], workers,
+                                   _row_costs).items():
+        out[j - 1] = rows
+    return out
+
+
+def w2_from_token_costs(costs: np.ndarray) -> np.ndarray:
+    """The W2 distance of each row of :func:`token_costs_to_each`: sqrt of the row's mean cost."""
+    return np.sqrt(np.maximum(np.asarray(costs, dtype=float).mean(axis=1), 0.0))
+
+
 def _w2_pairs(clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], workers: int | None) -> np.ndarray:
     """The K x K matrix of exact W2 distances on the ``wanted`` pairs (i < j) and their mirrors, 0 elsewhere."""
     k = len(clouds)
     d = np.zeros((k, k))
+    for (i, j), value in _each_pair(clouds, wanted, workers, _emd2).items():
+        d[i, j] = d[j, i] = value
+    return np.sqrt(np.maximum(d, 0.0), out=d)
+
+
+def _each_pair(clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], workers: int | None,
+               solve: Callable[[np.ndarray, np.ndarray, np.ndarray], T]) -> dict[tuple[int, int], T]:
+    """``solve(cost block, a, b)`` on each ``wanted`` pair (i, j) of clouds that differ; identical clouds are
+    exactly 0 apart, not their cost block's rounding, and are left out."""
+    k = len(clouds)
     if k < 2 or not wanted:
-        return d
+        return {}
     points, starts = _prepare(clouds)
     sizes = np.diff(starts).tolist()
     weights = [np.full(m, 1.0 / m) for m in sizes]
     totals = [w.sum() for w in weights]
-    # Identical clouds are exactly 0 apart, not their cost block's rounding: their pairs are skipped.
     first: dict[bytes, int] = {}
     same = [first.setdefault(points[starts[i]:starts[i + 1]].tobytes(), i) for i in range(k)]
     # Largest problems first, so the last ones to finish are short.
     pairs = sorted(((i, j) for i, j in wanted if same[i] != same[j]), key=lambda p: -sizes[p[0]] * sizes[p[1]])
     if not pairs:
-        return d
+        return {}
     # Small pairs run serially from one Gram matrix; large ones build their blocks on the threads.
     small = sum(sizes[i] * sizes[j] for i, j in pairs) / len(pairs) < _THREAD_WORK
     n = 1 if small else _workers() if workers is None else workers
     block = _blocks(points, starts, gram=small)
+    out: dict[tuple[int, int], T] = {}
 
-    def solve(i: int, j: int) -> None:
+    def one(i: int, j: int) -> None:
         # b scaled to a's total mass to the last bit, as ot.emd2 does
-        d[i, j] = d[j, i] = _emd2(block(i, j), weights[i], weights[j] * (totals[i] / totals[j]))
+        out[i, j] = solve(block(i, j), weights[i], weights[j] * (totals[i] / totals[j]))
 
     if small:
         for pair in pairs:
-            solve(*pair)
+            one(*pair)
     else:  # BLAS on one thread whatever the workers, so that the values do not depend on them
         with _blas().limit(limits=1, user_api="blas"):
-            _run(pairs, solve, n)
-    return np.sqrt(np.maximum(d, 0.0), out=d)
+            _run(pairs, one, n)
+    return out

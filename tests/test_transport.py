@@ -212,3 +212,62 @@ def test_w2_to_each_equals_the_first_row_of_pairwise_w2():
     got = w2_to_each(clouds[0], clouds[1:])
     ref = naive_pairwise(clouds)[0, 1:]
     np.testing.assert_allclose(got, ref, rtol=1e-9)
+
+
+def test_token_costs_equal_sizes_follow_the_permutation():
+    # x1=(0,0), x2=(10,0); y1=(1,0), y2=(10,2): C = [[1, 104], [81, 4]]. The identity matching costs 1 + 4,
+    # the swap 104 + 81, so x1 pays 1 and x2 pays 4 whatever the order of y; their mean 2.5 is EMD2.
+    from blackbox_wd.transport import token_costs_to_each, w2_from_token_costs
+
+    x = np.array([[0.0, 0.0], [10.0, 0.0]])
+    y = np.array([[1.0, 0.0], [10.0, 2.0]])
+    costs = token_costs_to_each(x, [y, y[::-1]])
+    np.testing.assert_allclose(costs, [[1.0, 4.0], [1.0, 4.0]], rtol=1e-12)
+    np.testing.assert_allclose(w2_from_token_costs(costs), [np.sqrt(2.5)] * 2, rtol=1e-12)
+
+
+def test_token_costs_unequal_sizes_follow_the_split_plan():
+    # x = (0,0), (6,0) with mass 1/2 each; y = (0,1), (1,1), (6,1) with mass 1/3 each. Every cost is
+    # (horizontal gap)^2 + 1 and the horizontal part is a 1-d problem with a strictly convex cost, so
+    # the monotone plan is the one optimum: (0,0) -> (0,1): 1/3 at cost 1, (0,0) -> (1,1): 1/6 at 2,
+    # (6,0) -> (1,1): 1/6 at 26, (6,0) -> (6,1): 1/3 at 1. With m = 2 points in x:
+    #   c_1 = 2 (1/3 * 1 + 1/6 * 2) = 4/3,  c_2 = 2 (1/6 * 26 + 1/3 * 1) = 28/3,
+    # whose mean 16/3 is EMD2 = 1/3 + 2/6 + 26/6 + 1/3.
+    # From y's side (m = 3): (0,1) pays 3 (1/3 * 1) = 1, (1,1) pays 3 (1/6 * 2 + 1/6 * 26) = 14, (6,1) pays 1.
+    from blackbox_wd.transport import token_costs_to_each
+
+    x = np.array([[0.0, 0.0], [6.0, 0.0]])
+    y = np.array([[0.0, 1.0], [1.0, 1.0], [6.0, 1.0]])
+    np.testing.assert_allclose(token_costs_to_each(x, [y]), [[4 / 3, 28 / 3]], rtol=1e-12)
+    np.testing.assert_allclose(token_costs_to_each(y, [x]), [[1.0, 14.0, 1.0]], rtol=1e-12)
+    assert token_costs_to_each(x, [y]).mean() == pytest.approx(16 / 3, rel=1e-12)
+
+
+def test_token_costs_single_points_and_identical_clouds():
+    from blackbox_wd.transport import token_costs_to_each
+
+    x = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 3.0]])
+    # one point against x: it spreads its mass evenly, (0 + 4 + 9) / 3; x against one point: each its own cost
+    np.testing.assert_allclose(token_costs_to_each(x[:1], [x]), [[13 / 3]], rtol=1e-12)
+    np.testing.assert_allclose(token_costs_to_each(x, [x[:1]]), [[0.0, 4.0, 9.0]], rtol=1e-12, atol=1e-12)
+    costs = token_costs_to_each(x, [x.copy(), x + 1.0])
+    assert np.array_equal(costs[0], np.zeros(3))  # the same measure: no solve, exactly 0
+    np.testing.assert_allclose(costs[1], [2.0, 2.0, 2.0], rtol=1e-12)  # every point moves by (1, 1)
+    assert token_costs_to_each(x, []).shape == (0, 3)
+
+
+@pytest.mark.parametrize("sizes", [[80, 55, 40, 80, 64, 1], [70] * 5, [3, 9, 2, 3]])
+def test_token_cost_rows_average_to_emd2(sizes):
+    """Mixed and equal sizes, small (one Gram matrix, serial) and large (threads, reduced costs)."""
+    from blackbox_wd.transport import token_costs_to_each, w2_from_token_costs, w2_to_each
+
+    clouds = random_clouds(np.random.default_rng(sum(sizes)), sizes)
+    costs = token_costs_to_each(clouds[0], clouds[1:])
+    assert costs.shape == (len(sizes) - 1, sizes[0]) and np.all(costs >= 0)
+    x = clouds[0]
+    for row, y in zip(costs, clouds[1:]):
+        a, b = np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y))
+        ref = ot.emd2(a, b, ot.dist(x, y, metric="sqeuclidean"), numItermax=10_000_000)
+        assert row.mean() == pytest.approx(ref, rel=1e-9)
+    np.testing.assert_allclose(w2_from_token_costs(costs), w2_to_each(x, clouds[1:]), rtol=1e-9)
+    assert np.array_equal(token_costs_to_each(x, clouds[1:], workers=1), token_costs_to_each(x, clouds[1:], workers=2))
