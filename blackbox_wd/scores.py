@@ -1,6 +1,8 @@
-"""AvgWD and EigenWD from a K x K Wasserstein distance matrix."""
+"""AvgWD and EigenWD from a K x K Wasserstein distance matrix; AnswerWD and the sentence scores of a judged answer."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -57,3 +59,24 @@ def answer_wd(to_samples: np.ndarray) -> float:
     if to_samples.size == 0:
         raise ValueError("AnswerWD needs at least one sample")
     return float(to_samples.mean())
+
+
+def sentence_scores(token_costs: np.ndarray, token_sentence: np.ndarray, n_sentences: int) -> list[float | None]:
+    """Each sentence's score sqrt(min_k mean_{t in T_n} c_kt), None for a sentence with no token.
+
+    ``token_costs`` (K, m) is ``transport.token_costs_to_each(answer, samples)``, ``token_sentence`` (m,) the
+    sentence of each token (-1: none). The W2-like cost of explaining the sentence by the sample that
+    explains it best; higher = more likely unsupported (``blackbox_wd.sentences``).
+    """
+    costs = np.asarray(token_costs, dtype=float)
+    members = np.asarray(token_sentence)[:, None] == np.arange(n_sentences)[None, :]  # (m, n)
+    counts = members.sum(axis=0)
+    means = (costs @ members) / np.maximum(counts, 1)  # (K, n)
+    best = np.sqrt(np.maximum(means.min(axis=0), 0.0))
+    return [float(v) if c else None for v, c in zip(best, counts)]
+
+
+def sentence_wd(scores: Sequence[float | None]) -> float | None:
+    """The passage's score from its sentences': the mean of those that are not None (None when none is)."""
+    known = [s for s in scores if s is not None]
+    return float(np.mean(known)) if known else None

@@ -109,3 +109,43 @@ def test_answer_wd_is_the_mean_distance_to_the_samples():
     assert far > 50 * near
     with pytest.raises(ValueError):
         answer_wd(np.zeros(0))
+
+
+def test_the_sentence_far_from_every_sample_scores_highest():
+    from blackbox_wd.scores import sentence_scores, sentence_wd
+    from blackbox_wd.transport import token_costs_to_each
+
+    # Points on a line: between equal-size measures the one optimal plan is the sorted matching.
+    # Answer tokens 0, 1 (sentence 0) and 10, 11 (sentence 1); a third sentence holds no token.
+    #   sample [0, 1, 2, 3]:  costs 0, 0, 64, 64   -> sentence means 0, 64
+    #   sample [0, 1, 1, 2]:  costs 0, 0, 81, 81   -> 0, 81
+    #   sample [-1, 0, 1, 4]: costs 1, 1, 81, 49   -> 1, 65
+    # score_0 = sqrt(min(0, 0, 1)) = 0, score_1 = sqrt(min(64, 81, 65)) = 8.
+    line = lambda *v: np.array([[x, 0.0] for x in v])  # noqa: E731
+    answer = line(0, 1, 10, 11)
+    samples = [line(0, 1, 2, 3), line(0, 1, 1, 2), line(-1, 0, 1, 4)]
+    costs = token_costs_to_each(answer, samples)
+    np.testing.assert_allclose(costs, [[0, 0, 64, 64], [0, 0, 81, 81], [1, 1, 81, 49]], atol=1e-9)
+    scores = sentence_scores(costs, np.array([0, 0, 1, 1]), 3)
+    assert scores[0] == pytest.approx(0.0, abs=1e-6) and scores[1] == pytest.approx(8.0, rel=1e-12)
+    assert scores[2] is None
+    assert sentence_wd(scores) == pytest.approx(4.0, rel=1e-9)
+    assert sentence_wd([None, None]) is None
+
+
+def test_sentence_scores_skip_tokens_of_no_sentence():
+    from blackbox_wd.scores import sentence_scores
+
+    costs = np.array([[1.0, 4.0, 100.0, 9.0], [4.0, 1.0, 0.0, 16.0]])
+    # token 2 belongs to no sentence: sentence 0 = mean(1, 4) or mean(4, 1), sentence 1 = min(9, 16)
+    assert sentence_scores(costs, np.array([0, 0, -1, 1]), 2) == pytest.approx([np.sqrt(2.5), 3.0], rel=1e-12)
+
+
+def test_one_sentence_holding_every_token_scores_the_nearest_sample():
+    from blackbox_wd.scores import sentence_scores
+    from blackbox_wd.transport import token_costs_to_each, w2_to_each
+
+    rng = np.random.default_rng(3)
+    answer, *samples = [rng.normal(size=(m, 8)) * 3 for m in (12, 9, 12, 20)]
+    (score,) = sentence_scores(token_costs_to_each(answer, samples), np.zeros(12, dtype=int), 1)
+    assert score == pytest.approx(w2_to_each(answer, samples).min(), rel=1e-9)

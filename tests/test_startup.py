@@ -1,4 +1,4 @@
-"""`bbwd --help` and argument errors start fast: the CLI imports no model, OT or plotting library (#24).
+"""`bbwd --help` and argument errors start fast: the CLI imports no model, OT, NLP or plotting library (#24).
 
 Each check runs in a new interpreter, since this one has long imported them all.
 """
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "transformers", "sklearn", "matplotlib", "rouge_score", "nltk", "ot", "scipy", "ray", "fastapi")
+HEAVY = ("torch", "transformers", "sklearn", "matplotlib", "rouge_score", "nltk", "ot", "scipy", "ray", "fastapi",
+         "spacy")
 
 PROBE = """
 import json, sys
