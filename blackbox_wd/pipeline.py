@@ -20,11 +20,12 @@ from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
-from blackbox_wd.scores import answer_wd, avg_wd, eigen_wd, median_bandwidth
+from blackbox_wd.scores import answer_wd, avg_wd, eigen_wd, median_bandwidth, sentence_wd
 from blackbox_wd.sampling import RecordedSamples, Sampler, endpoint_host, shares_model
+from blackbox_wd.sentences import SentenceScore, score_sentences
 from blackbox_wd.settings import ReportedSettings, Settings
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
-from blackbox_wd.transport import pairwise_w2, w2_to_each
+from blackbox_wd.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs
 
 
 @dataclass
@@ -47,6 +48,8 @@ class Result:
     calibration: dict[str, Any] | None = None  # with a calibration: its ``summary()``
     answer_wd: float | None = None  # with a judged answer: AnswerWD, its mean W2 to the K samples
     answer_error: str | None = None  # why a judged answer given has no AnswerWD (e.g. over the context)
+    sentences: list[SentenceScore] | None = None  # with a judged answer: its sentences, each scored (``sentences``)
+    sentence_wd: float | None = None  # with a judged answer: the mean of its sentences' scores that are not None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (D as nested lists)."""
@@ -205,12 +208,15 @@ class Detector:
         """The fingerprint of the settings that change a prompt's score (``settings.fingerprint``)."""
         return self.reported_settings()["fingerprint"]
 
-    def score(self, prompt: str | Messages, responses: list[str] | None = None) -> Result:
-        """Sample K responses (unless given), teacher-force them, and score."""
+    def score(self, prompt: str | Messages, responses: list[str] | None = None, answer: str | None = None) -> Result:
+        """Sample K responses (unless given), teacher-force them, and score; with ``answer`` (the answer to check)
+        also its AnswerWD and its sentences' scores."""
         messages = as_messages(prompt)
         t0 = time.perf_counter()
         sample_set = SampleSet([Sample(r) for r in responses]) if responses is not None else \
             self.sampler.sample(messages, self.settings.sampling())
+        if answer is not None:
+            sample_set.answer = Sample(answer)
         return self.score_samples(messages, sample_set, {"sample": time.perf_counter() - t0})
 
     def score_samples(self, messages: Messages, sample_set: SampleSet,
@@ -239,6 +245,7 @@ class PromptStates:
     teacher_seconds: float  # its share of the pass, in proportion to teacher_tokens
     answer: TokenStates | None = None  # the judged answer's (``samples.answer``), forced with them, not in D
     answer_error: str | None = None  # why ``samples.answer`` could not be forced (the samples still are)
+    answer_offsets: np.ndarray | None = None  # (m, 2) character spans of the answer's tokens in its text
 
 
 def prompt_pairs(teacher: HFTeacher, messages: Messages, samples: Sequence[Sample],
@@ -279,7 +286,7 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
     out: list[PromptStates | BBWDError | None] = [None] * len(items)
     pairs: list[tuple[list[int], list[int]]] = []
     spans: dict[int, slice] = {}
-    answers: dict[int, bool | str] = {}  # True: forced last in its span; a string: why it could not be
+    answers: dict[int, np.ndarray | str] = {}  # its token offsets (forced last in its span), or why it could not be
     for n, (messages, sample_set) in enumerate(items):
         try:
             own = prompt_pairs(teacher, messages, sample_set.samples, own_ids)
@@ -289,7 +296,7 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
         if sample_set.answer is not None:
             try:
                 own.append(answer_pair(teacher, own[0][0], sample_set.answer, own_ids))
-                answers[n] = True
+                answers[n] = teacher.reader.text_offsets(sample_set.answer.text, own[-1][1])
             except BBWDError as exc:
                 answers[n] = str(exc)
         spans[n] = slice(len(pairs), len(pairs) + len(own))
@@ -301,10 +308,10 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
     total = sum(floors.values()) or 1
     for n, span in spans.items():
         messages, sample_set = items[n]
-        got, answer, why = states[span], None, answers.get(n)
-        if why is True:
-            got, answer, why = got[:-1], got[-1], None
-        out[n] = PromptStates(messages, sample_set, got, floors[n], seconds * floors[n] / total, answer, why)
+        got, answer, why, offsets = states[span], None, answers.get(n), None
+        if isinstance(why, np.ndarray):
+            got, answer, why, offsets = got[:-1], got[-1], None, why
+        out[n] = PromptStates(messages, sample_set, got, floors[n], seconds * floors[n] / total, answer, why, offsets)
     return out  # type: ignore[return-value]
 
 
@@ -333,10 +340,24 @@ def teacher_pass_isolated(teacher: HFTeacher, items: Sequence[tuple[Messages, Sa
         return out
 
 
+def judged_answer_scores(ps: PromptStates) -> tuple[float | None, list[SentenceScore] | None, float | None]:
+    """AnswerWD of the judged answer, its sentences' scores and their mean, all from one exact plan per sample
+    (``transport.token_costs_to_each``); Nones without a forced answer."""
+    if ps.answer is None:
+        return None, None, None
+    costs = token_costs_to_each(ps.answer.states, [s.states for s in ps.states])
+    answer = answer_wd(w2_from_token_costs(costs))
+    if ps.answer_offsets is None:
+        return answer, None, None
+    sentences = score_sentences(ps.samples.answer.text, ps.answer_offsets, costs, ps.samples.answer_sentences)
+    return answer, sentences, sentence_wd([s.score for s in sentences])
+
+
 def score_states(ps: PromptStates, scorer: Scorer, *, baselines: bool = False,
                  judge: Entails | None = None) -> Result:
     """D, AvgWD and EigenWD (and with ``baselines`` LNE, LS, ES, ER, and DSE when a ``judge`` is given,
-    timed apart) of one prompt's token states, under the scorer's settings.
+    timed apart) of one prompt's token states, under the scorer's settings; with a judged answer its
+    AnswerWD, sentence scores and sentence_wd (``judged_answer_scores``).
 
     With the scorer's calibration the result also gets its probability of hallucination and flag;
     scores it cannot map raise BBWDError.
@@ -346,14 +367,14 @@ def score_states(ps: PromptStates, scorer: Scorer, *, baselines: bool = False,
     reported = scorer.reported.as_dict()
     t0 = time.perf_counter()
     d, avg, eig = scores_from_states(ps.states, alpha, p)
-    answer = None if ps.answer is None else answer_wd(w2_to_each(ps.answer.states, [s.states for s in ps.states]))
+    answer, sentences, passage = judged_answer_scores(ps)
     timings = {"teacher": ps.teacher_seconds, "teacher_tokens": ps.teacher_tokens,
                "transport": time.perf_counter() - t0}
     samples = ps.samples.samples
     result = Result(prompt=ps.messages, responses=[s.text for s in samples],
                     token_counts=[s.n_tokens for s in ps.states], D=d, avg_wd=avg, eigen_wd=eig,
                     settings={**reported, "bandwidth": median_bandwidth(d)}, usage=ps.samples.usage, timings=timings,
-                    answer_wd=answer, answer_error=ps.answer_error)
+                    answer_wd=answer, answer_error=ps.answer_error, sentences=sentences, sentence_wd=passage)
     if baselines:
         t1 = time.perf_counter()
         api = all(s.token_logprobs for s in samples)

@@ -59,7 +59,8 @@ class SampleSet:
     samples: list[Sample]
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
-    answer: Sample | None = None  # the greedy answer drawn with them, when asked for (``LocalSampler``)
+    answer: Sample | None = None  # the judged answer forced with them (a greedy one, a record's response, ...)
+    answer_sentences: tuple[str, ...] | None = None  # the answer's own sentences, in order; None: spaCy splits it
 
 
 @dataclass

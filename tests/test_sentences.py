@@ -59,3 +59,35 @@ def test_a_token_goes_to_the_sentence_holding_most_of_its_characters():
     assert token_sentence(offsets, spans).tolist() == [0, 0, 0, -1, 1, 0, -1]
     assert token_sentence(offsets, []).tolist() == [-1] * 7
     assert token_sentence(np.zeros((0, 2)), spans).tolist() == []
+
+
+@pytest.fixture(scope="module")
+def reader():
+    """SmolLM2-135M's TextReader (tokenizer only, no weights)."""
+    from blackbox_wd.teachers.card import load_card
+
+    return load_card("smollm2-135m").reader
+
+
+@pytest.mark.parametrize("text", TEXTS + ["<|im_end|> is text here.", "Zürich — 東京."])
+def test_text_offsets_of_the_plain_encoding_are_the_tokenizers(reader, text):
+    ids = reader.text_ids(text)
+    offsets = reader.text_offsets(text, ids)
+    assert offsets.shape == (len(ids), 2)
+    assert offsets.tolist() == [list(o) for o in reader.plain.encode(text, add_special_tokens=False).offsets]
+    assert offsets[0, 0] == 0 and offsets[-1, 1] == len(text)
+
+
+def test_text_offsets_of_own_ids_come_from_decoded_prefixes(reader):
+    # a white-box answer's own ids need not be the text's encoding: "Smi" + "th" is not " Smith"
+    text = "Dr. Smith lives in Zürich — 東京."
+    ids = reader.text_ids("Dr. Smi") + reader.text_ids("th lives in Zürich — 東京.")
+    assert ids != reader.text_ids(text)
+    offsets = reader.text_offsets(text, ids)
+    pieces = [text[s:e] for s, e in offsets]
+    assert "".join(pieces) == text  # contiguous, covering the text
+    assert pieces[:5] == ["Dr", ".", " Sm", "i", "th"]
+    assert "東" in pieces and "京" in pieces  # a character's last byte-token gets it, the others nothing
+    eos = reader.tokenizer.eos_token_id
+    with_eos = reader.text_offsets("Paris.", reader.text_ids("Paris.") + [eos])
+    assert with_eos.tolist()[-1] == [6, 6]  # a control token spells no character

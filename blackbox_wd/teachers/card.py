@@ -9,10 +9,12 @@ load the weights. :class:`~blackbox_wd.teachers.hf.HFTeacher` reads text with th
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from jinja2 import TemplateError
 from tokenizers import Tokenizer, models
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
@@ -100,6 +102,22 @@ class TextReader:
             return self.plain.encode(text, add_special_tokens=add_special_tokens).ids
         return self.tokenizer(text, add_special_tokens=add_special_tokens, split_special_tokens=True)["input_ids"]
 
+    def text_offsets(self, text: str, ids: Sequence[int]) -> np.ndarray:
+        """(len(ids), 2) character spans (start, end) of the tokens ``ids`` of ``text``.
+
+        The plain tokenizer's offsets when it reads ``text`` as exactly ``ids``; else (a white-box answer's own
+        ids, a slow tokenizer) each token ends where the decoded prefix up to it stops matching the text, and
+        starts where the previous one ended (a token that adds no whole character gets an empty span).
+        """
+        if self.plain is not None:
+            encoding = self.plain.encode(text, add_special_tokens=False)
+            if encoding.ids == list(ids):
+                return np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+        ends = [_common_prefix(self.tokenizer.decode(ids[:n + 1], skip_special_tokens=True), text)
+                for n in range(len(ids))]
+        ends = np.maximum.accumulate(np.array(ends, dtype=np.int64)) if ends else np.zeros(0, dtype=np.int64)
+        return np.stack([np.concatenate([[0], ends[:-1]]).astype(np.int64), ends], axis=1)
+
     def least_tokens(self, text: str) -> int:
         """A lower bound of the tokens of a text from its byte length alone (0 when no bound holds).
 
@@ -150,6 +168,16 @@ class TextReader:
                 raise BBWDError(f"the teacher's chat template rejects these messages: {one_line(exc)}") from None
         valid_text(text, "the prompt")
         return text
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix of two strings."""
+    if b.startswith(a):
+        return len(a)
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(np.frombuffer(a[:n].encode("utf-32-le"), np.uint32) !=
+                            np.frombuffer(b[:n].encode("utf-32-le"), np.uint32))
+    return int(differ[0]) if differ.size else n
 
 
 def valid_text(text: str, what: str) -> None:
