@@ -33,6 +33,7 @@ from blackbox_wd.logs import LogRecord, line_hash, raw_lines, read_records
 from blackbox_wd.runlog import RunLog
 from blackbox_wd.pipeline import Detector, Result, Scorer
 from blackbox_wd.records import SampleSet, Usage
+from blackbox_wd.sentences import sentence_dicts
 from blackbox_wd.sampling import Mode, draw_mode
 
 ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
@@ -116,16 +117,18 @@ def check_resume(done: list[dict[str, Any]], fingerprint: str, src: Path, dst: P
 
 def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: bool, fingerprint: str,
                calibration: str | None = None) -> dict[str, Any]:
-    """The JSON object written for one record; with a calibration (its id), also p_hallucination and flag."""
+    """The JSON object written for one record (with a response: its answer_wd, sentences and sentence_wd); with a
+    calibration (its id), also p_hallucination and flag."""
     row: dict[str, Any] = {"id": rec.id, "line": rec.line}
     if isinstance(result, Result):
         row.update(avg_wd=result.avg_wd, eigen_wd=result.eigen_wd, answer_wd=result.answer_wd,
-                   n_samples=len(result.responses),
-                   token_counts=result.token_counts, timings=result.timings)
+                   sentences=sentence_dicts(result.sentences), sentence_wd=result.sentence_wd,
+                   n_samples=len(result.responses), token_counts=result.token_counts, timings=result.timings)
         if save_matrix:
             row["D"] = result.D.tolist()
     else:
-        row.update(avg_wd=None, eigen_wd=None, answer_wd=None, n_samples=0, token_counts=[], timings={})
+        row.update(avg_wd=None, eigen_wd=None, answer_wd=None, sentences=None, sentence_wd=None, n_samples=0,
+                   token_counts=[], timings={})
     if isinstance(result, Result) and result.answer_error is not None:
         row["answer_error"] = result.answer_error
     if calibration is not None:

@@ -74,7 +74,8 @@ async def sample_group(group: list[LogRecord], teacher: Prompter, sampler: Sampl
         got = drawn[n].samples if n in drawn else SampleSet([])
         if isinstance(got, SampleSet):
             got.samples[:0] = [Sample(r) for r in rec.responses[:params.k]]
-            got.answer = Sample(rec.response) if rec.response is not None else None  # for AnswerWD
+            got.answer = Sample(rec.response) if rec.response is not None else None  # for AnswerWD and its sentences
+            got.answer_sentences = rec.sentences
         out.append(got)
     return out
 

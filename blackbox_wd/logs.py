@@ -16,12 +16,14 @@ from typing import Any
 
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages
+from blackbox_wd.sentences import locate
 
 
 @dataclass(frozen=True)
 class LogRecord:
     """One input line: the prompt as chat messages, responses already sampled, an optional label, and the
-    optional judged answer (``response``: the answer the user was shown, scored by AnswerWD)."""
+    optional judged answer (``response``: the answer the user was shown, scored by AnswerWD and sentence by
+    sentence; ``sentences``: its own sentences)."""
 
     line: int
     id: str | int
@@ -32,6 +34,7 @@ class LogRecord:
     input_hash: str = ""  # first 16 hex digits of the sha256 of the line's raw bytes
     prompt_field: str = "prompt"  # the field the messages came from: 'prompt' or 'messages'
     response: str | None = None
+    sentences: tuple[str, ...] | None = None  # the response's own sentences, in order (None: spaCy splits it)
 
 
 class NotJSON(ValueError):
@@ -106,6 +109,22 @@ def _response(obj: dict, where: str) -> str | None:
     return _text(response, "'response'", where)
 
 
+def _sentences(obj: dict, where: str, response: str | None) -> tuple[str, ...] | None:
+    """The judged answer's own sentences, non-empty strings found in order in its text, or None."""
+    sentences = obj.get("sentences")
+    if sentences is None:
+        return None
+    if not isinstance(sentences, list) or not all(isinstance(x, str) and x.strip() for x in sentences):
+        raise BBWDError(f"{where}: field 'sentences' must be a list of non-empty strings")
+    if response is None:
+        raise BBWDError(f"{where}: field 'sentences' needs the field 'response' they are sentences of")
+    try:
+        locate(response, sentences)
+    except BBWDError as exc:
+        raise BBWDError(f"{where}: {exc}") from None
+    return tuple(sentences)
+
+
 def _label(obj: dict, where: str) -> int | None:
     """The record's label as 0/1, or None."""
     label = obj.get("label")
@@ -148,8 +167,10 @@ def parse_line(text: str, line: int, input_hash: str = "") -> LogRecord:
         return LogRecord(line, line, error=str(exc), input_hash=input_hash)
     field = "messages" if "messages" in obj else "prompt"
     try:
-        return LogRecord(line, rid, _messages(obj, where), _responses(obj, where), _label(obj, where),
-                         input_hash=input_hash, prompt_field=field, response=_response(obj, where))
+        messages, responses, label, response = (_messages(obj, where), _responses(obj, where), _label(obj, where),
+                                                _response(obj, where))
+        return LogRecord(line, rid, messages, responses, label, input_hash=input_hash, prompt_field=field,
+                         response=response, sentences=_sentences(obj, where, response))
     except BBWDError as exc:
         label = obj.get("label")
         keep = int(label) if isinstance(label, bool) or (isinstance(label, (int, float)) and label in (0, 1)) else None

@@ -17,7 +17,7 @@ sentences) belongs to none; a sentence with no token scores None. The sentences 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
@@ -44,6 +44,11 @@ class SentenceScore:
     start: int
     end: int
     score: float | None
+
+
+def sentence_dicts(sentences: Sequence[SentenceScore] | None) -> list[dict[str, Any]] | None:
+    """Scored sentences as JSON objects ``{"text", "start", "end", "score"}`` (None stays None)."""
+    return None if sentences is None else [asdict(s) for s in sentences]
 
 
 @cache

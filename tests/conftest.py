@@ -80,3 +80,17 @@ def break_teacher_pass_on(monkeypatch, word: str, message: str = "boom") -> None
         return real(teacher, items, **kw)
 
     monkeypatch.setattr(pipeline_module, "teacher_pass", fragile)
+
+
+def direct_sentences(teacher, messages, answer, samples, sentences=None):
+    """The answer's sentences and their scores computed directly from the package's functions: the answer and the
+    samples forced in one call, the answer's token costs to each sample, its spans and tokens' sentences."""
+    from blackbox_wd.scores import sentence_scores
+    from blackbox_wd.sentences import locate, split, token_sentence
+    from blackbox_wd.transport import token_costs_to_each
+
+    states = teacher.encode(messages, [answer, *samples])
+    costs = token_costs_to_each(states[0].states, [s.states for s in states[1:]])
+    spans = split(answer) if sentences is None else locate(answer, sentences)
+    offsets = teacher.reader.text_offsets(answer, teacher.response_ids(answer))
+    return [s.text for s in spans], sentence_scores(costs, token_sentence(offsets, spans), len(spans))

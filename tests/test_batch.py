@@ -314,3 +314,43 @@ def test_a_response_over_the_context_leaves_the_record_scored_with_answer_error(
     assert long["error"] is None and long["avg_wd"] == pytest.approx(plain["avg_wd"], rel=1e-6)
     assert long["answer_wd"] is None and long["answer_error"].startswith("prompt+judged answer has ")
     assert "over the teacher's context of 64" in long["answer_error"] and "answer_error" not in plain
+
+
+@pytest.mark.slow
+def test_a_response_gets_its_sentences_scored(smollm_teacher, tmp_path):
+    import asyncio
+
+    from blackbox_wd.batch import BatchRunner
+    from blackbox_wd.clients.local import LocalSampler
+    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.settings import Settings
+    from conftest import direct_sentences
+
+    prompt = "What is the capital of Australia?"
+    samples = ["The capital of Australia is Canberra.", "Canberra.", "It is Canberra, in the ACT."]
+    answer = "The capital is Sydney. It lies on the Molonglo River.\nDr. Smith founded it in 1913."
+    own = ["The capital is Sydney.", "It lies on the Molonglo River.\nDr. Smith founded it in 1913."]
+    base = {"prompt": prompt, "responses": samples}
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in [
+        {**base, "response": answer}, {**base, "response": answer, "sentences": own}, base,
+        {**base, "response": answer, "sentences": ["The capital is Sydney.", "It is Canberra."]},
+        {**base, "sentences": own}, {**base, "response": answer, "sentences": "The capital is Sydney."}]))
+    teacher = smollm_teacher
+    runner = BatchRunner(Detector(teacher, LocalSampler(teacher), Settings(k=3, device="cpu")), False, group_size=6)
+    asyncio.run(runner.run(src, tmp_path / "out.jsonl"))
+    split_row, own_row, plain, missing, orphan, wrong = rows(tmp_path / "out.jsonl")
+    messages = [{"role": "user", "content": prompt}]
+    for row, given in ((split_row, None), (own_row, own)):
+        texts, scores = direct_sentences(teacher, messages, answer, samples, given)
+        assert row["error"] is None and [s["text"] for s in row["sentences"]] == texts
+        assert all(answer[s["start"]:s["end"]] == s["text"] for s in row["sentences"])
+        assert [s["score"] for s in row["sentences"]] == pytest.approx(scores, rel=1e-5)
+        assert row["sentence_wd"] == pytest.approx(sum(scores) / len(scores), rel=1e-5)
+        assert row["answer_wd"] > 0
+    assert len(split_row["sentences"]) == 3 and own_row["sentences"][1]["text"] == own[1]
+    assert plain["sentences"] is None and plain["sentence_wd"] is None and plain["answer_wd"] is None
+    assert missing["error"] == "line 4: field 'sentences'[1] is not in the answer (after character 22): 'It is Canberra.'"
+    assert orphan["error"] == "line 5: field 'sentences' needs the field 'response' they are sentences of"
+    assert wrong["error"] == "line 6: field 'sentences' must be a list of non-empty strings"
+    assert missing["sentences"] is None and missing["avg_wd"] is None
