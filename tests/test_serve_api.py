@@ -12,6 +12,7 @@ import time
 import pytest
 import openai
 import torch
+from conftest import direct_sentences
 from serve_support import BbwdServe, CuttingProxy, metric, passes_with_company
 
 from blackbox_wd.clients.servers import LlamaCppServer
@@ -51,10 +52,16 @@ def served(proxy, llama, tmp_path_factory):
         yield server
 
 
-def check_verdict(bbwd: dict, fingerprint: str) -> None:
-    """A complete verdict: finite scores, K, the server's fingerprint, AnswerWD of the answer, no calibration fields."""
-    assert set(bbwd) == {"avg_wd", "eigen_wd", "answer_wd", "k", "fingerprint"}
+def check_verdict(bbwd: dict, fingerprint: str, answer: str | None = None) -> None:
+    """A complete verdict: finite scores, K, the server's fingerprint, AnswerWD and the sentences of the answer
+    (spans of its text when given), no calibration fields."""
+    assert set(bbwd) == {"avg_wd", "eigen_wd", "answer_wd", "sentences", "sentence_wd", "k", "fingerprint"}
     assert math.isfinite(bbwd["answer_wd"]) and bbwd["answer_wd"] >= 0
+    assert bbwd["sentences"] and all(set(s) == {"text", "start", "end", "score"} for s in bbwd["sentences"])
+    known = [s["score"] for s in bbwd["sentences"] if s["score"] is not None]
+    assert bbwd["sentence_wd"] == pytest.approx(sum(known) / len(known), rel=1e-12)
+    if answer is not None:
+        assert all(answer[s["start"]:s["end"]] == s["text"] for s in bbwd["sentences"])
     assert bbwd["k"] == K and bbwd["fingerprint"] == fingerprint
     assert math.isfinite(bbwd["avg_wd"]) and bbwd["avg_wd"] >= 0
     assert math.isfinite(bbwd["eigen_wd"]) and bbwd["eigen_wd"] >= 1
@@ -80,7 +87,7 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
     assert got["choices"] == direct["choices"] and got["model"] == direct["model"]
     assert got["choices"][0]["message"]["content"].strip()
     fingerprint = healthz_fingerprint(served)
-    check_verdict(bbwd, fingerprint)
+    check_verdict(bbwd, fingerprint, got["choices"][0]["message"]["content"])
 
     # one pipeline, one fingerprint: `bbwd score` with the same settings and cache scores the same samples
     settings = Settings(target=llama.model, base_url=proxy.base_url, k=K, max_tokens=12, temperature=0.8, seed=3,
@@ -100,9 +107,14 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
     from blackbox_wd.scores import answer_wd
     from blackbox_wd.transport import w2_to_each
 
-    states = detector.teacher.encode(result.prompt, [got["choices"][0]["message"]["content"], *result.responses])
+    answer = got["choices"][0]["message"]["content"]
+    states = detector.teacher.encode(result.prompt, [answer, *result.responses])
     assert bbwd["answer_wd"] == pytest.approx(answer_wd(w2_to_each(states[0].states, [s.states for s in states[1:]])),
                                               rel=1e-5)
+    # its sentences: the answer's tokens' costs in the same plans, per sentence
+    texts, scores = direct_sentences(detector.teacher, result.prompt, answer, result.responses)
+    assert [s["text"] for s in bbwd["sentences"]] == texts
+    assert [s["score"] for s in bbwd["sentences"]] == pytest.approx(scores, rel=1e-5)
     detector.sampler.close()
 
 
@@ -147,7 +159,7 @@ def test_stream_passes_chunks_through_then_the_verdict(served, llama):
     assert text.strip()
     assert answer[-1].choices[0].finish_reason in ("stop", "length")
     assert last.choices == [] and last.id == answer[0].id and last.model == answer[0].model
-    check_verdict(last.model_extra["bbwd"], healthz_fingerprint(served))
+    check_verdict(last.model_extra["bbwd"], healthz_fingerprint(served), text)  # the gathered deltas' sentences
     direct = served.client().chat.completions.create(  # the same request, not streamed: the same answer
         model=llama.model, max_tokens=8, temperature=0,
         messages=[{"role": "user", "content": "What is the capital of Italy?"}])

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from blackbox_wd.logs import strict_loads
 from blackbox_wd.records import Messages
+from blackbox_wd.sentences import sentence_dicts
 
 if TYPE_CHECKING:
     from blackbox_wd.pipeline import Result
@@ -171,12 +172,12 @@ def delta_text(data: str) -> str:
 
 
 def verdict(result: Result) -> dict[str, Any]:
-    """The ``bbwd`` object: avg_wd, eigen_wd, k, the settings fingerprint; answer_wd of the forwarded answer (or
-    answer_error) when it has text; p_hallucination and flag when calibrated."""
+    """The ``bbwd`` object: avg_wd, eigen_wd, k, the settings fingerprint; answer_wd, sentences and sentence_wd of
+    the forwarded answer (or answer_error) when it has text; p_hallucination and flag when calibrated."""
     out: dict[str, Any] = {"avg_wd": float(result.avg_wd), "eigen_wd": float(result.eigen_wd),
                            "k": len(result.responses), "fingerprint": result.settings["fingerprint"]}
-    for name in ("answer_wd", "answer_error", "p_hallucination", "flag"):
-        value = getattr(result, name, None)
-        if value is not None:
-            out[name] = value
+    values = {name: getattr(result, name, None) for name in ("answer_wd", "answer_error", "sentence_wd",
+                                                             "p_hallucination", "flag")}
+    values["sentences"] = sentence_dicts(getattr(result, "sentences", None))
+    out.update((name, value) for name, value in values.items() if value is not None)
     return out
