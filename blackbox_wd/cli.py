@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.settings import Settings
@@ -130,6 +132,7 @@ def render(result: Result, console: Console) -> None:
     s = result.settings
     console.print(f"[bold]AvgWD[/bold]   {result.avg_wd:.6g}")
     console.print(f"[bold]EigenWD[/bold] {result.eigen_wd:.6g}   (p={s['p']}, alpha={s['alpha']}, bandwidth={s['bandwidth']:.4g})")
+    render_answer(result, console)
     console.print(f"target={s['target']} teacher={s['teacher']} layer={s['layer']}/{s['n_layers']} K={s['k']} "
                   f"T={s['temperature']} top_p={s['top_p']} seed={s['seed']} device={s['device']}")
     if result.p_hallucination is not None:
@@ -146,18 +149,51 @@ def render(result: Result, console: Console) -> None:
                       f"{u.completion_tokens} completion tokens fresh, {u.cached_completion_tokens} cached")
 
 
+RISK_COLOURS = ("green", "yellow", "red")
+
+
+def risk_colours(scores: list[float | None]) -> list[str | None]:
+    """Each score's colour among these scores: lowest third green, middle yellow, highest red (None for None)."""
+    known = [v for v in scores if v is not None]
+    return [None if v is None else RISK_COLOURS[min(2, int(3 * (sum(k < v for k in known) + 0.5) / len(known)))]
+            for v in scores]
+
+
+def render_answer(result: Result, console: Console) -> None:
+    """The judged answer's AnswerWD and its sentences, each with its score, coloured by rank within the answer."""
+    if result.answer_error is not None:
+        console.print(f"[bold]AnswerWD[/bold] not computed: {escape(result.answer_error)}")
+    if result.answer_wd is None:
+        return
+    console.print(f"[bold]AnswerWD[/bold] {result.answer_wd:.6g}   (mean W2 from the answer to the K samples)")
+    if not result.sentences:
+        return
+    console.print("[bold]Sentences[/bold] of the answer: W2-like cost under the sample that explains each best "
+                  "(red: the highest third of this answer's sentences, green: the lowest)")
+    for sentence, colour in zip(result.sentences, risk_colours([x.score for x in result.sentences])):
+        score = "-" if sentence.score is None else f"{sentence.score:.4g}"
+        text = sentence.text.replace("\n", " ")
+        console.print(Text(f"{score:>9}  {text}", style=colour or "dim"))
+    console.print(f"[bold]SentenceWD[/bold] {result.sentence_wd:.6g}   (mean of the sentence scores)")
+
+
 @app.command()
 @with_settings(skip=("token_budget",))
 def score(
     prompt: Annotated[str, typer.Argument(help="The prompt to score.")],
+    response: Annotated[Optional[str], typer.Option(
+        "--response", help="The answer to check: its AnswerWD and per-sentence risk against the K samples.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     calibration: Annotated[Optional[Path], typer.Option(
         "--calibration", help="Calibration file (bbwd calibrate): adds the risk and a flag; refused unless fitted for "
                               "these settings. Default: the embedded one for the teacher, when it matches.")] = None,
     options: dict[str, Any] | None = None,
 ) -> None:
-    """Score one prompt: sample K responses, teacher-force them, print D, AvgWD, EigenWD and, calibrated, the risk."""
+    """Score one prompt: sample K responses, teacher-force them, print D, AvgWD, EigenWD and, calibrated, the risk;
+    with --response, that answer's AnswerWD and its sentences' scores."""
     settings = settings_from(options or {})  # a setting out of range fails here, before torch loads
+    if response is not None and not response.strip():
+        raise BBWDError("--response is empty")
     from blackbox_wd.calibration import Calibration, embedded_calibration
     from blackbox_wd.pipeline import Detector, as_messages
 
@@ -171,7 +207,7 @@ def score(
         note = detector.calibration.sampling_note(detector.reported_settings())
     if note:
         typer.echo(note, err=True)
-    result = detector.score(messages)
+    result = detector.score(messages, answer=response)
     if as_json:
         json.dump(result.to_dict(), sys.stdout)
         sys.stdout.write("\n")

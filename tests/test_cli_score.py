@@ -40,8 +40,61 @@ def test_score_json_real_model_reproducible():
 
 @pytest.mark.slow
 def test_score_table_output():
-    out = run("score", "-k", "2", "--max-tokens", "8", "--device", "cpu", "Name a colour.").stdout
+    out = run("score", "-k", "2", "--max-tokens", "8", "--device", "cpu", "--response", "Red. Blue is\nnot.",
+              "Name a colour.").stdout
     assert "AvgWD" in out and "EigenWD" in out and "alpha=0.001" in out
+    assert "AnswerWD" in out and "SentenceWD" in out
+    lines = out.splitlines()
+    assert any(line.strip().endswith("  Red.") for line in lines) and any("Blue is not." in line for line in lines)
+
+
+ANSWER = "The capital of Australia is Sydney. It was founded in 1788.\n\nCanberra is the capital."
+
+
+@pytest.mark.slow
+def test_score_response_gets_answer_wd_and_sentences(smollm_teacher):
+    from blackbox_wd.clients.local import LocalSampler
+    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.settings import Settings
+
+    prompt = "What is the capital of Australia?"
+    got = json.loads(run("score", "--json", "-k", "3", "--max-tokens", "16", "--seed", "7", "--device", "cpu",
+                         "--response", ANSWER, prompt).stdout)
+    assert [s["text"] for s in got["sentences"]] == ["The capital of Australia is Sydney.", "It was founded in 1788.",
+                                                     "Canberra is the capital."]
+    assert all(ANSWER[s["start"]:s["end"]] == s["text"] and s["score"] > 0 for s in got["sentences"])
+    assert got["sentence_wd"] == pytest.approx(sum(s["score"] for s in got["sentences"]) / 3, rel=1e-12)
+    assert got["answer_wd"] > 0 and "p" not in got["sentences"][0]
+    # the same samples in this process (white-box samples are seeded): the same scores
+    detector = Detector(smollm_teacher, LocalSampler(smollm_teacher), Settings(k=3, max_tokens=16, seed=7, device="cpu"))
+    result = detector.score(prompt, answer=ANSWER)
+    assert result.responses == got["responses"]
+    assert [s["score"] for s in got["sentences"]] == pytest.approx([s.score for s in result.sentences], rel=1e-5)
+    assert got["answer_wd"] == pytest.approx(result.answer_wd, rel=1e-5)
+
+
+def test_sentences_are_coloured_by_rank_within_the_answer():
+    from rich.console import Console
+
+    from blackbox_wd.cli import render_answer, risk_colours
+    from blackbox_wd.sentences import SentenceScore
+
+    assert risk_colours([3.0, None, 1.0, 2.0]) == ["red", None, "green", "yellow"]
+    assert risk_colours([5.0]) == ["yellow"] and risk_colours([1.0, 2.0]) == ["green", "red"]
+    assert risk_colours([2.0, 2.0, 1.0]) == ["yellow", "yellow", "green"]
+
+    class Answer:  # what render_answer reads of a Result
+        answer_error, answer_wd, sentence_wd = None, 12.5, 20.0
+        sentences = [SentenceScore("Fine.", 0, 5, 10.0), SentenceScore("Wrong [red]x[/red].", 6, 24, 30.0),
+                     SentenceScore("", 24, 24, None)]
+
+    console = Console(record=True, width=200, force_terminal=True, color_system="standard")
+    render_answer(Answer(), console)
+    plain = console.export_text(clear=False)
+    assert "AnswerWD 12.5" in plain and "SentenceWD 20" in plain
+    assert "       10  Fine." in plain and "       30  Wrong [red]x[/red]." in plain  # markup in text stays text
+    styled = console.export_text(styles=True)
+    assert "\x1b[32m       10  Fine." in styled and "\x1b[31m       30  Wrong" in styled
 
 
 @pytest.mark.parametrize("args,message", [
@@ -50,6 +103,7 @@ def test_score_table_output():
     (["score", "--teacher", "gpt-17", "hi"], "error: unknown teacher 'gpt-17'"),
     (["score", "--teacher", "/nonexistent/model.gguf", "hi"], "error: GGUF file not found: /nonexistent/model.gguf"),
     (["score", "--layer", "99", "--device", "cpu", "hi"], "error: layer 99 out of range: the teacher has layers 1..30"),
+    (["score", "--response", " ", "hi"], "error: --response is empty"),
 ])
 def test_bad_input_is_one_line(args, message):
     proc = run(*args, check=False)
