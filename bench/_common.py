@@ -6,6 +6,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
+DIM = 128
+NORM = 30.0
+
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     """Wall-clock milliseconds of one call and its result."""
@@ -20,3 +25,13 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     line = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
     return "\n".join([line(cells[0]), "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"] + [line(r) for r in cells[1:]])
+
+
+def token_clouds(rng: np.random.Generator, k: int, m: int, equal: bool) -> list[np.ndarray]:
+    """K token-state clouds of one synthetic prompt: 128-d, norms ~30 (a shared prompt offset, a per-response
+    shift and per-token spread); m_i ~ U[0.5M, 1.5M], or M each when ``equal``."""
+    offset = rng.normal(size=DIM)
+    offset *= NORM / np.linalg.norm(offset)
+    sizes = [m] * k if equal else rng.integers(max(1, m // 2), 3 * m // 2 + 1, size=k)
+    spread = 0.5 * NORM / np.sqrt(DIM)
+    return [offset + 0.3 * spread * rng.normal(size=DIM) + spread * rng.normal(size=(n, DIM)) for n in sizes]

@@ -29,12 +29,10 @@ import ot  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 sys.path.append(str(_HERE))
-from _common import table, timed  # noqa: E402
+from _common import table, timed, token_clouds  # noqa: E402
 
 from blackbox_wd.transport import pairwise_w2  # noqa: E402
 
-DIM = 128
-NORM = 30.0
 PAUSE_S = 0.3  # OpenBLAS workers spin on for ~0.1 s after a multi-threaded call
 
 
@@ -49,15 +47,6 @@ def naive_pairwise(clouds: list[np.ndarray]) -> np.ndarray:
             cost = ot.emd2(a, b, ot.dist(x, y, metric="sqeuclidean"), numItermax=10_000_000)
             d[i, j] = d[j, i] = np.sqrt(max(cost, 0.0))
     return d
-
-
-def prompt(rng: np.random.Generator, k: int, m: int, equal: bool) -> list[np.ndarray]:
-    """K token-state clouds of one synthetic prompt."""
-    offset = rng.normal(size=DIM)
-    offset *= NORM / np.linalg.norm(offset)
-    sizes = [m] * k if equal else rng.integers(max(1, m // 2), 3 * m // 2 + 1, size=k)
-    spread = 0.5 * NORM / np.sqrt(DIM)
-    return [offset + 0.3 * spread * rng.normal(size=DIM) + spread * rng.normal(size=(n, DIM)) for n in sizes]
 
 
 def repeats(k: int, m: int, quick: bool) -> int:
@@ -81,7 +70,7 @@ def main() -> None:
             for m in ms:
                 t_def, t_pin, t_opt = [], [], []
                 for r in range(repeats(k, m, args.quick)):
-                    clouds = prompt(rng, k, m, kind == "equal")
+                    clouds = token_clouds(rng, k, m, kind == "equal")
                     iu = np.triu_indices(k, 1)
 
                     def ref_pinned() -> tuple[float, np.ndarray]:

@@ -51,3 +51,13 @@ def test_startup_bench_quick_times_help_against_bare_python() -> None:
                          timeout=300, check=True).stdout
     rows = {m.group(1): float(m.group(2)) for m in re.finditer(r"\|\s*(bbwd --help|python -c pass)\s*\|\s*([\d.]+)", out)}
     assert set(rows) == {"bbwd --help", "python -c pass"} and all(v > 0 for v in rows.values())
+
+
+def test_sentences_bench_quick_prints_the_ratio_and_keeps_answer_wd() -> None:
+    out = subprocess.run([sys.executable, str(BENCH / "sentences.py"), "--quick"], capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    ratio = float(re.search(r"prompt transport with sentences / before \(median of rounds\): (\S+)", out).group(1))
+    assert ratio > 0
+    assert re.search(r"\|\s*sentence step\s*\|\s*[\d.]+\s*\|\s*[\d.]+%\s*\|", out)
+    deviation = float(re.search(r"max relative deviation of AnswerWD .*: (\S+)", out).group(1))
+    assert deviation <= 1e-9
