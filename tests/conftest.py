@@ -80,3 +80,11 @@ def break_teacher_pass_on(monkeypatch, word: str, message: str = "boom") -> None
         return real(teacher, items, **kw)
 
     monkeypatch.setattr(pipeline_module, "teacher_pass", fragile)
+
+
+@pytest.fixture(autouse=True)
+def own_state_cache(tmp_path, monkeypatch):
+    """Every test's teacher-state cache (``bbwd eval``) is its own, never the user's."""
+    from blackbox_wd.teachers import statecache
+
+    monkeypatch.setattr(statecache, "default_states_dir", lambda: tmp_path / "bbwd-states")

@@ -201,6 +201,11 @@ def timing_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
                for stage in STAGES if any(stage in t for t in timed)]
     totals = np.array([sum(t.get(stage, 0.0) for stage in STAGES) for t in timed])  # seconds only
     lines = [f"- time per prompt (median s): {', '.join(medians)}; total {np.median(totals):.2f}"]
+    cached = sum(t.get("teacher_cached", 0) for t in timed)
+    if cached:
+        lines.append(f"- teacher states read from the state cache (not forced in this run): {cached} responses of "
+                     f"{sum(len(r.get('token_counts') or []) + (r.get('answer_wd') is not None) for r in results)}; "
+                     "the teacher times above count only what was forced")
     share = [t["dse"] / total for t, total in zip(timed, totals) if "dse" in t and total > 0]
     if share:
         lines.append(f"- DSE share of a prompt's time: median {100 * np.median(share):.2f}%, "
@@ -240,7 +245,7 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
              f"- DSE judge: {_counts(results, 'dse_judge')}",
              "- LNE from: " + (", ".join(f"{LNE_SOURCES.get(v, v)} ({n})" for v, n in
                                          Counter(r["lne_source"] for r in results if r.get("lne_source")).most_common())
-                               or "—"),
+                               or "not run"),
              *timing_lines(results),
              *[line for kind in ("qa", "math") for line in truncation_lines(results, kind)],
              f"- AUROC: higher score = more likely hallucination; 95% percentile bootstrap CI, {n_boot} resamples, "

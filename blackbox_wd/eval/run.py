@@ -60,8 +60,9 @@ def default_max_tokens(items: Sequence[Item]) -> int:
     return max((MAX_TOKENS.get(it.kind, MAX_TOKENS["qa"]) for it in items), default=MAX_TOKENS["qa"])
 
 
-def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None) -> dict[str, Any]:
-    """What changes a row beyond the detector's settings: prompts and exemplars, label source, DSE judge."""
+def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None, lne: bool = True) -> dict[str, Any]:
+    """What changes a row beyond the detector's settings: prompts and exemplars, label source, DSE judge,
+    and LNE when it is not run."""
     if dataset.recorded:
         label_from = RECORDED_LABELS
     elif label_from not in LABEL_SOURCES:
@@ -70,7 +71,8 @@ def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None
         raise BBWDError(f"unknown DSE judge '{dse}': use one of {', '.join(DSE_JUDGES)}")
     if (dse == "nli") != (nli is not None):
         raise BBWDError("--dse nli needs --nli MODEL, and --nli is used only with --dse nli")
-    return {**dataset.described(), "label_from": label_from, "dse": f"nli:{nli}" if nli else dse}
+    return {**dataset.described(), "label_from": label_from, "dse": f"nli:{nli}" if nli else dse,
+            **({} if lne else {"lne": "off"})}
 
 
 def run_fingerprint(detector: Detector, described: dict[str, Any]) -> str:
@@ -213,7 +215,7 @@ def evaluate(detector: Detector, dataset: Dataset, out_dir: Path, *, label_from:
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "results.jsonl"
-    described = protocol(dataset, label_from, dse, nli.name if nli else None)
+    described = protocol(dataset, label_from, dse, nli.name if nli else None, detector.lne)
     label_from = described["label_from"]  # recorded data is judged on its response
     fp = run_fingerprint(detector, described)
     rows = done_rows(path, fp, dataset.hashes)
