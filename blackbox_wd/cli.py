@@ -309,6 +309,9 @@ def calibrate(
     with_baselines: Annotated[bool, typer.Option(
         "--with-baselines", help="Also report the combined score with the baselines (not applied).")] = False,
     folds: Annotated[int, typer.Option("--folds", help="Cross-validation folds (stratified).")] = 5,
+    samples: Annotated[Optional[str], typer.Option(
+        "--samples", help="Who drew the rows' samples, e.g. 'gpt-3.5-turbo at T=1.0, recorded in the data'; "
+                          "required when they came recorded with the data.")] = None,
 ) -> None:
     """Fit a calibration (probability of hallucination and a flag) on labelled results, with a report."""
     from blackbox_wd.batch import check_output_path
@@ -319,7 +322,8 @@ def calibrate(
         raise BBWDError("give --target-fpr or --max-f1, not both")
     check_output_path(output)
     fit = fit_file(results, label=label, settings_from=settings_from, folds=folds,
-                   target_fpr=0.1 if target_fpr is None else target_fpr, max_f1=max_f1, with_baselines=with_baselines)
+                   target_fpr=0.1 if target_fpr is None else target_fpr, max_f1=max_f1, with_baselines=with_baselines,
+                   samples=samples)
     fit.calibration.save(output)
     paths = write_report(fit, output)
     typer.echo(f"wrote {output}, {paths['report']}, {paths['reliability']}: {summary_line(fit)}", err=True)
