@@ -128,7 +128,7 @@ SEVERITY_SCORE = {"accurate": 0.0, "minor_inaccurate": 0.5, "major_inaccurate": 
 
 def _bio(tmp_path, records=None):
     path = tmp_path / "bio.jsonl"
-    records = records or [{"id": f"w{i}", "source": "wikibio_gpt3", "prompt": "This is a Wikipedia passage about paris:",
+    records = records or [{"id": f"w{i}", "source": "wikibio_gpt3", "prompt": "A Wikipedia passage about paris:",
                            "response": " ".join(sentences), "samples": BIO_SAMPLES, "sentences": sentences,
                            "sentence_labels": labels,
                            "human_score": float(np.mean([SEVERITY_SCORE[lab] for lab in labels]))}
@@ -170,7 +170,7 @@ def test_a_records_sentences_are_the_ones_scored_and_come_back_beside_their_labe
     paths = write_report(rows, tmp_path / "out", n_boot=50)
     text = paths["summary"].read_text()
     assert "## Sentence level" in text and paths["sentence_pr"].exists()
-    assert "| sentences scored (passages) | 9 (3) | 5 (2) | 9 (3) |" in text  # the wholly major passage w2 is out of NonFact*
+    assert "| sentences scored (passages) | 9 (3) | 5 (2) | 9 (3) |" in text  # NonFact* leaves out w2 (wholly major)
     assert "| SentenceWD |" in text.split("## Label `human_score` (continuous)")[1]
 
 

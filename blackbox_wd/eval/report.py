@@ -1,4 +1,4 @@
-"""The evaluation report: ``summary.md``, ``roc.png``, ``heatmaps.png`` (and ``sentence_pr.png``) from per-prompt results.
+"""The evaluation report: ``summary.md``, ``roc.png``, ``heatmaps.png`` (``sentence_pr.png``) from per-prompt results.
 
 A per-prompt result is a dict (a row of ``eval.run``, or ``pipeline.Result.to_dict()`` plus labels)
 holding:
@@ -247,8 +247,8 @@ def sentence_lines(results: Sequence[Mapping[str, Any]], n_boot: int = N_BOOTSTR
             f"scored. 95% percentile bootstrap CI over passages, {n_boot} resamples, seed {seed}. Precision-recall "
             "curves: [sentence_pr.png](sentence_pr.png).", "",
             "| | " + " | ".join(TASK_NAMES[task] for task in SENTENCE_TASKS) + " |", "|---|---|---|---|",
-            row("bbwd sentence score: AUC-PR x100 [95% CI]",
-                [f"{x100(a.auc_pr)} [{x100(a.lo)}, {x100(a.hi)}]" if math.isfinite(a.auc_pr) else "—" for a in tasks]),
+            row("bbwd sentence score: AUC-PR x100 [95% CI]", [f"{x100(a.auc_pr)} [{x100(a.lo)}, {x100(a.hi)}]"
+                                                             if math.isfinite(a.auc_pr) else "—" for a in tasks]),
             row("random (positive share) x100", [x100(a.random) for a in tasks]),
             row("sentences scored (passages)", [f"{a.n} ({a.n_passages})" for a in tasks]),
             row("sentences without a score, left out", [str(a.n_unscored) for a in tasks]), ""]
