@@ -22,6 +22,7 @@ from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
 from blackbox_wd.scores import answer_wd, avg_wd, eigen_wd, median_bandwidth
 from blackbox_wd.sampling import RecordedSamples, Sampler, endpoint_host, shares_model
+from blackbox_wd.sentences import SentenceScore
 from blackbox_wd.settings import ReportedSettings, Settings
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 from blackbox_wd.teachers.statecache import StateCache
@@ -48,6 +49,8 @@ class Result:
     calibration: dict[str, Any] | None = None  # with a calibration: its ``summary()``
     answer_wd: float | None = None  # with a judged answer: AnswerWD, its mean W2 to the K samples
     answer_error: str | None = None  # why a judged answer given has no AnswerWD (e.g. over the context)
+    sentences: list[SentenceScore] | None = None  # with a judged answer: its sentences and their scores
+    sentence_wd: float | None = None  # the mean of the sentences' scores that are not None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (D as nested lists)."""

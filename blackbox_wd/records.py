@@ -60,6 +60,7 @@ class SampleSet:
     usage: Usage = field(default_factory=Usage)
     seconds: float = 0.0
     answer: Sample | None = None  # the greedy answer drawn with them, when asked for (``LocalSampler``)
+    answer_sentences: tuple[str, ...] | None = None  # the answer's own sentences (None: split with spaCy)
 
 
 @dataclass
