@@ -20,7 +20,8 @@ from pathlib import Path
 # bench/ot.py would shadow POT for `import ot`: keep this folder off the front of the path.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.eval.report import METHODS, NAMES, OURS, best_baseline, compare, labelled, summarize  # noqa: E402
+from blackbox_wd.eval.report import (METHODS, NAMES, OURS, best_baseline, compare, labelled, shown,  # noqa: E402
+                                     summarize)
 
 
 def read_rows(folder: Path, first: int | None) -> list[dict]:
@@ -42,6 +43,9 @@ def row(name: str, rows: list[dict], key: str) -> list[str]:
     aurocs = [f"{table[m].auroc:.3f}{'*' if m == base else ''}" if m in table else "—" for m in METHODS]
     diffs = []
     for m in OURS:
+        if m not in shown(rows, [m]):  # e.g. SentenceWD of a run made before sentence scores
+            diffs.append("—")
+            continue
         d = compare(rows, m, base, key)
         verdict = f" **{d.verdict}**" if d.verdict in ("better", "worse") else ""
         diffs.append(f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]{verdict}")

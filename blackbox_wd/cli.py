@@ -46,8 +46,10 @@ SETTING_OPTIONS: dict[str, tuple[Any, tuple[str, ...], str]] = {
     "teacher": (str, ("--teacher",), "Teacher: registry name, hub id, model folder or .gguf file."),
     "base_url": (Optional[str], ("--base-url",), "OpenAI-compatible endpoint of the target."),
     "api_key_env": (Optional[str], ("--api-key-env",), "Environment variable that holds the API key."),
-    "cache": (bool, ("--cache/--no-cache",), "Read and write the API response cache (--no-cache: neither)."),
-    "cache_dir": (Optional[str], ("--cache-dir",), "API response cache directory."),
+    "cache": (bool, ("--cache/--no-cache",), "Read and write the API response cache, and in eval the teacher-state "
+                                              "cache (--no-cache: neither)."),
+    "cache_dir": (Optional[str], ("--cache-dir",), "API response cache directory (eval's teacher states: its "
+                                                   "states/ folder)."),
     "concurrency": (int, ("--concurrency",), "Max API requests in flight, shared by all prompts."),
     "device": (str, ("--device",), "auto, cpu, cuda or cuda:N."),
     "dtype": (str, ("--dtype",), "auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16."),
@@ -293,6 +295,7 @@ def evaluate(
     judge: Annotated[Optional[str], typer.Option("--judge", help="Also label with an LLM judge: API preset or model name (with --judge-base-url).")] = None,
     judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")] = None,
     judge_api_key_env: Annotated[Optional[str], typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")] = None,
+    lne: Annotated[bool, typer.Option("--lne/--no-lne", help="Run the LNE baseline. Without a target's log-probs it needs the teacher's: all its layers and its output head, 2.5x (SmolLM2) to 6x (Gemma-3) the teacher time of the other methods.")] = True,
     options: dict[str, Any] | None = None,
 ) -> None:
     """Score a dataset with AvgWD, EigenWD and the baselines; write results.jsonl, summary.md and plots."""
@@ -304,7 +307,7 @@ def evaluate(
     quiet_libraries()
     request = plan(data, output, options or {}, limit=limit, protocol_name=protocol, label_from=label_from, dse=dse,
                    nli=nli, require_context=require_context, max_tokens=max_tokens, judge=judge,
-                   judge_base_url=judge_base_url, judge_api_key_env=judge_api_key_env)
+                   judge_base_url=judge_base_url, judge_api_key_env=judge_api_key_env, lne=lne)
     err = Console(stderr=True)
     with Progress(TextColumn("[bold]bbwd eval"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[rate]}, {task.fields[errors]} errors"), TimeElapsedColumn(),
@@ -342,6 +345,9 @@ def calibrate(
     with_baselines: Annotated[bool, typer.Option(
         "--with-baselines", help="Also report the combined score with the baselines (not applied).")] = False,
     folds: Annotated[int, typer.Option("--folds", help="Cross-validation folds (stratified).")] = 5,
+    samples: Annotated[Optional[str], typer.Option(
+        "--samples", help="Who drew the rows' samples, e.g. 'gpt-3.5-turbo at T=1.0, recorded in the data'; "
+                          "required when they came recorded with the data.")] = None,
 ) -> None:
     """Fit a calibration (probability of hallucination and a flag) on labelled results, with a report."""
     from blackbox_wd.batch import check_output_path
@@ -352,7 +358,8 @@ def calibrate(
         raise BBWDError("give --target-fpr or --max-f1, not both")
     check_output_path(output)
     fit = fit_file(results, label=label, settings_from=settings_from, folds=folds,
-                   target_fpr=0.1 if target_fpr is None else target_fpr, max_f1=max_f1, with_baselines=with_baselines)
+                   target_fpr=0.1 if target_fpr is None else target_fpr, max_f1=max_f1, with_baselines=with_baselines,
+                   samples=samples)
     fit.calibration.save(output)
     paths = write_report(fit, output)
     typer.echo(f"wrote {output}, {paths['report']}, {paths['reliability']}: {summary_line(fit)}", err=True)

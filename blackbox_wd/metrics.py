@@ -19,6 +19,16 @@ Continuous labels (WikiBio's ``human_score``: the share of a passage's sentences
 inaccurate, higher = more hallucination) are compared by Pearson's r and Spearman's rho
 (``scipy.stats.pearsonr`` / ``spearmanr`` values), with the same percentile bootstrap over prompts;
 a higher score must correlate positively with more hallucination.
+
+Sentence level (SelfCheckGPT, Manakul et al. 2023): each sentence of a judged passage has a human
+severity (0 accurate, 1 minor, 2 major inaccurate) and a score (higher = more likely unsupported;
+NaN: not scored, left out and counted). AUC-PR is ``sklearn.metrics.auc(recall, precision)`` of
+``precision_recall_curve`` (the trapezoid, not average precision). NonFact: positive = minor or
+major, ranked by the score; NonFact*: positive = major, over the passages not wholly major;
+Factual: positive = accurate, ranked by the negated score. A random score's AUC-PR is the positive
+share. The CI resamples passages (a passage's sentences go together), with the resamples' AUC-PRs
+computed at once from multiplicity weights (equal to the sklearn curve on the resampled sentences,
+tested).
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import pearsonr, rankdata, spearmanr
-from sklearn.metrics import average_precision_score, roc_auc_score
+from sklearn.metrics import auc, average_precision_score, precision_recall_curve, roc_auc_score
 
 N_BOOTSTRAP = 1000
 SEED = 0
@@ -236,3 +246,113 @@ def correlation_with_ci(labels: Sequence[float] | np.ndarray, scores: Sequence[f
         return CorrelationResult(method, r, nan, nan, int(y.size), 0)
     lo, hi = _percentiles(_row_pearson(ss[varies], ys[varies]), level)
     return CorrelationResult(method, r, lo, hi, int(y.size), int(varies.sum()))
+
+
+ACCURATE, MINOR, MAJOR = 0, 1, 2  # sentence severities, in the order of eval.data.SENTENCE_LABELS
+SENTENCE_TASKS = ("nonfact", "nonfact_star", "factual")
+
+
+def auc_pr(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
+    """SelfCheckGPT's AUC-PR, ``auc(recall, precision)`` of ``precision_recall_curve`` (positive 1), on the
+    finite scores; NaN with one class."""
+    y, s = _clean(labels, scores)
+    if y.size == 0 or y.min() == y.max():
+        return float("nan")
+    precision, recall, _ = precision_recall_curve(y, s)
+    return float(auc(recall, precision))
+
+
+def weighted_auc_pr(y: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Row-wise :func:`auc_pr` of the sentences ``y``, ``s`` (n,) each counted ``w`` (B, n) times; every row
+    must hold a positive. Cumulative counts at each distinct score, highest first, from (recall 0, precision 1)."""
+    order = np.argsort(-s, kind="stable")
+    y, s, w = y[order], s[order], np.atleast_2d(w)[:, order]
+    ends = np.append(np.flatnonzero(np.diff(s)), s.size - 1)  # the last sentence of each tie group
+    tp = np.cumsum(w * y, axis=1)[:, ends].astype(float)
+    fp = np.cumsum(w * (1 - y), axis=1)[:, ends].astype(float)
+    seen = tp + fp
+    precision = np.divide(tp, seen, out=np.ones_like(tp), where=seen > 0)  # nothing drawn yet: the start point
+    start = np.ones((tp.shape[0], 1))
+    recall = np.hstack([np.zeros_like(start), tp / tp[:, -1:]])
+    precision = np.hstack([start, precision])
+    return (np.diff(recall, axis=1) * (precision[:, 1:] + precision[:, :-1]) / 2.0).sum(axis=1)
+
+
+def passage_weights(passage: np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = SEED) -> np.ndarray:
+    """(B, n) times each sentence is drawn when its passages are resampled with replacement."""
+    ids, which = np.unique(passage, return_inverse=True)
+    draws = np.random.default_rng(seed).integers(0, ids.size, (n_boot, ids.size))
+    counts = np.bincount((draws + ids.size * np.arange(n_boot)[:, None]).ravel(), minlength=n_boot * ids.size)
+    return counts.reshape(n_boot, ids.size)[:, which]
+
+
+@dataclass(frozen=True)
+class AucPr:
+    """AUC-PR of one sentence-level task with its bootstrap CI over passages, on the sentences with a score."""
+
+    auc_pr: float
+    lo: float
+    hi: float
+    random: float  # the positive share of the scored sentences: a random score's AUC-PR
+    n: int  # sentences scored
+    n_pos: int
+    n_passages: int  # passages with a scored sentence
+    n_unscored: int  # sentences of the task without a score, left out
+    n_boot: int  # resamples used (those holding both classes)
+
+
+def auc_pr_with_ci(labels: np.ndarray, scores: np.ndarray, passage: np.ndarray, n_boot: int = N_BOOTSTRAP,
+                   seed: int = SEED, level: float = LEVEL) -> AucPr:
+    """:func:`auc_pr` with the percentile bootstrap CI over passages; NaN scores are left out and counted."""
+    scores = np.asarray(scores, dtype=float)
+    scored = np.isfinite(scores)
+    y, s, p = np.asarray(labels, dtype=int)[scored], scores[scored], np.asarray(passage)[scored]
+    n_pos, nan = int(y.sum()), float("nan")
+    random = n_pos / y.size if y.size else nan
+    counts = (int(y.size), n_pos, int(np.unique(p).size), int((~scored).sum()))
+    if n_pos in (0, y.size):
+        return AucPr(nan, nan, nan, random, *counts, 0)
+    w = passage_weights(p, n_boot, seed)
+    pos = w @ y
+    w = w[(pos > 0) & (pos < w.sum(axis=1))]
+    lo, hi = _percentiles(weighted_auc_pr(y, s, w), level) if w.shape[0] else (nan, nan)
+    return AucPr(auc_pr(y, s), lo, hi, random, *counts, int(w.shape[0]))
+
+
+def sentence_task(severity: np.ndarray, scores: np.ndarray, passage: np.ndarray,
+                  task: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One task's sentences: (0/1 labels, the score that ranks its positives first, passage of each)."""
+    if task == "nonfact":
+        return (severity != ACCURATE).astype(int), scores, passage
+    if task == "factual":
+        return (severity == ACCURATE).astype(int), -scores, passage
+    if task != "nonfact_star":
+        raise ValueError(f"unknown sentence task '{task}': use one of {', '.join(SENTENCE_TASKS)}")
+    _, which = np.unique(passage, return_inverse=True)
+    wholly_major = np.bincount(which, weights=severity != MAJOR) == 0
+    keep = ~wholly_major[which]
+    return (severity[keep] == MAJOR).astype(int), scores[keep], passage[keep]
+
+
+@dataclass(frozen=True)
+class SentenceAucPr:
+    """SelfCheckGPT's three sentence-level AUC-PRs of one score."""
+
+    nonfact: AucPr
+    nonfact_star: AucPr
+    factual: AucPr
+
+
+def sentence_auc_pr(severity: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray,
+                    passage: Sequence[int] | np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = SEED,
+                    level: float = LEVEL) -> SentenceAucPr:
+    """NonFact, NonFact* and Factual AUC-PR of sentence scores (NaN: unscored) with severities and passage ids."""
+    v = np.asarray(severity, dtype=int).reshape(-1)
+    s = np.asarray(scores, dtype=float).reshape(-1)
+    p = np.asarray(passage).reshape(-1)
+    if not v.shape == s.shape == p.shape:
+        raise ValueError(f"{v.size} severities, {s.size} scores and {p.size} passage ids")
+    if not np.isin(v, (ACCURATE, MINOR, MAJOR)).all():
+        raise ValueError("severities must be 0 (accurate), 1 (minor) or 2 (major inaccurate)")
+    return SentenceAucPr(*(auc_pr_with_ci(*sentence_task(v, s, p, task), n_boot, seed, level)
+                           for task in SENTENCE_TASKS))

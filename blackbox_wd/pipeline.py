@@ -25,6 +25,7 @@ from blackbox_wd.sampling import RecordedSamples, Sampler, endpoint_host, shares
 from blackbox_wd.sentences import SentenceScore, score_sentences
 from blackbox_wd.settings import ReportedSettings, Settings
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
+from blackbox_wd.teachers.statecache import StateCache
 from blackbox_wd.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs
 
 
@@ -96,18 +97,20 @@ class Scorer:
     teacher: HFTeacher | None = None
     own_ids: bool = False
     calibration: Calibration | None = None
+    cache: StateCache | None = None  # teacher states kept on disk (``bbwd eval``); None: every response forced
+    lne: bool = True  # with baselines, run the teacher's upper layers and output head for LNE
 
     def __post_init__(self) -> None:
         if self.calibration is not None:
             self.calibration.check(self.reported.as_dict())
 
     @classmethod
-    def wire(cls, teacher: HFTeacher, sampler: object, settings: Settings,
-             calibration: Calibration | None = None) -> "Scorer":
+    def wire(cls, teacher: HFTeacher, sampler: object, settings: Settings, calibration: Calibration | None = None,
+             cache: StateCache | None = None, lne: bool = True) -> "Scorer":
         """The wiring of a teacher and a sampler under these settings (the calibration checked against them)."""
         reported = ReportedSettings.of(settings, teacher, endpoint_host(sampler), str(teacher.device),
                                        recorded=isinstance(sampler, RecordedSamples))
-        return cls(reported, teacher, shares_model(sampler, teacher), calibration)
+        return cls(reported, teacher, shares_model(sampler, teacher), calibration, cache, lne)
 
     @property
     def settings(self) -> Settings:
@@ -124,7 +127,7 @@ class Scorer:
         """One shared-prefix teacher pass over the items (``teacher_pass_isolated``); an exception of the pass
         becomes the error ``failed: ...`` of the item that raised it."""
         return teacher_pass_isolated(self.teacher, items, own_ids=self.own_ids, logprobs=logprobs,
-                                     failed=lambda exc: scoring_failed(exc, failed))
+                                     failed=lambda exc: scoring_failed(exc, failed), cache=self.cache)
 
     def score(self, ps: PromptStates, *, baselines: bool = False, judge: Entails | None = None) -> Result:
         """The Result of one prompt's token states (``score_states``); raises on failure."""
@@ -148,11 +151,11 @@ class Scorer:
 
         A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response),
         or whose part of the pass raised, gets its BBWDError in its slot; the others are scored.
-        With ``baselines`` the pass runs the full model (LNE needs log-probs) and LNE, LS, ES, ER
+        With ``baselines`` the pass runs the full model (LNE needs log-probs; not without ``lne``) and LNE, LS, ES, ER
         (and DSE where ``judges`` gives an entailment judge for the prompt) are computed on the same
         samples; the timings hold ``baselines`` (LNE, LS, ES, ER) and ``dse`` apart.
         """
-        passed = self.teacher_pass(items, logprobs=baselines)
+        passed = self.teacher_pass(items, logprobs=baselines and self.lne)
         return [self.outcome(ps, baselines=baselines, judge=judges[n] if judges else None)
                 for n, ps in enumerate(passed)]
 
@@ -165,11 +168,13 @@ class Detector:
     """
 
     def __init__(self, teacher: HFTeacher, sampler: Sampler, settings: Settings,
-                 calibration: Calibration | None = None) -> None:
+                 calibration: Calibration | None = None, cache: StateCache | None = None, lne: bool = True) -> None:
         self.teacher = teacher
         self.sampler = sampler
         self.settings = settings
         self.calibration = calibration
+        self.cache = cache  # the teacher-state cache (``bbwd eval``), see ``Scorer.cache``
+        self.lne = lne
         if calibration is not None:
             Scorer.wire(teacher, sampler, settings, calibration)  # refused unless fitted for these settings
 
@@ -190,12 +195,12 @@ class Detector:
 
     def with_calibration(self, calibration: Calibration | None) -> "Detector":
         """The same teacher and sampler with another calibration (checked against the settings)."""
-        return Detector(self.teacher, self.sampler, self.settings, calibration)
+        return Detector(self.teacher, self.sampler, self.settings, calibration, self.cache, self.lne)
 
     @property
     def scorer(self) -> Scorer:
         """The scoring wiring of this detector's teacher, sampler, settings and calibration."""
-        return Scorer.wire(self.teacher, self.sampler, self.settings, self.calibration)
+        return Scorer.wire(self.teacher, self.sampler, self.settings, self.calibration, self.cache, self.lne)
 
     def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
         """The settings as run (resolved layer, projection, API endpoint, fingerprint; D's bandwidth when given)."""
@@ -241,10 +246,11 @@ class PromptStates:
     messages: Messages
     samples: SampleSet
     states: list[TokenStates]
-    teacher_tokens: int  # the prompt once plus each distinct response once
+    teacher_tokens: int  # tokens forced: the prompt once plus each distinct response once, cached ones not
     teacher_seconds: float  # its share of the pass, in proportion to teacher_tokens
     answer: TokenStates | None = None  # the judged answer's (``samples.answer``), forced with them, not in D
     answer_error: str | None = None  # why ``samples.answer`` could not be forced (the samples still are)
+    cached: int = 0  # responses (the judged answer included) read from the state cache, not forced
     answer_offsets: np.ndarray | None = None  # (m, 2) character spans of the answer's tokens in its text
 
 
@@ -277,11 +283,13 @@ def answer_pair(teacher: HFTeacher, prompt: list[int], answer: Sample, own_ids: 
 
 
 def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]], *, logprobs: bool = False,
-                 own_ids: bool = False) -> list[PromptStates | BBWDError]:
+                 own_ids: bool = False, cache: StateCache | None = None) -> list[PromptStates | BBWDError]:
     """Teacher-force several prompts' samples in one shared-prefix pass; an unusable prompt gets its BBWDError.
 
     The stage between sampling and scoring: it holds the model, and hands on only the projected
     token states (plus one unprojected last-token state per response, and log-probs when asked).
+    With a ``cache``, responses already forced after the same prompt are read from it, the others
+    forced and stored.
     """
     out: list[PromptStates | BBWDError | None] = [None] * len(items)
     pairs: list[tuple[list[int], list[int]]] = []
@@ -301,17 +309,25 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
                 answers[n] = str(exc)
         spans[n] = slice(len(pairs), len(pairs) + len(own))
         pairs.extend(own)
+    states: list[TokenStates | None] = [cache.get(*pair, logprobs) for pair in pairs] if cache is not None else [None] * len(pairs)
+    forced = [i for i, ts in enumerate(states) if ts is None]
     t0 = time.perf_counter()
-    states = teacher.encode_ids(pairs, logprobs=logprobs) if pairs else []
+    for i, ts in zip(forced, teacher.encode_ids([pairs[i] for i in forced], logprobs=logprobs) if forced else []):
+        states[i] = ts
+        if cache is not None:
+            cache.put(*pairs[i], ts)
     seconds = time.perf_counter() - t0
-    floors = {n: token_floor(pairs[span]) for n, span in spans.items()}
+    ran = set(forced)
+    floors = {n: token_floor([pairs[i] for i in range(span.start, span.stop) if i in ran]) for n, span in spans.items()}
     total = sum(floors.values()) or 1
     for n, span in spans.items():
         messages, sample_set = items[n]
         got, answer, why, offsets = states[span], None, answers.get(n), None
         if isinstance(why, np.ndarray):
             got, answer, why, offsets = got[:-1], got[-1], None, why
-        out[n] = PromptStates(messages, sample_set, got, floors[n], seconds * floors[n] / total, answer, why, offsets)
+        out[n] = PromptStates(messages, sample_set, got, floors[n], seconds * floors[n] / total, answer, why,  # type: ignore[arg-type]
+                              cached=span.stop - span.start - len(ran.intersection(range(span.start, span.stop))),
+                              answer_offsets=offsets)
     return out  # type: ignore[return-value]
 
 
@@ -324,17 +340,17 @@ def scoring_failed(exc: Exception, what: str = "scoring failed") -> BBWDError:
 
 
 def teacher_pass_isolated(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]], *, own_ids: bool,
-                          failed: Callable[[Exception], BBWDError],
-                          logprobs: bool = False) -> list[PromptStates | BBWDError]:
+                          failed: Callable[[Exception], BBWDError], logprobs: bool = False,
+                          cache: StateCache | None = None) -> list[PromptStates | BBWDError]:
     """``teacher_pass`` over all items; if the shared pass raises, each item alone, so that an unexpected
     exception becomes ``failed(exc)`` in the slot of the item that raised it and the others keep their states."""
     try:
-        return teacher_pass(teacher, items, logprobs=logprobs, own_ids=own_ids)
+        return teacher_pass(teacher, items, logprobs=logprobs, own_ids=own_ids, cache=cache)
     except Exception:  # noqa: BLE001 - narrowed down to the item that caused it below
         out: list[PromptStates | BBWDError] = []
         for item in items:
             try:
-                out.append(teacher_pass(teacher, [item], logprobs=logprobs, own_ids=own_ids)[0])
+                out.append(teacher_pass(teacher, [item], logprobs=logprobs, own_ids=own_ids, cache=cache)[0])
             except Exception as exc:  # noqa: BLE001 - this item's error
                 out.append(failed(exc))
         return out
@@ -369,7 +385,7 @@ def score_states(ps: PromptStates, scorer: Scorer, *, baselines: bool = False,
     d, avg, eig = scores_from_states(ps.states, alpha, p)
     answer, sentences, passage = judged_answer_scores(ps)
     timings = {"teacher": ps.teacher_seconds, "teacher_tokens": ps.teacher_tokens,
-               "transport": time.perf_counter() - t0}
+               **({"teacher_cached": ps.cached} if ps.cached else {}), "transport": time.perf_counter() - t0}
     samples = ps.samples.samples
     result = Result(prompt=ps.messages, responses=[s.text for s in samples],
                     token_counts=[s.n_tokens for s in ps.states], D=d, avg_wd=avg, eigen_wd=eig,
@@ -378,10 +394,11 @@ def score_states(ps: PromptStates, scorer: Scorer, *, baselines: bool = False,
     if baselines:
         t1 = time.perf_counter()
         api = all(s.token_logprobs for s in samples)
-        logprobs = [s.token_logprobs for s in samples] if api else [s.logprobs for s in ps.states]
+        teacher = all(s.logprobs is not None for s in ps.states)  # not when the pass skipped LNE
+        logprobs = [s.token_logprobs for s in samples] if api else [s.logprobs for s in ps.states] if teacher else None
         result.baselines = compute_baselines(result.responses, logprobs=logprobs,
                                              embeddings=[s.last for s in ps.states])
-        result.lne_source = "api" if api else "teacher"
+        result.lne_source = "api" if api else "teacher" if teacher else None
         timings["baselines"] = time.perf_counter() - t1
         if judge is not None:
             t2 = time.perf_counter()

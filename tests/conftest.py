@@ -94,3 +94,11 @@ def direct_sentences(teacher, messages, answer, samples, sentences=None):
     spans = split(answer) if sentences is None else locate(answer, sentences)
     offsets = teacher.reader.text_offsets(answer, teacher.response_ids(answer))
     return [s.text for s in spans], sentence_scores(costs, token_sentence(offsets, spans), len(spans))
+
+
+@pytest.fixture(autouse=True)
+def own_state_cache(tmp_path, monkeypatch):
+    """Every test's teacher-state cache (``bbwd eval``) is its own, never the user's."""
+    from blackbox_wd.teachers import statecache
+
+    monkeypatch.setattr(statecache, "default_states_dir", lambda: tmp_path / "bbwd-states")

@@ -138,6 +138,26 @@ def test_the_shipped_calibration_is_valid_for_scores_default_settings():
     assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.threshold < 1
 
 
+def test_samples_are_stored_only_when_stated():
+    plain = make()
+    assert "samples" not in json.loads(plain.to_json())["fitted_on"]  # older files keep their bytes and id
+    stated = replace(plain, fitted_on=replace(plain.fitted_on, samples="gpt-4o at T=1"))
+    assert json.loads(stated.to_json())["fitted_on"]["samples"] == "gpt-4o at T=1"
+    assert Calibration.from_json(stated.to_json()) == stated and stated.id != plain.id
+
+
+def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
+    cal = Calibration.load(default_calibration_path("smollm2-135m", white_box=False))
+    defaults = Settings()
+    run = {**REPORTED, "target": "gpt-4o-mini", "endpoint": "api.openai.com", "k": defaults.k,
+           "temperature": defaults.temperature, "alpha": defaults.alpha, "p": defaults.p}
+    cal.check(run)
+    assert cal.settings["target"] == "recorded" and cal.fitted_on.samples.startswith("gpt-3.5-turbo at T=1.0")
+    assert cal.fitted_on.n == 250 and cal.fitted_on.base_rate == 0.48 and cal.fitted_on.data == {"sac3_nq_open": 250}
+    assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.threshold < 1
+    assert "temperature 0.5" in cal.sampling_note(run)
+
+
 def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch):
     path = tmp_path / "smollm2-135m.json"
     monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher, white_box=True: path)

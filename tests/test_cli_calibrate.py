@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.fit import fit_calibration, read_labelled
 from blackbox_wd.cli import main
+from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import fingerprint
 
 BBWD = [sys.executable, "-m", "blackbox_wd"]
@@ -84,6 +86,38 @@ def test_calibrate_errors_are_one_line(tmp_path, capsys, args, message):
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith(message), err
 
 
+RECORDED_SETTINGS = {**SETTINGS, "target": "recorded", "temperature": None, "top_p": None, "max_tokens": None,
+                     "seed": None, "protocol": {"prompts": "recorded", "label_from": "recorded", "dse": "answer"}}
+SAMPLES = "gpt-3.5-turbo at T=1.0, recorded in the data"
+
+
+def test_calibrate_stores_and_prints_who_drew_the_samples(tmp_path, capsys):
+    labelled_rows(tmp_path / "results.jsonl", RECORDED_SETTINGS)
+    (tmp_path / "settings.json").write_text(json.dumps(RECORDED_SETTINGS))
+    out = tmp_path / "cal.json"
+    code, _, err = bbwd(capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out),
+                        "--folds", "4", "--samples", SAMPLES)
+    assert code == 0, err
+    assert json.loads(out.read_text())["fitted_on"]["samples"] == SAMPLES
+    cal = Calibration.load(out)
+    assert cal.fitted_on.samples == SAMPLES and cal.settings["target"] == "recorded"
+    assert f"\n- samples: {SAMPLES}\n" in (tmp_path / "cal.md").read_text()
+    note = cal.sampling_note({**SETTINGS, "target": "gpt-4o-mini", "endpoint": "api.openai.com"})
+    assert note == (f"note: calibration {out} was fitted on recorded samples ({SAMPLES}; synthetic (120)); this run: "
+                    'target "gpt-4o-mini", endpoint "api.openai.com", temperature 0.5, top_p 1.0, max_tokens 128: '
+                    "its risk is a probability on that data")
+
+
+def test_calibrate_refuses_recorded_samples_of_unstated_origin(tmp_path, capsys):
+    labelled_rows(tmp_path / "results.jsonl", RECORDED_SETTINGS, n=30)
+    (tmp_path / "settings.json").write_text(json.dumps(RECORDED_SETTINGS))
+    code, out, err = bbwd(capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em",
+                          "-o", str(tmp_path / "cal.json"), "--folds", "2")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("error: the rows' samples were recorded in the data") and "--samples" in err
+    assert not (tmp_path / "cal.json").exists()
+
+
 def test_calibrate_refuses_settings_that_are_not_those_of_the_rows(tmp_path, capsys):
     labelled_rows(tmp_path / "results.jsonl", {**SETTINGS, "k": 5})
     (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
@@ -144,3 +178,60 @@ def test_score_uses_the_embedded_calibration_when_it_matches(embedded_calibratio
     assert code == 0 and "risk" not in out and "AvgWD" in out
     assert err.startswith("note: the embedded calibration smollm2-135m.json does not apply to this run, no risk shown")
     assert "(k: 3 in the calibration, 2 here)" in err
+
+
+SHIPPED_API = calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.api.json"
+MOBY = "Who wrote the novel Moby-Dick?"
+
+
+def by_hand(body: dict, avg_wd: float, eigen_wd: float) -> float:
+    """p from a calibration file's model: standardise [AvgWD, ln EigenWD], logistic decision, Platt."""
+    m = body["model"]
+    x = (avg_wd, math.log(eigen_wd))
+    z = sum(c * (v - mu) / s for c, v, mu, s in zip(m["coef"], x, m["mean"], m["scale"])) + m["intercept"]
+    return 1 / (1 + math.exp(m["calibrator"]["a"] * z + m["calibrator"]["b"]))
+
+
+@pytest.mark.slow
+def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkeypatch):
+    from api_support import FaultServer, recorded_bodies
+
+    body = json.loads(SHIPPED_API.read_text())
+    assert body["settings"]["target"] == "recorded" and body["settings"]["k"] == 10
+    assert body["model"]["calibrator"]["method"] == "platt"  # what by_hand computes
+    # llama.cpp's recorded answers to the prompt, one per body, served n=10 at a time (the recording has K=4)
+    moby = next(b for b in recorded_bodies("llamacpp.json") if "Moby" in b["choices"][0]["message"]["content"])
+    bodies = [{**moby, "choices": [{**c, "index": 0}]} for c in moby["choices"]]
+    monkeypatch.setenv("BBWD_TEST_KEY", "sk-test-key-00000000")
+    with FaultServer(bodies=bodies, honour_n=True) as server:
+        code, out, err = bbwd(capsys, "score", "--target", "smollm2-135m", "--base-url", server.base_url,
+                              "--api-key-env", "BBWD_TEST_KEY", "--no-cache", "-k", "10", "--temperature", "0.7",
+                              "--max-tokens", "24", "--device", "cpu", "--json", MOBY)
+    assert code == 0, err
+    result = json.loads(out)
+    recorded = {c["message"]["content"] for c in moby["choices"]}
+    assert not result["settings"]["white_box"] and len(result["responses"]) == 10
+    assert set(result["responses"]) == recorded
+    p = result["p_hallucination"]
+    assert p == pytest.approx(by_hand(body, result["avg_wd"], result["eigen_wd"]), rel=1e-12, abs=1e-12)
+    assert 0 < p < 1 and result["flag"] == (p >= body["operating_point"]["threshold"])
+    assert result["calibration"]["origin"] == "embedded smollm2-135m.api.json"
+    assert result["calibration"]["id"] == Calibration.load(SHIPPED_API).id and result["calibration"]["n"] == 250
+    assert len(err.strip().splitlines()) == 1 and err.startswith(
+        "note: calibration embedded smollm2-135m.api.json was fitted on recorded samples (gpt-3.5-turbo at T=1.0, "
+        "recorded in the data (SAC3 NQ-open); sac3_nq_open (250)); this run: target \"smollm2-135m\", endpoint "), err
+    assert "temperature 0.7, top_p 1.0, max_tokens 24: its risk is a probability on that data" in err
+
+    # K is a meaning setting: the llama.cpp transcript as recorded (K=4) gets no risk from the shipped calibration
+    monkeypatch.setenv("BBWD_API_REPLAY", str(SHIPPED_API.parents[2] / "fixtures" / "llamacpp.json"))
+    code, out, err = bbwd(capsys, "score", "--target", "smollm2-135m", "--base-url", "http://127.0.0.1:9/v1",
+                          "--no-cache", "-k", "4", "--temperature", "0.7", "--max-tokens", "24", "--seed", "0",
+                          "--device", "cpu", "--json", MOBY)
+    assert code == 0, err
+    result = json.loads(out)
+    assert sorted(result["responses"]) == sorted(recorded) and result["settings"]["k"] == 4
+    assert result["p_hallucination"] is None and result["flag"] is None
+    assert err.startswith("note: the embedded calibration smollm2-135m.api.json does not apply to this run, no risk "
+                          "shown") and err.strip().endswith("(k: 10 in the calibration, 4 here)"), err
+    with pytest.raises(BBWDError, match=r"does not apply to this run: .*\(k: 10 in the calibration, 4 here\)$"):
+        Calibration.load(SHIPPED_API).check(result["settings"])

@@ -177,3 +177,102 @@ def test_correlation_of_a_constant_score_is_nan():
     assert math.isnan(res.r) and res.n_boot == 0
     with pytest.raises(ValueError, match="unknown correlation"):
         correlation_with_ci([0.1, 0.5, 0.9], [1, 2, 3], "kendall")
+
+
+def test_auc_pr_by_hand_is_the_trapezoid_not_average_precision():
+    from sklearn.metrics import auc, precision_recall_curve
+
+    from blackbox_wd.metrics import auc_pr, auprc
+
+    # ranked: 0.9 (+), 0.8 (-), 0.7 (+), 0.3 (+), 0.1 (-); (recall, precision) from (0, 1):
+    # (1/3, 1), (1/3, 1/2), (2/3, 2/3), (1, 3/4), (1, 3/5) -> trapezoids 1/3 + 0 + 7/36 + 17/72 + 0 = 55/72
+    y, s = [1, 0, 1, 1, 0], [0.9, 0.8, 0.7, 0.3, 0.1]
+    assert auc_pr(y, s) == pytest.approx(55 / 72, abs=1e-12)
+    precision, recall, _ = precision_recall_curve(y, s)
+    assert auc_pr(y, s) == pytest.approx(auc(recall, precision), abs=1e-15)
+    assert auprc(y, s) == pytest.approx(29 / 36)  # average precision is another number
+    # a tie of a positive and a negative is one threshold: (1/2, 1/2), then (1, 2/3) -> 3/8 + 7/24 = 2/3
+    assert auc_pr([1, 0, 1], [0.5, 0.5, 0.2]) == pytest.approx(2 / 3, abs=1e-12)
+    # a negative on top: sklearn's curve goes (0, 1), (0, 0), (1, 1/2) -> 1 * (0 + 1/2) / 2 = 1/4
+    assert auc_pr([0, 1], [0.9, 0.1]) == pytest.approx(1 / 4, abs=1e-12)
+    assert auc_pr([*y, 1], [*s, np.nan]) == pytest.approx(55 / 72, abs=1e-12)  # an unscored sentence is left out
+    assert math.isnan(auc_pr([1, 1], [0.1, 0.2]))
+
+
+def test_weighted_auc_pr_equals_sklearn_on_the_resampled_sentences():
+    from blackbox_wd.metrics import auc_pr, passage_weights, weighted_auc_pr
+
+    rng = np.random.default_rng(1)
+    passage = np.sort(rng.integers(0, 40, 300))
+    y = rng.integers(0, 2, 300)
+    s = np.round(y * 0.5 + rng.normal(size=300), 1)  # many ties, within and across passages
+    w = passage_weights(passage, 60, seed=3)
+    ids, which = np.unique(passage, return_inverse=True)
+    draws = np.random.default_rng(3).integers(0, ids.size, (60, ids.size))  # the passages each resample drew
+    for b in range(60):
+        idx = np.concatenate([np.flatnonzero(which == j) for j in draws[b]])
+        assert w[b].sum() == idx.size
+        assert weighted_auc_pr(y, s, w[b])[0] == pytest.approx(auc_pr(y[idx], s[idx]), abs=1e-12)
+    assert weighted_auc_pr(y, s, np.ones(300))[0] == pytest.approx(auc_pr(y, s), abs=1e-12)
+    # a passage's sentences are drawn together
+    assert all(len(set(w[b, which == j])) == 1 for b in range(5) for j in range(ids.size))
+
+
+# Three passages: P0 wholly major, P1 (accurate, major, minor unscored), P2 (minor, accurate).
+SEVERITY = [2, 2, 0, 2, 1, 1, 0]
+SCORES = [0.9, 0.8, 0.1, 0.15, np.nan, 0.05, 0.2]
+PASSAGE = [0, 0, 1, 1, 1, 2, 2]
+
+
+def test_sentence_auc_pr_by_hand():
+    from blackbox_wd.metrics import sentence_auc_pr
+
+    r = sentence_auc_pr(SEVERITY, SCORES, PASSAGE, n_boot=200)
+    # NonFact (minor or major): ranked 0.9 +, 0.8 +, 0.2 -, 0.15 +, 0.1 -, 0.05 +: (recall, precision)
+    # (1/4, 1), (1/2, 1), (1/2, 2/3), (3/4, 3/4), (3/4, 3/5), (1, 2/3) -> 1/2 + 17/96 + 19/120 = 401/480
+    assert r.nonfact.auc_pr == pytest.approx(401 / 480, abs=1e-12)
+    assert (r.nonfact.random, r.nonfact.n, r.nonfact.n_pos, r.nonfact.n_passages, r.nonfact.n_unscored) == (
+        pytest.approx(4 / 6), 6, 4, 3, 1)
+    # NonFact* (major) leaves P0 out: 0.2 -, 0.15 +, 0.1 -, 0.05 - -> (0, 0), (1, 1/2) -> 1/4
+    assert r.nonfact_star.auc_pr == pytest.approx(1 / 4, abs=1e-12)
+    assert (r.nonfact_star.random, r.nonfact_star.n, r.nonfact_star.n_passages, r.nonfact_star.n_unscored) == (
+        pytest.approx(1 / 4), 4, 2, 1)
+    # Factual (accurate) ranks by the negated score, lowest first: 0.05 -, 0.1 +, 0.15 -, 0.2 +, 0.8 -, 0.9 -
+    # -> (0, 0), (1/2, 1/2), (1/2, 1/3), (1, 1/2), ... -> 1/8 + 5/24 = 1/3; the plain score would give 59/240
+    assert r.factual.auc_pr == pytest.approx(1 / 3, abs=1e-12)
+    assert r.factual.random == pytest.approx(2 / 6) and r.factual.n_pos == 2
+    from blackbox_wd.metrics import auc_pr
+
+    plain = auc_pr([0, 0, 1, 0, 0, 1], [0.9, 0.8, 0.1, 0.15, 0.05, 0.2])
+    assert plain == pytest.approx(59 / 240, abs=1e-12) and plain != pytest.approx(r.factual.auc_pr)
+
+
+def test_nonfact_star_keeps_only_passages_not_wholly_major():
+    from blackbox_wd.metrics import sentence_task
+
+    y, s, p = sentence_task(np.array(SEVERITY), np.array(SCORES), np.array(PASSAGE), "nonfact_star")
+    assert p.tolist() == [1, 1, 1, 2, 2] and y.tolist() == [0, 1, 0, 0, 0]
+    y, s, _ = sentence_task(np.array(SEVERITY), np.array(SCORES), np.array(PASSAGE), "factual")
+    assert y.tolist() == [0, 0, 1, 0, 0, 0, 1] and np.array_equal(s, -np.array(SCORES), equal_nan=True)
+    with pytest.raises(ValueError, match="unknown sentence task"):
+        sentence_task(np.array(SEVERITY), np.array(SCORES), np.array(PASSAGE), "nonfact*")
+
+
+def test_sentence_auc_pr_ci_over_passages():
+    from blackbox_wd.metrics import sentence_auc_pr
+
+    rng = np.random.default_rng(4)
+    passage = np.repeat(np.arange(60), 8)
+    severity = rng.integers(0, 3, passage.size)
+    scores = severity + rng.normal(0, 1.5, passage.size)
+    r = sentence_auc_pr(severity, scores, passage, n_boot=300, seed=2)
+    for task in (r.nonfact, r.nonfact_star, r.factual):
+        assert task.lo < task.auc_pr < task.hi and task.n_boot == 300
+        assert task.auc_pr > task.random  # the score carries the severity
+    assert sentence_auc_pr(severity, scores, passage, n_boot=300, seed=2) == r
+    one = sentence_auc_pr([1, 2], [0.3, 0.4], [0, 0], n_boot=50)  # no accurate sentence: NonFact undefined
+    assert math.isnan(one.nonfact.auc_pr) and one.nonfact.random == 1.0 and one.nonfact.n_boot == 0
+    with pytest.raises(ValueError, match="severities must be"):
+        sentence_auc_pr([3], [0.1], [0])
+    with pytest.raises(ValueError, match="2 severities, 1 scores"):
+        sentence_auc_pr([0, 1], [0.1], [0, 0])

@@ -112,3 +112,77 @@ def test_passages_get_pearson_and_spearman_and_no_answer_dse(teacher, tmp_path):
     paths = write_report(rows, tmp_path / "out", n_boot=50)
     text = paths["summary"].read_text()
     assert "## Label `human_score` (continuous)" in text and "| AnswerWD |" in text and "roc" not in paths
+
+
+PASSAGES = [  # WikiBio-like: the response's own sentences, labelled, and the passage's human score
+    (["Paris is a big city.", "It is the capital of France."], ["accurate", "accurate"]),
+    (["Rome is the capital of France.", "It is a small city.", "Paris is big."],
+     ["major_inaccurate", "minor_inaccurate", "accurate"]),
+    (["Rome is a city of France.", "It is the capital.", "It is no city.", "Yes, it is small."],
+     ["major_inaccurate"] * 4),
+]
+BIO_SAMPLES = ["Paris is the capital of France. It is a big city.", "Paris is a city. It is the capital.",
+               "The capital of France is Paris, a big city."]
+SEVERITY_SCORE = {"accurate": 0.0, "minor_inaccurate": 0.5, "major_inaccurate": 1.0}
+
+
+def _bio(tmp_path, records=None):
+    path = tmp_path / "bio.jsonl"
+    records = records or [{"id": f"w{i}", "source": "wikibio_gpt3", "prompt": "A Wikipedia passage about paris:",
+                           "response": " ".join(sentences), "samples": BIO_SAMPLES, "sentences": sentences,
+                           "sentence_labels": labels,
+                           "human_score": float(np.mean([SEVERITY_SCORE[lab] for lab in labels]))}
+                          for i, (sentences, labels) in enumerate(PASSAGES)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_a_records_sentences_are_the_ones_scored_and_come_back_beside_their_labels(teacher, tmp_path, monkeypatch):
+    from blackbox_wd.eval.report import write_report
+    from blackbox_wd.sentences import SentenceScore
+
+    seen = []
+    score_many = Detector.score_many
+
+    def spy(self, items, baselines=False, judges=None):
+        seen.extend(sample_set for _, sample_set in items)
+        results = score_many(self, items, baselines, judges)
+        for (_, sample_set), result in zip(items, results):
+            if result.sentences is None:  # no producer of sentence scores on this branch: stand in for it
+                text, at, result.sentences = sample_set.answer.text, 0, []
+                for n, sentence in enumerate(sample_set.answer_sentences):
+                    at = text.index(sentence, at) + len(sentence)
+                    result.sentences.append(SentenceScore(sentence, at - len(sentence), at, float(n)))
+                result.sentence_wd = float(np.mean([s.score for s in result.sentences]))
+        return results
+
+    monkeypatch.setattr(Detector, "score_many", spy)
+    rows = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3)), load(_bio(tmp_path)), tmp_path / "out")
+    assert [s.answer_sentences for s in seen] == [tuple(sentences) for sentences, _ in PASSAGES]
+    assert [s.answer.text for s in seen] == [" ".join(sentences) for sentences, _ in PASSAGES]
+    for row, (sentences, labels) in zip(rows, PASSAGES):
+        assert row["sentence_labels"] == labels and [s["text"] for s in row["sentences"]] == sentences
+        assert all(row["answer"][s["start"]:s["end"]] == s["text"] for s in row["sentences"])
+        scores = [s["score"] for s in row["sentences"] if s["score"] is not None]
+        assert row["sentence_wd"] == pytest.approx(np.mean(scores))
+    saved = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    assert [r["sentences"] for r in saved] == [r["sentences"] for r in rows]  # the scored ones, not the file's
+    paths = write_report(rows, tmp_path / "out", n_boot=50)
+    text = paths["summary"].read_text()
+    assert "## Sentence level" in text and paths["sentence_pr"].exists()
+    assert "| sentences scored (passages) | 9 (3) | 5 (2) | 9 (3) |" in text  # NonFact* leaves out w2 (wholly major)
+    assert "| SentenceWD |" in text.split("## Label `human_score` (continuous)")[1]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"sentence_labels": ["accurate", "accurate"]}, "'sentence_labels' has 2 labels for 3 'sentences'"),
+    ({"response": None}, "'sentences' are the judged answer's: the record needs a 'response'"),
+])
+def test_sentence_labels_that_do_not_fit_the_sentences_are_refused(tmp_path, change, message):
+    sentences, labels = PASSAGES[1]
+    good = {"id": "w0", "source": "wikibio_gpt3", "prompt": "A passage:", "response": " ".join(sentences),
+            "samples": BIO_SAMPLES, "sentences": sentences, "sentence_labels": labels, "human_score": 0.5}
+    path = _bio(tmp_path, [good, {**good, "id": "w1", **change}])
+    with pytest.raises(BBWDError) as info:
+        plan(str(path), tmp_path / "out", {"k": 3})
+    assert str(info.value) == f"{path}:2: {message}"  # one line, the field and the record named

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blackbox_wd.eval.report import (METHODS, NAMES, best_baseline, compare, get_score, pick_extremes, summarize,
-                                     timing_lines, truncation_lines, write_report, write_summary)
+from blackbox_wd.eval.report import (METHODS, NAMES, OPTIONAL, best_baseline, compare, get_score, pick_extremes,
+                                     summarize, timing_lines, truncation_lines, write_report, write_summary)
 
 
 def _synthetic(n: int = 40, k: int = 5, seed: int = 0) -> list[dict]:
@@ -35,7 +35,7 @@ def test_get_score_lookup_order():
 def test_summarize_values():
     results = _synthetic()
     table = summarize(results, n_boot=200)
-    assert set(table) == set(METHODS)
+    assert set(table) == set(METHODS) - set(OPTIONAL)  # no result has a SentenceWD
     assert table["es"].auroc == pytest.approx(0.0)  # es = -label: perfectly reversed
     assert table["dse"].n == 39                      # the None is left out
 
@@ -152,3 +152,92 @@ def test_continuous_label_gets_pearson_and_spearman_and_no_roc(tmp_path):
     assert row.startswith(f"| AvgWD | {100 * pearsonr(avg, human)[0]:.2f} [")
     assert f"| {100 * spearmanr(avg, human)[0]:.2f} [" in row and row.endswith("| 30 |")
     assert "| LNE | — | — | 0 |" in text  # a method without scores is shown empty
+
+
+LABELS = ("accurate", "minor_inaccurate", "major_inaccurate")
+
+
+def _passages(n: int = 24, seed: int = 6) -> list[dict]:
+    """WikiBio-like rows: 2-6 labelled sentences each, scored by severity plus noise (None for some),
+    their mean as SentenceWD, the human score, and a 0/1 label."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        severity = rng.integers(0, 3, rng.integers(2, 7)) if i % 5 else np.full(3, 2)  # every 5th wholly major
+        scores = [None if (i + j) % 7 == 0 else float(v + rng.normal(0, 1.0)) for j, v in enumerate(severity)]
+        scored = [x for x in scores if x is not None]
+        rows.append({"id": f"b{i}", "human_score": float(np.mean(severity) / 2), "label": int(severity.mean() > 1),
+                     "avg_wd": float(rng.random()), "eigen_wd": float(rng.random()),
+                     "answer_wd": float(severity.mean() + rng.normal()),
+                     "sentence_labels": [LABELS[v] for v in severity],
+                     "sentences": [{"text": f"S{j}.", "start": 4 * j, "end": 4 * j + 3, "score": x}
+                                   for j, x in enumerate(scores)],
+                     "sentence_wd": float(np.mean(scored)) if scored else None,
+                     "D": [[0.0, 1.0], [1.0, 0.0]]})
+    return rows
+
+
+def test_sentence_level_section_with_sentence_labels(tmp_path):
+    from sklearn.metrics import auc, precision_recall_curve
+
+    rows = _passages()
+    rows[3]["sentences"] = None  # an answer the producer could not score: its sentences count as unscored
+    paths = write_report(rows, tmp_path, n_boot=200)
+    text = paths["summary"].read_text()
+    assert "## Sentence level" in text and "[sentence_pr.png](sentence_pr.png)" in text
+    assert paths["sentence_pr"] == tmp_path / "sentence_pr.png"
+    assert paths["sentence_pr"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and paths["sentence_pr"].stat().st_size > 5000
+    # the figures from the rows by hand: flatten, then sklearn's curve
+    severity = np.array([LABELS.index(lab) for r in rows for lab in r["sentence_labels"]])
+    scores = np.array([np.nan if not r["sentences"] or s["score"] is None else s["score"]
+                       for r in rows for s in (r["sentences"] or [{"score": None}] * len(r["sentence_labels"]))])
+    passage = np.array([i for i, r in enumerate(rows) for _ in r["sentence_labels"]])
+    ok = np.isfinite(scores)
+    wholly_major = {i for i, r in enumerate(rows) if set(r["sentence_labels"]) == {"major_inaccurate"}}
+    assert wholly_major  # NonFact* has passages to leave out
+    star = ok & ~np.isin(passage, list(wholly_major))
+    expected = []
+    for keep, y, s in ((ok, severity > 0, scores), (star, severity == 2, scores), (ok, severity == 0, -scores)):
+        precision, recall, _ = precision_recall_curve(y[keep], s[keep])
+        expected.append((100 * auc(recall, precision), 100 * y[keep].mean(), keep.sum(), len(set(passage[keep]))))
+    bbwd = next(line for line in text.splitlines() if line.startswith("| bbwd sentence score"))
+    cells = bbwd.split(" | ")[1:]
+    assert [cell.split(" [")[0] for cell in cells] == [f"{e[0]:.2f}" for e in expected]
+    assert "| random (positive share) x100 | " + " | ".join(f"{e[1]:.2f}" for e in expected) + " |" in text
+    assert "| sentences scored (passages) | " + " | ".join(f"{e[2]} ({e[3]})" for e in expected) + " |" in text
+    unscored = [int((~ok).sum()), int((~ok & ~np.isin(passage, list(wholly_major))).sum()), int((~ok).sum())]
+    assert unscored[0] >= len(rows[3]["sentence_labels"])
+    assert "| sentences without a score, left out | " + " | ".join(map(str, unscored)) + " |" in text
+
+
+def test_sentence_wd_beside_the_other_scores(tmp_path):
+    from scipy.stats import pearsonr
+    from sklearn.metrics import roc_auc_score
+
+    rows = _passages()
+    text = write_report(rows, tmp_path, n_boot=100)["summary"].read_text()
+    continuous = text.split("## Label `human_score` (continuous)")[1].split("##")[0]
+    wd = np.array([r["sentence_wd"] for r in rows], dtype=float)
+    keep = np.isfinite(wd)
+    human = np.array([r["human_score"] for r in rows])
+    line = next(line for line in continuous.splitlines() if line.startswith("| SentenceWD |"))
+    assert line.startswith(f"| SentenceWD | {100 * pearsonr(wd[keep], human[keep])[0]:.2f} [")
+    assert "| AvgWD |" in continuous and "| AnswerWD |" in continuous
+    binary = text.split("## Label `label`")[1].split("##")[0]
+    label = np.array([r["label"] for r in rows])
+    assert f"| SentenceWD | {roc_auc_score(label[keep], wd[keep]):.3f} [" in binary
+
+
+def test_no_sentence_section_without_sentence_labels(tmp_path):
+    paths = write_report(_synthetic(), tmp_path, n_boot=50)
+    text = paths["summary"].read_text()
+    assert "Sentence level" not in text and "sentence_pr" not in paths and "SentenceWD" not in text
+    assert not (tmp_path / "sentence_pr.png").exists()
+
+
+def test_scored_sentences_must_match_the_labels(tmp_path):
+    rows = _passages(6)
+    rows[2]["sentences"] = rows[2]["sentences"][:-1]
+    n = len(rows[2]["sentence_labels"])
+    with pytest.raises(ValueError, match=f"result b2: {n - 1} scored 'sentences' for {n} 'sentence_labels'"):
+        write_report(rows, tmp_path, n_boot=50)

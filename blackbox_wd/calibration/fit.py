@@ -37,7 +37,7 @@ from blackbox_wd import __version__
 from blackbox_wd.calibration.model import (COVERED, FEATURES, METHODS, Calibration, FittedOn, Isotonic, OperatingPoint, Platt,
                                      ScoreModel, calibration_fingerprint, covered_settings)
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.settings import fingerprint
+from blackbox_wd.settings import RECORDED, fingerprint
 
 BASELINES = ("lne", "ls", "es", "er", "dse")
 SKLEARN_METHOD = {"isotonic": "isotonic", "platt": "sigmoid"}
@@ -263,8 +263,11 @@ def check_classes(y: np.ndarray, folds: int, label: str) -> None:
 
 def fit_calibration(scores: LabelledScores, settings: Mapping[str, Any], *, source: str = "", label: str = "label",
                     folds: int = 5, target_fpr: float | None = 0.1, max_f1: bool = False,
-                    with_baselines: bool = False, seed: int = 0) -> CalibrationFit:
+                    with_baselines: bool = False, seed: int = 0, samples: str | None = None) -> CalibrationFit:
     """Fit the applied model, one model per single score, and pick the threshold; cross-validated."""
+    if settings.get("target") == RECORDED and not samples:
+        raise BBWDError("the rows' samples were recorded in the data (target \"recorded\"), so their settings do not "
+                        "say who drew them: name it with --samples, e.g. --samples 'gpt-3.5-turbo at T=1.0'")
     y = scores.y
     check_classes(y, folds, label)
     if not max_f1:
@@ -278,7 +281,8 @@ def fit_calibration(scores: LabelledScores, settings: Mapping[str, Any], *, sour
     cv = {"auroc": float(roc_auc_score(y, combined.decision)), "log_loss": combined.log_loss[combined.model.method],
           "brier": float(brier_score_loss(y, combined.p)), "ece": expected_calibration_error(y, combined.p)}
     fitted_on = FittedOn(source=source, data=scores.data, protocol=settings.get("protocol"), label=label,
-                         n=int(y.size), positives=int(y.sum()), base_rate=float(y.mean()), folds=folds, seed=seed, cv=cv)
+                         n=int(y.size), positives=int(y.sum()), base_rate=float(y.mean()), folds=folds, seed=seed, cv=cv,
+                         samples=samples or None)
     calibration = Calibration(model=combined.model, operating_point=point, fingerprint=calibration_fingerprint(settings),
                               settings=covered_settings(settings), fitted_on=fitted_on, bbwd_version=__version__)
     return CalibrationFit(calibration, scores, combined, singles, extended, baselines)
@@ -286,9 +290,9 @@ def fit_calibration(scores: LabelledScores, settings: Mapping[str, Any], *, sour
 
 def fit_file(results: Path, *, label: str = "label", settings_from: Path | None = None, folds: int = 5,
              target_fpr: float | None = 0.1, max_f1: bool = False, with_baselines: bool = False,
-             seed: int = 0) -> CalibrationFit:
+             seed: int = 0, samples: str | None = None) -> CalibrationFit:
     """Read a labelled results file and its settings, and fit a calibration on them."""
     scores = read_labelled(results, label)
     settings = read_settings(results, settings_from, scores.fingerprint)
     return fit_calibration(scores, settings, source=str(results), label=label, folds=folds, target_fpr=target_fpr,
-                           max_f1=max_f1, with_baselines=with_baselines, seed=seed)
+                           max_f1=max_f1, with_baselines=with_baselines, seed=seed, samples=samples)

@@ -31,7 +31,7 @@ import numpy as np
 from scipy.special import expit
 
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.settings import SCORE_FIELDS, fingerprint
+from blackbox_wd.settings import RECORDED, SCORE_FIELDS, fingerprint
 
 FORMAT = "bbwd-calibration/1"
 FEATURES = ("avg_wd", "log_eigen_wd")  # what the applied model reads
@@ -159,6 +159,7 @@ class FittedOn:
     folds: int
     seed: int
     cv: dict[str, float]  # auroc (combined score), log_loss, brier, ece of the applied model
+    samples: str | None = None  # who drew the rows' samples (bbwd calibrate --samples); stored only when given
 
 
 @dataclass(frozen=True)
@@ -191,11 +192,15 @@ class Calibration:
         """True when ``p`` reaches the threshold."""
         return bool(p >= self.threshold)
 
+    def _differing(self, reported: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+        """The run's value of each of ``names`` that differs from the calibration's."""
+        run = covered_settings(reported)
+        return {name: run[name] for name in names if self.settings.get(name) != run[name]}
+
     def _diffs(self, reported: Mapping[str, Any], names: tuple[str, ...]) -> list[str]:
         """'name: value in the calibration, value here' for each of ``names`` that differs."""
-        run = covered_settings(reported)
-        return [f"{name}: {json.dumps(self.settings.get(name))} in the calibration, {json.dumps(run[name])} here"
-                for name in names if self.settings.get(name) != run[name]]
+        return [f"{name}: {json.dumps(self.settings.get(name))} in the calibration, {json.dumps(value)} here"
+                for name, value in self._differing(reported, names).items()]
 
     def mismatch(self, reported: Mapping[str, Any]) -> str | None:
         """None when the run's settings mean what the calibration's meant (``MEANING``), else which differ (one
@@ -203,20 +208,25 @@ class Calibration:
         if calibration_fingerprint(reported) == self.fingerprint:
             return None
         diffs = self._diffs(reported, MEANING)
-        if not diffs and any(self.settings.get(name) != covered_settings(reported)[name] for name in SAMPLING):
+        if not diffs and self._differing(reported, SAMPLING):
             return None
         return (f"it is for settings {self.fingerprint}, this run has {calibration_fingerprint(reported)} "
                 f"({'; '.join(diffs) or 'the same values, of other types'})")
 
     def sampling_note(self, reported: Mapping[str, Any]) -> str | None:
         """None when the run samples as the calibration's data was sampled, else a one-line note naming what differs."""
-        diffs = self._diffs(reported, SAMPLING)
-        if not diffs:
+        differing = self._differing(reported, SAMPLING)
+        if not differing:
             return None
         name = f"calibration {self.origin}" if self.origin else "the calibration"
         data = ", ".join(f"{k} ({v})" for k, v in self.fitted_on.data.items())
-        return (f"note: {name} was fitted on samples drawn otherwise ({data}; {'; '.join(diffs)}): its risk is a "
-                "probability on that data")
+        if self.settings.get("target") == RECORDED:  # no sampling settings to compare: say who drew the samples
+            here = ", ".join(f"{k} {json.dumps(v)}" for k, v in differing.items())
+            return (f"note: {name} was fitted on recorded samples ({self.fitted_on.samples or 'origin not stated'}; "
+                    f"{data}); this run: {here}: its risk is a probability on that data")
+        diffs = "; ".join(self._diffs(reported, SAMPLING))
+        return (f"note: {name} was fitted on samples drawn otherwise ({data}; {diffs}): its risk is a probability "
+                "on that data")
 
     def check(self, reported: Mapping[str, Any]) -> None:
         """Raise BBWDError unless the run's settings are those calibrated."""
@@ -235,6 +245,8 @@ class Calibration:
         """The calibration as a JSON document (plain numbers and strings; no NaN)."""
         body = {"format": FORMAT, **asdict(self)}
         del body["origin"]
+        if self.fitted_on.samples is None:  # files without it keep their bytes, and so their id
+            del body["fitted_on"]["samples"]
         return json.dumps(body, indent=1, allow_nan=False) + "\n"
 
     @classmethod

@@ -100,6 +100,7 @@ def report_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
     settings = ", ".join(f"{k}={json.dumps(v)}" for k, v in cal.settings.items())
     lines = [f"# Calibration `{json_name}`", "",
              f"- fitted on: `{on.source}`: {data}; prompt protocol: {on.protocol or 'none recorded'}; label `{on.label}`",
+             f"- samples: {on.samples or 'drawn under the settings below'}",
              f"- prompts: {on.n} (skipped: {s.skipped_errors} with an error, {s.skipped_unlabelled} without "
              f"`{on.label}`); hallucination base rate {on.base_rate:.3f} ({on.positives} of {on.n})",
              f"- valid for settings fingerprint `{cal.fingerprint}` (seed excluded): {settings}",

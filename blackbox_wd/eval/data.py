@@ -33,7 +33,8 @@ Protocols (pinned; the target sees exactly these messages):
   no sampling and no target. The prompt is the record's ``prompt`` (else its ``question``) as one
   user turn, verbatim; ``response`` is the judged answer when present. Labels come from the file:
   ``label`` (0/1, 1 = hallucination) and/or ``human_score`` (continuous, higher = more
-  hallucination); ``sentences`` with ``sentence_labels`` are kept. Such a record is ``qa`` when it
+  hallucination); ``sentences`` (the response's own, in order) with as many ``sentence_labels`` are
+  kept, and need a ``response``. Such a record is ``qa`` when it
   carries reference ``answers``, else a ``passage``. Every record of a file must be of one kind:
   recorded or not.
 """
@@ -192,9 +193,10 @@ def recorded_labels(record: dict, where: str = "") -> dict[str, Any]:
     if "sentences" in record:
         sentences = _strings(record, "sentences", where, 1)
         labels = record.get("sentence_labels")
-        if not isinstance(labels, list) or len(labels) != len(sentences) or \
-                not all(lab in SENTENCE_LABELS for lab in labels):
+        if not isinstance(labels, list) or not all(lab in SENTENCE_LABELS for lab in labels):
             raise ValueError(f"{where}'sentence_labels' must give one of {', '.join(SENTENCE_LABELS)} per sentence")
+        if len(labels) != len(sentences):
+            raise ValueError(f"{where}'sentence_labels' has {len(labels)} labels for {len(sentences)} 'sentences'")
         out.update(sentences=sentences, sentence_labels=labels)
     if not out:
         raise ValueError(f"{where}a recorded record needs 'label' or 'human_score'")
@@ -212,6 +214,8 @@ def parse_recorded(record: dict, where: str = "", input_hash: str = "") -> Item:
     response = record.get("response")
     if response is not None and (not isinstance(response, str) or not response.strip()):
         raise ValueError(f"{where}'response' must be a non-empty string")
+    if response is None and "sentences" in record:
+        raise ValueError(f"{where}'sentences' are the judged answer's: the record needs a 'response'")
     answers = _strings(record, "answers", where, 1) if "answers" in record else []
     return Item(id=str(record["id"]), question=str(record.get("question", prompt)), answers=answers,
                 kind="qa" if answers else "passage", source=str(record["source"]), input_hash=input_hash,

@@ -32,12 +32,13 @@ class EvalPlan:
     judge: str | None
     judge_base_url: str | None
     judge_api_key_env: str | None
+    lne: bool = True
 
 
 def plan(data: str, output: Path, settings: dict[str, Any], *, limit: int | None = None, protocol_name: str = "few-shot",
          label_from: str = "greedy", dse: str = "answer", nli: str | None = None, require_context: bool = False,
          max_tokens: int | None = None, judge: str | None = None, judge_base_url: str | None = None,
-         judge_api_key_env: str | None = None) -> EvalPlan:
+         judge_api_key_env: str | None = None, lne: bool = True) -> EvalPlan:
     """Load and check the data and the protocol; ``settings`` are the Settings fields given (BBWDError when bad)."""
     try:
         dataset = load(data, protocol_name, limit, require_context)
@@ -46,13 +47,13 @@ def plan(data: str, output: Path, settings: dict[str, Any], *, limit: int | None
     if not dataset.items:
         raise BBWDError(f"nothing to score in {data} (the few-shot protocol keeps the last 5 records of each "
                         "QA style as exemplars)")
-    described = protocol(dataset, label_from, dse, nli)
+    described = protocol(dataset, label_from, dse, nli, lne)
     if dataset.recorded and settings.get("target"):
         raise BBWDError(f"--target: {data} carries its samples, which are scored as they are with no target; "
                         "drop --target")
     tokens = max_tokens if max_tokens is not None else default_max_tokens(dataset.items)
     return EvalPlan(data, output, dataset, described, Settings(**settings, max_tokens=tokens), described["label_from"], dse, nli,
-                    judge, judge_base_url, judge_api_key_env)
+                    judge, judge_base_url, judge_api_key_env, lne)
 
 
 def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] | None = None) -> str:
@@ -69,6 +70,12 @@ def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] 
         llm_judge = LLMJudge(make_api_sampler(dataclasses.replace(
             p.settings, target=p.judge, base_url=p.judge_base_url, api_key_env=p.judge_api_key_env)))
     detector = Detector.for_recorded(p.settings) if p.dataset.recorded else Detector.from_settings(p.settings)
+    detector.lne = p.lne
+    if p.settings.cache:
+        from blackbox_wd.teachers.statecache import StateCache
+
+        detector.cache = StateCache(detector.teacher, Path(p.settings.cache_dir) / "states" if p.settings.cache_dir
+                                    else None)
     nli_model = load_nli(p.nli, detector.teacher.device) if p.nli else None
     rows = evaluate(detector, p.dataset, p.output, label_from=p.label_from, dse=p.dse, nli=nli_model, judge=llm_judge,
                     progress=progress)

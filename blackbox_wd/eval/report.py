@@ -1,4 +1,4 @@
-"""The evaluation report: ``summary.md``, ``roc.png`` and ``heatmaps.png`` from per-prompt results.
+"""The evaluation report: ``summary.md``, ``roc.png``, ``heatmaps.png`` (``sentence_pr.png``) from per-prompt results.
 
 A per-prompt result is a dict (a row of ``eval.run``, or ``pipeline.Result.to_dict()`` plus labels)
 holding:
@@ -6,12 +6,17 @@ holding:
 * labels, 1 = hallucination, 0 = correct (``LABEL_NAMES``): ``label`` (primary), optionally
   ``label_em``, ``label_first``, ``label_em_first``, ``label_judge``;
 * the score of every method, looked up as ``r[m]``, else ``r["baselines"][m]``, else
-  ``r["scores"][m]`` for m in avg_wd, eigen_wd, lne, ls, es, er, dse (missing/None -> NaN, and
-  that prompt is left out of that method's metrics);
+  ``r["scores"][m]`` for m in avg_wd, eigen_wd, answer_wd, sentence_wd, lne, ls, es, er, dse
+  (missing/None -> NaN, and that prompt is left out of that method's metrics; SentenceWD is shown
+  only when a result has it);
 * ``D``: the K x K distance matrix (nested lists or an array), for the heat maps;
 * optionally ``id``, ``settings``, ``kind``, ``protocol``, ``label_from``, ``dse_judge``,
   ``timings`` (seconds per stage), ``responses``, ``finish_reasons``, ``answer`` and
-  ``answer_finish_reason`` (for the truncation rates).
+  ``answer_finish_reason`` (for the truncation rates);
+* optionally ``sentence_labels`` (one of ``eval.data.SENTENCE_LABELS`` per sentence of the judged
+  answer) with ``sentences`` (as many {"text", "start", "end", "score"} objects; None: none scored),
+  for the sentence-level section (SelfCheckGPT's AUC-PR, ``metrics.sentence_auc_pr``) and
+  ``sentence_pr.png``.
 
 Per label, summary.md gives the base rate and the prompts per class, then per method AUROC with its
 95% bootstrap CI, AUPRC and PRR (``blackbox_wd.metrics``), and for AvgWD and EigenWD the paired bootstrap
@@ -36,13 +41,18 @@ import numpy as np
 
 from blackbox_wd.baselines import BASELINES
 from blackbox_wd.answers.mathcheck import has_boxed
-from blackbox_wd.metrics import (N_BOOTSTRAP, SEED, CorrelationResult, PairedDiff, auprc, auroc_with_ci,
-                                 correlation_with_ci, paired_auroc_diff, prr)
+from blackbox_wd.eval.data import SENTENCE_LABELS
+from blackbox_wd.metrics import (N_BOOTSTRAP, SEED, SENTENCE_TASKS, CorrelationResult, PairedDiff, auc_pr, auprc,
+                                 auroc_with_ci, correlation_with_ci, paired_auroc_diff, prr, sentence_auc_pr,
+                                 sentence_task)
 
-METHODS = ("avg_wd", "eigen_wd", "answer_wd", "lne", "ls", "es", "er", "dse")
-OURS = ("avg_wd", "eigen_wd", "answer_wd")
-NAMES = {"avg_wd": "AvgWD", "eigen_wd": "EigenWD", "answer_wd": "AnswerWD", "lne": "LNE", "ls": "LS", "es": "ES",
-         "er": "ER", "dse": "DSE"}
+METHODS = ("avg_wd", "eigen_wd", "answer_wd", "sentence_wd", "lne", "ls", "es", "er", "dse")
+OURS = ("avg_wd", "eigen_wd", "answer_wd", "sentence_wd")
+OPTIONAL = ("sentence_wd",)  # tabulated only when a result has it (runs before sentence scores do not)
+NAMES = {"avg_wd": "AvgWD", "eigen_wd": "EigenWD", "answer_wd": "AnswerWD", "sentence_wd": "SentenceWD", "lne": "LNE",
+         "ls": "LS", "es": "ES", "er": "ER", "dse": "DSE"}
+SEVERITY = {label: n for n, label in enumerate(SENTENCE_LABELS)}  # metrics' ACCURATE, MINOR, MAJOR
+TASK_NAMES = {"nonfact": "NonFact", "nonfact_star": "NonFact*", "factual": "Factual"}
 CONTINUOUS_KEYS = ("human_score",)  # continuous labels, higher = more hallucination: Pearson and Spearman
 CONTINUOUS_NAMES = {"human_score": "human score of the judged answer (mean of 0 accurate / 0.5 minor / 1 major "
                                    "inaccurate over its sentences)"}
@@ -84,6 +94,11 @@ def get_score(result: Mapping[str, Any], method: str) -> float:
 def score_array(results: Sequence[Mapping[str, Any]], method: str) -> np.ndarray:
     """Scores of one method over all results (NaN where missing)."""
     return np.array([get_score(r, method) for r in results], dtype=float)
+
+
+def shown(results: Sequence[Mapping[str, Any]], methods: Sequence[str]) -> list[str]:
+    """The methods to tabulate: all given, an OPTIONAL one only when a result has a finite score of it."""
+    return [m for m in methods if m not in OPTIONAL or np.isfinite(score_array(results, m)).any()]
 
 
 def labelled(results: Sequence[Mapping[str, Any]], key: str) -> list[Mapping[str, Any]]:
@@ -192,6 +207,53 @@ def _counts(results: Sequence[Mapping[str, Any]], key: str) -> str:
     return ", ".join(f"{v} ({n})" for v, n in found.most_common()) or "—"
 
 
+def sentence_arrays(results: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Severity, score (NaN: none) and result index of every sentence with a label; ValueError naming a
+    result whose scored ``sentences`` and ``sentence_labels`` differ in number."""
+    severity, scores, passage = [], [], []
+    for n, r in enumerate(results):
+        labels = r.get("sentence_labels") or []
+        scored = r.get("sentences")
+        if scored is not None and len(scored) != len(labels):
+            raise ValueError(f"result {r.get('id', n)}: {len(scored)} scored 'sentences' for {len(labels)} "
+                             "'sentence_labels'")
+        severity += [SEVERITY[label] for label in labels]
+        scores += [np.nan if s["score"] is None else s["score"] for s in scored] if scored else [np.nan] * len(labels)
+        passage += [n] * len(labels)
+    return np.array(severity, dtype=int), np.array(scores, dtype=float), np.array(passage, dtype=int)
+
+
+def sentence_lines(results: Sequence[Mapping[str, Any]], n_boot: int = N_BOOTSTRAP, seed: int = SEED) -> list[str]:
+    """summary.md's sentence-level section (SelfCheckGPT's AUC-PR); none when no result has sentence labels."""
+    rows = labelled(results, "sentence_labels")
+    if not rows:
+        return []
+    arrays = sentence_arrays(rows)
+    level = sentence_auc_pr(*arrays, n_boot=n_boot, seed=seed)
+    tasks = [getattr(level, task) for task in SENTENCE_TASKS]
+
+    def x100(x: float) -> str:
+        return f"{100 * x:.2f}" if math.isfinite(x) else "—"
+
+    def row(name: str, cells: Sequence[str]) -> str:
+        return f"| {name} | {' | '.join(cells)} |"
+
+    return ["## Sentence level", "",
+            f"{arrays[0].size} labelled sentences of {len(rows)} judged answers (`sentence_labels`), each scored by "
+            "bbwd's sentence score (higher = more likely unsupported). AUC-PR x100 as SelfCheckGPT computes it "
+            "(sklearn `auc(recall, precision)` of `precision_recall_curve`). NonFact: positive = minor or major "
+            "inaccurate. NonFact*: positive = major inaccurate, over the passages that are not wholly major. "
+            "Factual: positive = accurate, ranked by the negated score. Random: the positive share of the sentences "
+            f"scored. 95% percentile bootstrap CI over passages, {n_boot} resamples, seed {seed}. Precision-recall "
+            "curves: [sentence_pr.png](sentence_pr.png).", "",
+            "| | " + " | ".join(TASK_NAMES[task] for task in SENTENCE_TASKS) + " |", "|---|---|---|---|",
+            row("bbwd sentence score: AUC-PR x100 [95% CI]", [f"{x100(a.auc_pr)} [{x100(a.lo)}, {x100(a.hi)}]"
+                                                             if math.isfinite(a.auc_pr) else "—" for a in tasks]),
+            row("random (positive share) x100", [x100(a.random) for a in tasks]),
+            row("sentences scored (passages)", [f"{a.n} ({a.n_passages})" for a in tasks]),
+            row("sentences without a score, left out", [str(a.n_unscored) for a in tasks]), ""]
+
+
 def timing_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
     """Median seconds per stage and per prompt, and DSE's median share of a prompt's time."""
     timed = [r["timings"] for r in results if r.get("timings")]
@@ -201,6 +263,11 @@ def timing_lines(results: Sequence[Mapping[str, Any]]) -> list[str]:
                for stage in STAGES if any(stage in t for t in timed)]
     totals = np.array([sum(t.get(stage, 0.0) for stage in STAGES) for t in timed])  # seconds only
     lines = [f"- time per prompt (median s): {', '.join(medians)}; total {np.median(totals):.2f}"]
+    cached = sum(t.get("teacher_cached", 0) for t in timed)
+    if cached:
+        lines.append(f"- teacher states read from the state cache (not forced in this run): {cached} responses of "
+                     f"{sum(len(r.get('token_counts') or []) + (r.get('answer_wd') is not None) for r in results)}; "
+                     "the teacher times above count only what was forced")
     share = [t["dse"] / total for t, total in zip(timed, totals) if "dse" in t and total > 0]
     if share:
         lines.append(f"- DSE share of a prompt's time: median {100 * np.median(share):.2f}%, "
@@ -232,6 +299,7 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
                   title: str = "Hallucination detection", n_boot: int = N_BOOTSTRAP,
                   seed: int = SEED) -> dict[str, dict[str, MethodSummary]]:
     """Write summary.md; return {label_key: {method: MethodSummary}}."""
+    methods = shown(results, methods)
     sources = {r.get("label_from") for r in results} - {None}
     lines = [f"# {title}", "", f"- prompts: {len(results)}",
              f"- prompt protocol: {_counts(results, 'protocol')}",
@@ -240,7 +308,7 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
              f"- DSE judge: {_counts(results, 'dse_judge')}",
              "- LNE from: " + (", ".join(f"{LNE_SOURCES.get(v, v)} ({n})" for v, n in
                                          Counter(r["lne_source"] for r in results if r.get("lne_source")).most_common())
-                               or "—"),
+                               or "not run"),
              *timing_lines(results),
              *[line for kind in ("qa", "math") for line in truncation_lines(results, kind)],
              f"- AUROC: higher score = more likely hallucination; 95% percentile bootstrap CI, {n_boot} resamples, "
@@ -272,6 +340,7 @@ def write_summary(results: Sequence[Mapping[str, Any]], path: Path, methods: Seq
                       f"of each score with it (a higher score should mean more hallucination); 95% percentile "
                       f"bootstrap CI over prompts, {n_boot} resamples, seed {seed}.", ""]
             lines += _correlation_table(correlations(rows, methods, key, n_boot, seed), methods) + [""]
+    lines += sentence_lines(results, n_boot, seed)
     if settings is None and results:
         settings = results[0].get("settings")
     if settings:
@@ -305,6 +374,36 @@ def plot_roc(results: Sequence[Mapping[str, Any]], path: Path, methods: Sequence
     ax.set_title(f"ROC (label `{label_key}`), n={len(results)}, base rate {y_all.mean():.2f}")
     if ax.get_legend_handles_labels()[0]:  # none when the label has one class
         ax.legend(loc="lower right", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def plot_sentence_pr(results: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Precision-recall curves of the sentence score for NonFact and Factual, each with its random rate."""
+    from matplotlib.figure import Figure
+    from sklearn.metrics import precision_recall_curve
+
+    rows = labelled(results, "sentence_labels")
+    arrays = sentence_arrays(rows)
+    fig = Figure(figsize=(5.5, 5.0))
+    ax = fig.add_subplot()
+    for task, color in (("nonfact", "C0"), ("factual", "C1")):
+        y, s, _ = sentence_task(*arrays, task)
+        y, s = y[np.isfinite(s)], s[np.isfinite(s)]
+        if y.size == 0:
+            continue
+        if y.min() != y.max():
+            precision, recall, _ = precision_recall_curve(y, s)
+            ax.plot(recall, precision, color=color, label=f"{TASK_NAMES[task]} (AUC-PR {100 * auc_pr(y, s):.2f})")
+        ax.axhline(y.mean(), color=color, linestyle=":", linewidth=1,
+                   label=f"{TASK_NAMES[task]} random ({100 * y.mean():.2f})")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("recall")
+    ax.set_ylabel("precision")
+    ax.set_title(f"Sentence level: {arrays[0].size} sentences of {len(rows)} answers")
+    if ax.get_legend_handles_labels()[0]:  # none when no sentence has a score
+        ax.legend(loc="lower left", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -358,7 +457,8 @@ def write_report(results: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
                  label_keys: Sequence[str] = LABEL_KEYS, heatmap_by: str = "eigen_wd",
                  n_heat: int = 2, title: str = "Hallucination detection", n_boot: int = N_BOOTSTRAP,
                  seed: int = SEED) -> dict[str, Path]:
-    """Write summary.md, roc.png and heatmaps.png into ``out_dir``; return their paths."""
+    """Write summary.md, roc.png and heatmaps.png (and sentence_pr.png with sentence labels) into ``out_dir``;
+    return their paths."""
     if not results:
         raise ValueError("no results to report")
     out = Path(out_dir)
@@ -374,4 +474,7 @@ def write_report(results: Sequence[Mapping[str, Any]], out_dir: str | Path, *,
     else:
         plot_roc(labelled(results, key), paths["roc"], methods, key)
     plot_heatmaps(results, paths["heatmaps"], heatmap_by, n_heat, key or label_keys[0])
+    if labelled(results, "sentence_labels"):
+        paths["sentence_pr"] = out / "sentence_pr.png"
+        plot_sentence_pr(results, paths["sentence_pr"])
     return paths

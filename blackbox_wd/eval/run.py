@@ -14,8 +14,10 @@ passages are equal answers), ``nli`` (an NLI model), ``teacher`` (the teacher LM
 Recorded data (``Dataset.recorded``: records that carry their ``samples``) is scored as it is: the
 first K samples of each record, no sampler is called, the judged answer is the record's
 ``response`` (else its first sample) and the labels are the file's (``label``, ``human_score``,
-``sentences``). Every row carries ``answer_wd``, AnswerWD of the judged answer, when that answer is
-not one of the samples (``--label-from first`` has none).
+``sentence_labels``). A record's ``sentences`` are the judged answer's sentences the detector scores
+(``SampleSet.answer_sentences``), so that they align with its labels. Every row carries ``answer_wd``,
+AnswerWD of the judged answer, when that answer is not one of the samples (``--label-from first`` has
+none), and its ``sentences`` ({"text", "start", "end", "score"} each) with their mean, ``sentence_wd``.
 
 Items go in groups of ``group_size``, fixed by the dataset's order, each drawn by the sampling
 stage batch uses (``sampling.draw_group``) and scored with one shared-prefix teacher pass. Rows go
@@ -31,6 +33,7 @@ for ``bbwd calibrate``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,8 +63,9 @@ def default_max_tokens(items: Sequence[Item]) -> int:
     return max((MAX_TOKENS.get(it.kind, MAX_TOKENS["qa"]) for it in items), default=MAX_TOKENS["qa"])
 
 
-def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None) -> dict[str, Any]:
-    """What changes a row beyond the detector's settings: prompts and exemplars, label source, DSE judge."""
+def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None, lne: bool = True) -> dict[str, Any]:
+    """What changes a row beyond the detector's settings: prompts and exemplars, label source, DSE judge,
+    and LNE when it is not run."""
     if dataset.recorded:
         label_from = RECORDED_LABELS
     elif label_from not in LABEL_SOURCES:
@@ -70,7 +74,8 @@ def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None
         raise BBWDError(f"unknown DSE judge '{dse}': use one of {', '.join(DSE_JUDGES)}")
     if (dse == "nli") != (nli is not None):
         raise BBWDError("--dse nli needs --nli MODEL, and --nli is used only with --dse nli")
-    return {**dataset.described(), "label_from": label_from, "dse": f"nli:{nli}" if nli else dse}
+    return {**dataset.described(), "label_from": label_from, "dse": f"nli:{nli}" if nli else dse,
+            **({} if lne else {"lne": "off"})}
 
 
 def run_fingerprint(detector: Detector, described: dict[str, Any]) -> str:
@@ -102,7 +107,9 @@ def result_row(item: Item, result: Result, extra: dict[str, Any]) -> dict[str, A
     return {"id": item.id, "source": item.source, "kind": item.kind, "style": item.style, "question": item.question,
             "answers": item.answers, **extra, "responses": result.responses, "token_counts": result.token_counts,
             "avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd, "answer_wd": result.answer_wd,
-            **({"answer_error": result.answer_error} if result.answer_error else {}), **result.baselines,
+            **({"answer_error": result.answer_error} if result.answer_error else {}),
+            "sentences": None if result.sentences is None else [dataclasses.asdict(s) for s in result.sentences],
+            "sentence_wd": result.sentence_wd, **result.baselines,
             "lne_source": result.lne_source, "D": result.D.tolist(), "timings": result.timings}
 
 
@@ -135,12 +142,15 @@ GROUP_SIZE = 8  # items drawn in one generate call and teacher-forced in one sha
 
 
 def recorded_draw(item: Item, k: int) -> Drawn:
-    """A recorded item's first K samples and its response as the judged answer: a draw that drew nothing."""
+    """A recorded item's first K samples and its response as the judged answer, with the record's sentences
+    of it: a draw that drew nothing."""
     if len(item.samples) < k:
         return Drawn(BBWDError(f"field 'samples' has {len(item.samples)} sample(s); every record of this run is "
                                f"scored on K={k} (-k)"))
     answer = Sample(item.response) if item.response is not None else None
-    return Drawn(SampleSet([Sample(text) for text in item.samples[:k]]), answer, {})
+    sentences = item.labels.get("sentences")
+    return Drawn(SampleSet([Sample(text) for text in item.samples[:k]],
+                           answer_sentences=None if sentences is None else tuple(sentences)), answer, {})
 
 
 def score_group(detector: Detector, items: Sequence[Item], label_from: str, dse: str, nli: NLIModel | None,
@@ -181,8 +191,8 @@ def item_row(item: Item, result: Result, drawn: Drawn, label_from: str, judge_na
     extra: dict[str, Any] = {"protocol": item.protocol, "label_from": label_from, "answer": judged.text,
                              "answer_finish_reason": judged.finish_reason,
                              "finish_reasons": [s.finish_reason for s in samples], "dse_judge": judge_name}
-    if item.recorded:
-        extra.update(item.labels)
+    if item.recorded:  # the record's sentences come back scored, in the row's ``sentences``
+        extra.update({key: value for key, value in item.labels.items() if key != "sentences"})
         return result_row(item, result, extra)
     extra.update(prompt_labels(item.kind, judged.text, item.answers))
     if drawn.answer is not None:
@@ -213,7 +223,7 @@ def evaluate(detector: Detector, dataset: Dataset, out_dir: Path, *, label_from:
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "results.jsonl"
-    described = protocol(dataset, label_from, dse, nli.name if nli else None)
+    described = protocol(dataset, label_from, dse, nli.name if nli else None, detector.lne)
     label_from = described["label_from"]  # recorded data is judged on its response
     fp = run_fingerprint(detector, described)
     rows = done_rows(path, fp, dataset.hashes)
