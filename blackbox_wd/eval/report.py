@@ -372,8 +372,13 @@ def plot_roc(results: Sequence[Mapping[str, Any]], path: Path, methods: Sequence
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate (hallucinations caught)")
     ax.set_title(f"ROC (label `{label_key}`), n={len(results)}, base rate {y_all.mean():.2f}")
-    if ax.get_legend_handles_labels()[0]:  # none when the label has one class
-        ax.legend(loc="lower right", fontsize="small")
+    save_figure(fig, ax, path, "lower right")  # no legend when the label has one class
+
+
+def save_figure(fig: Any, ax: Any, path: Path, legend: str) -> None:
+    """Write a one-axes figure as a PNG, with its legend at ``legend`` when it has labelled lines."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc=legend, fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -402,10 +407,7 @@ def plot_sentence_pr(results: Sequence[Mapping[str, Any]], path: Path) -> None:
     ax.set_xlabel("recall")
     ax.set_ylabel("precision")
     ax.set_title(f"Sentence level: {arrays[0].size} sentences of {len(rows)} answers")
-    if ax.get_legend_handles_labels()[0]:  # none when no sentence has a score
-        ax.legend(loc="lower left", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, ax, path, "lower left")  # no legend when no sentence has a score
 
 
 def pick_extremes(results: Sequence[Mapping[str, Any]], by: str = "eigen_wd",

@@ -33,7 +33,6 @@ for ``bbwd calibrate``.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,6 +49,7 @@ from blackbox_wd.pipeline import Detector, Result
 from blackbox_wd.records import Sample, SampleSet, SamplingParams
 from blackbox_wd.runlog import RunLog
 from blackbox_wd.sampling import Drawn, draw_group
+from blackbox_wd.sentences import sentence_dicts
 from blackbox_wd.settings import fingerprint
 
 LABEL_SOURCES = ("greedy", "first")
@@ -108,7 +108,7 @@ def result_row(item: Item, result: Result, extra: dict[str, Any]) -> dict[str, A
             "answers": item.answers, **extra, "responses": result.responses, "token_counts": result.token_counts,
             "avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd, "answer_wd": result.answer_wd,
             **({"answer_error": result.answer_error} if result.answer_error else {}),
-            "sentences": None if result.sentences is None else [dataclasses.asdict(s) for s in result.sentences],
+            "sentences": sentence_dicts(result.sentences),
             "sentence_wd": result.sentence_wd, **result.baselines,
             "lne_source": result.lne_source, "D": result.D.tolist(), "timings": result.timings}
 
