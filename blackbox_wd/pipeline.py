@@ -394,7 +394,7 @@ def score_states(ps: PromptStates, scorer: Scorer, *, baselines: bool = False,
     if baselines:
         t1 = time.perf_counter()
         api = all(s.token_logprobs for s in samples)
-        teacher = all(s.logprobs is not None for s in ps.states)  # not when the pass skipped LNE
+        teacher = scorer.lne and all(s.logprobs is not None for s in ps.states)  # not without lne, nor cached ones then
         logprobs = [s.token_logprobs for s in samples] if api else [s.logprobs for s in ps.states] if teacher else None
         result.baselines = compute_baselines(result.responses, logprobs=logprobs,
                                              embeddings=[s.last for s in ps.states])

@@ -100,7 +100,13 @@ def test_an_eval_rerun_with_a_smaller_k_reads_the_states_of_the_first(teacher, t
 def test_no_lne_runs_the_teacher_to_the_layer_only(teacher, tmp_path):
     path = tmp_path / "rec.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
-    rows = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3), lne=False), load(path), tmp_path / "out")
+    cache = StateCache(teacher, tmp_path / "states")
+    with_lne = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3), cache=cache), load(path), tmp_path / "lne")
+    assert all("lne" in r for r in with_lne)
+    # the cache now holds log-probs: a run without LNE still has none
+    rows = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3), cache=cache, lne=False), load(path),
+                    tmp_path / "out")
+    assert [r["timings"]["teacher_cached"] for r in rows] == [4, 4]
     assert all("lne" not in r and r["lne_source"] is None and "es" in r for r in rows)
     settings = json.loads((tmp_path / "out" / "settings.json").read_text())
     assert settings["protocol"]["lne"] == "off"
