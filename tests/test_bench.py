@@ -61,3 +61,34 @@ def test_sentences_bench_quick_prints_the_ratio_and_keeps_answer_wd() -> None:
     assert re.search(r"\|\s*sentence step\s*\|\s*[\d.]+\s*\|\s*[\d.]+%\s*\|", out)
     deviation = float(re.search(r"max relative deviation of AnswerWD .*: (\S+)", out).group(1))
     assert deviation <= 1e-9
+
+
+def test_eigen_spectrum_on_equidistant_samples(tmp_path: Path) -> None:
+    """Equidistant samples: cv 0, the top singular value's share by formula, EigenWD blind to scale
+    with each prompt's median bandwidth and following it with the run's one bandwidth."""
+    import json
+
+    import numpy as np
+
+    k, rng = 5, np.random.default_rng(0)
+    exact, noisy = tmp_path / "exact", tmp_path / "noisy"
+    for folder, noise in ((exact, 0.0), (noisy, 0.02)):
+        folder.mkdir()
+        rows = []
+        for i in range(12):
+            scale = 10.0 + 5 * i
+            e = rng.normal(size=(k, k))
+            d = scale * (1 + noise * (e + e.T)) * (1 - np.eye(k))
+            rows.append({"id": str(i), "human_score": scale / 100, "D": d.tolist()})
+        (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = subprocess.run([sys.executable, str(BENCH / "eigen_spectrum.py"), str(exact), str(noisy), "--k", str(k)],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+             for line in out.splitlines()[2:]}
+    share = (1 + 1e-3 + (k - 1) * np.exp(-0.5)) / (k * (1 + 1e-3))
+    assert cells["exact"][3] == "0.000" and float(cells["exact"][4]) == round(share, 3)
+    assert cells["noisy"][6] == "100.0 / 100.0"  # AvgWD follows the scale
+    assert cells["noisy"][8].endswith("/ 100.0") and float(cells["noisy"][8].split("/")[0]) > 95  # so does
+    # EigenWD with the run's one bandwidth (Spearman 1, Pearson near it)
+    pearson = float(cells["noisy"][7].split("/")[0])
+    assert abs(pearson) < 80  # with each prompt's own median bandwidth it does not
