@@ -21,7 +21,7 @@ FIXTURE = str(Path(__file__).resolve().parents[1] / "fixtures" / "tiny_qa.jsonl"
 def test_eval_tiny_dataset_writes_report(tmp_path):
     out = tmp_path / "report"
     args = [sys.executable, "-m", "blackbox_wd", "eval", "--data", "fixtures/tiny_qa.jsonl", "-o", str(out),
-            "-k", "3", "--max-tokens", "12", "--device", "cpu"]
+            "-k", "3", "--max-tokens", "12", "--device", "cpu", "--cache-dir", str(tmp_path / "cache")]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -67,7 +67,7 @@ def test_eval_with_an_nli_judge_and_the_first_sample_as_label(tmp_path):
     out = tmp_path / "report"
     proc = subprocess.run([sys.executable, "-m", "blackbox_wd", "eval", "--data", "fixtures/tiny_qa.jsonl", "-o",
                            str(out), "-k", "3", "--max-tokens", "8", "--device", "cpu", "--dse", "nli", "--nli",
-                           str(model), "--label-from", "first", "--limit", "4"],
+                           str(model), "--label-from", "first", "--limit", "4", "--cache-dir", str(tmp_path / "cache")],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]

@@ -69,7 +69,10 @@ def test_eval_killed_with_kill_9_and_rerun_equals_an_uninterrupted_run(tmp_path)
                 for line in (folder / "results.jsonl").read_text().splitlines()]
 
     full, crashed = tmp_path / "full", tmp_path / "crashed"
-    subprocess.run([*args, "-o", str(full)], check=True, capture_output=True, timeout=600)
+    # each run its own teacher-state cache: the crashed run's rerun reads only what its killed start stored
+    subprocess.run([*args, "-o", str(full), "--cache-dir", str(tmp_path / "cache-full")], check=True,
+                   capture_output=True, timeout=600)
+    args = [*args, "--cache-dir", str(tmp_path / "cache-crashed")]
     p = subprocess.Popen([*args, "-o", str(crashed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results, deadline = crashed / "results.jsonl", time.time() + 600
     while time.time() < deadline and (not results.exists() or results.read_bytes().count(b"\n") < 1):
