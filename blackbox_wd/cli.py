@@ -196,11 +196,13 @@ def score(
     settings = settings_from(options or {})  # a setting out of range fails here, before torch loads
     if response is not None and not response.strip():
         raise BBWDError("--response is empty")
+    from blackbox_wd.records import as_messages
+
+    messages = as_messages(prompt)  # an empty prompt fails here, before torch loads
     from blackbox_wd.calibration import Calibration, embedded_calibration
-    from blackbox_wd.pipeline import Detector, as_messages
+    from blackbox_wd.pipeline import Detector
 
     quiet_libraries()
-    messages = as_messages(prompt)
     detector = Detector.from_settings(settings, Calibration.load(calibration) if calibration else None)
     if calibration is None:
         embedded, note = embedded_calibration(detector.reported_settings())
@@ -237,15 +239,15 @@ def batch(
     """Score a JSONL log, one output line per input line; records with fewer than K responses are topped up from --target."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    if not logs.is_file():  # before torch loads
+        raise BBWDError(f"input file not found: {logs}")
+    if ray_address is not None and engine is not Engine.ray:
+        raise BBWDError("--ray-address needs --engine ray")
     from blackbox_wd.batch import BatchRunner, check_group_size, check_output_path, plan_k, read_done
     from blackbox_wd.calibration import Calibration
     from blackbox_wd.pipeline import Detector
 
     quiet_libraries()
-    if not logs.is_file():
-        raise BBWDError(f"input file not found: {logs}")
-    if ray_address is not None and engine is not Engine.ray:
-        raise BBWDError("--ray-address needs --engine ray")
     check_group_size(group_size)
     check_output_path(output)
     read_done(output)  # not bbwd output: refused before any model loads

@@ -19,7 +19,7 @@ import numpy as np
 from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError, one_line
-from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage
+from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage, as_messages
 from blackbox_wd.scores import answer_wd, avg_wd, eigen_wd, median_bandwidth, sentence_wd
 from blackbox_wd.sampling import RecordedSamples, Sampler, endpoint_host, shares_model
 from blackbox_wd.sentences import SentenceScore, score_sentences
@@ -57,17 +57,6 @@ class Result:
         out = asdict(self)
         out["D"] = self.D.tolist()
         return out
-
-
-def as_messages(prompt: str | Messages) -> Messages:
-    """A prompt string becomes a single user message; a message list is checked and passed on."""
-    if isinstance(prompt, str):
-        if not prompt.strip():
-            raise BBWDError("prompt is empty")
-        return [{"role": "user", "content": prompt}]
-    if not prompt or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in prompt):
-        raise BBWDError("messages must be a non-empty list of {role, content} objects")
-    return prompt
 
 
 def token_floor(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> int:

@@ -6,7 +6,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from blackbox_wd.errors import BBWDError
+
 Messages = list[dict[str, str]]
+
+
+def as_messages(prompt: str | Messages) -> Messages:
+    """A prompt string becomes a single user message; a message list is checked and passed on."""
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise BBWDError("prompt is empty")
+        return [{"role": "user", "content": prompt}]
+    if not prompt or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in prompt):
+        raise BBWDError("messages must be a non-empty list of {role, content} objects")
+    return prompt
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,12 @@ def test_argument_error_loads_no_heavy_module(argv: list[str]) -> None:
     assert probe(run_main(argv)) == {"code": 2, "heavy": []}
 
 
+@pytest.mark.parametrize("argv", [["score", " "], ["batch", "no-such-file.jsonl", "-o", "out.jsonl"],
+                                  ["batch", "fixtures/tiny_qa.jsonl", "-o", "out.jsonl", "--ray-address", "auto"]])
+def test_input_error_found_before_the_models_loads_no_heavy_module(argv: list[str]) -> None:
+    assert probe(run_main(argv)) == {"code": 2, "heavy": []}
+
+
 def test_public_names_still_import() -> None:
     import blackbox_wd
     from blackbox_wd import BBWDError, Calibration, Detector, Result, Settings
