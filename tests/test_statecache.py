@@ -47,8 +47,11 @@ def test_log_probs_are_forced_when_the_cache_has_states_only(teacher, tmp_path):
     with_lp = teacher_pass(teacher, [(MESSAGES, SAMPLES)], logprobs=True, cache=cache)[0]
     assert with_lp.cached == 0 and all(s.logprobs is not None for s in with_lp.states)
     states_only = teacher_pass(teacher, [(MESSAGES, SAMPLES)], cache=cache)[0]  # now served by the fuller entries
-    assert states_only.cached == 4
-    np.testing.assert_array_equal(states_only.states[0].logprobs, with_lp.states[0].logprobs)
+    assert states_only.cached == 4 and all(s.logprobs is None for s in states_only.states)  # as a fresh pass
+    np.testing.assert_array_equal(states_only.states[0].states, with_lp.states[0].states)
+    again = teacher_pass(teacher, [(MESSAGES, SAMPLES)], logprobs=True, cache=cache)[0]
+    assert again.cached == 4
+    np.testing.assert_array_equal(again.states[0].logprobs, with_lp.states[0].logprobs)
 
 
 def test_the_key_changes_with_the_layer_the_projection_and_the_ids(tiny_llama, tmp_path):

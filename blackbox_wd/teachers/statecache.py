@@ -66,14 +66,15 @@ class StateCache:
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def get(self, prompt: Sequence[int], response: Sequence[int], logprobs: bool) -> TokenStates | None:
-        """The stored states of a pair, or None (also when ``logprobs`` are needed and were not stored)."""
+        """The stored states of a pair, as a pass asking (or not) for ``logprobs`` returns them; None when not stored
+        (or when log-probs are asked and were not stored)."""
         raw = self._cache.get(self.key(prompt, response))
         if raw is None:
             return None
         with np.load(io.BytesIO(raw), allow_pickle=False) as f:
             if logprobs and "logprobs" not in f:
                 return None
-            return TokenStates(f["states"], f["last"], f["logprobs"] if "logprobs" in f else None)
+            return TokenStates(f["states"], f["last"], f["logprobs"] if logprobs else None)
 
     def put(self, prompt: Sequence[int], response: Sequence[int], ts: TokenStates) -> None:
         """Store the states of a pair (with its log-probs when it has them)."""
