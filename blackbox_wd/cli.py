@@ -135,7 +135,8 @@ def render(result: Result, console: Console) -> None:
     console.print(f"[bold]AvgWD[/bold]   {result.avg_wd:.6g}")
     console.print(f"[bold]EigenWD[/bold] {result.eigen_wd:.6g}   (p={s['p']}, alpha={s['alpha']}, bandwidth={s['bandwidth']:.4g})")
     render_answer(result, console)
-    console.print(f"target={s['target']} teacher={s['teacher']} layer={s['layer']}/{s['n_layers']} K={s['k']} "
+    drawn = f" sampler={s['sampler']}" if s.get("sampler") else ""
+    console.print(f"target={s['target']}{drawn} teacher={s['teacher']} layer={s['layer']}/{s['n_layers']} K={s['k']} "
                   f"T={s['temperature']} top_p={s['top_p']} seed={s['seed']} device={s['device']}")
     if result.p_hallucination is not None:
         c = result.calibration or {}

@@ -21,7 +21,7 @@ from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage, as_messages
 from blackbox_wd.scores import answer_wd, avg_wd, eigen_wd, median_bandwidth, sentence_wd
-from blackbox_wd.sampling import RecordedSamples, Sampler, endpoint_host, shares_model
+from blackbox_wd.sampling import RecordedSamples, Sampler, endpoint_host, sampler_name, shares_model
 from blackbox_wd.sentences import SentenceScore, score_sentences
 from blackbox_wd.settings import ReportedSettings, Settings
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
@@ -43,7 +43,7 @@ class Result:
     usage: Usage = field(default_factory=Usage)
     timings: dict[str, float] = field(default_factory=dict)
     baselines: dict[str, float] = field(default_factory=dict)
-    lne_source: str | None = None  # "api" (target's token logprobs) or "teacher" (teacher-forced)
+    lne_source: str | None = None  # "target" (its own token log-probs: an API's, llama.cpp's) or "teacher" (forced)
     p_hallucination: float | None = None  # with a calibration: its probability of hallucination
     flag: bool | None = None  # with a calibration: p_hallucination >= its threshold
     calibration: dict[str, Any] | None = None  # with a calibration: its ``summary()``
@@ -98,7 +98,7 @@ class Scorer:
              cache: StateCache | None = None, lne: bool = True) -> "Scorer":
         """The wiring of a teacher and a sampler under these settings (the calibration checked against them)."""
         reported = ReportedSettings.of(settings, teacher, endpoint_host(sampler), str(teacher.device),
-                                       recorded=isinstance(sampler, RecordedSamples))
+                                       recorded=isinstance(sampler, RecordedSamples), sampler=sampler_name(sampler))
         return cls(reported, teacher, shares_model(sampler, teacher), calibration, cache, lne)
 
     @property
@@ -144,7 +144,7 @@ class Scorer:
         (and DSE where ``judges`` gives an entailment judge for the prompt) are computed on the same
         samples; the timings hold ``baselines`` (LNE, LS, ES, ER) and ``dse`` apart.
         """
-        passed = self.teacher_pass(items, logprobs=baselines and self.lne)
+        passed = self.teacher_pass(items, logprobs=baselines and lne_logprobs(self.lne, [s for _, s in items]))
         return [self.outcome(ps, baselines=baselines, judge=judges[n] if judges else None)
                 for n, ps in enumerate(passed)]
 
@@ -298,16 +298,18 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
                 answers[n] = str(exc)
         spans[n] = slice(len(pairs), len(pairs) + len(own))
         pairs.extend(own)
-    states: list[TokenStates | None] = [cache.get(*pair, logprobs) for pair in pairs] if cache is not None else [None] * len(pairs)
-    forced = [i for i, ts in enumerate(states) if ts is None]
+    states: list[TokenStates | None] = [None] * len(pairs)
+    if cache is not None:
+        states = [cache.get(*pair, logprobs) for pair in pairs]
+    fresh = [ts is None for ts in states]
+    forced = [i for i, f in enumerate(fresh) if f]
     t0 = time.perf_counter()
     for i, ts in zip(forced, teacher.encode_ids([pairs[i] for i in forced], logprobs=logprobs) if forced else []):
         states[i] = ts
         if cache is not None:
             cache.put(*pairs[i], ts)
     seconds = time.perf_counter() - t0
-    ran = set(forced)
-    floors = {n: token_floor([pairs[i] for i in range(span.start, span.stop) if i in ran]) for n, span in spans.items()}
+    floors = {n: token_floor([pairs[i] for i in range(span.start, span.stop) if fresh[i]]) for n, span in spans.items()}
     total = sum(floors.values()) or 1
     for n, span in spans.items():
         messages, sample_set = items[n]
@@ -315,9 +317,19 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
         if isinstance(why, np.ndarray):
             got, answer, why, offsets = got[:-1], got[-1], None, why
         out[n] = PromptStates(messages, sample_set, got, floors[n], seconds * floors[n] / total, answer, why,  # type: ignore[arg-type]
-                              cached=span.stop - span.start - len(ran.intersection(range(span.start, span.stop))),
-                              answer_offsets=offsets)
+                              cached=fresh[span].count(False), answer_offsets=offsets)
     return out  # type: ignore[return-value]
+
+
+def target_logprobs(sample_set: SampleSet) -> bool:
+    """True when every sample carries the target's own per-token log-probs (an API's, or llama.cpp's)."""
+    return all(s.token_logprobs for s in sample_set.samples)
+
+
+def lne_logprobs(lne: bool, sets: Sequence[SampleSet]) -> bool:
+    """Whether a teacher pass for LNE must run the whole model: with ``lne``, unless every set carries the target's
+    own log-probs (LNE then takes those, and the teacher stops at the layer)."""
+    return lne and not all(target_logprobs(s) for s in sets)
 
 
 def scoring_failed(exc: Exception, what: str = "scoring failed") -> BBWDError:
@@ -382,12 +394,12 @@ def score_states(ps: PromptStates, scorer: Scorer, *, baselines: bool = False,
                     answer_wd=answer, answer_error=ps.answer_error, sentences=sentences, sentence_wd=passage)
     if baselines:
         t1 = time.perf_counter()
-        api = all(s.token_logprobs for s in samples)
-        teacher = scorer.lne and all(s.logprobs is not None for s in ps.states)  # not without lne, nor cached ones then
-        logprobs = [s.token_logprobs for s in samples] if api else [s.logprobs for s in ps.states] if teacher else None
+        target = scorer.lne and target_logprobs(ps.samples)
+        teacher = all(s.logprobs is not None for s in ps.states)  # forced only when asked (``lne_logprobs``)
+        logprobs = [s.token_logprobs for s in samples] if target else [s.logprobs for s in ps.states] if teacher else None
         result.baselines = compute_baselines(result.responses, logprobs=logprobs,
                                              embeddings=[s.last for s in ps.states])
-        result.lne_source = "api" if api else "teacher" if teacher else None
+        result.lne_source = "target" if target else "teacher" if teacher else None
         timings["baselines"] = time.perf_counter() - t1
         if judge is not None:
             t2 = time.perf_counter()

@@ -44,7 +44,7 @@ import numpy as np
 
 from blackbox_wd.batch import BatchSummary, Emit, check_group_size, resume_run
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.clients import local_sampler_for, target_kind
+from blackbox_wd.clients import local_sampler_for, local_sampler_name, target_kind
 from blackbox_wd.clients.api import api_endpoint, api_timeout, make_api_sampler
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.groups import groups, sample_group, score_group, teacher_group
@@ -272,10 +272,12 @@ class RayRunner:
         key_env = endpoint.key_env if endpoint is not None else None  # the sampling actors get the key from here
         self.key = {key_env: os.environ[key_env]} if key_env and key_env in os.environ else {}
         # the CPU stage's wiring (no teacher); the calibration is checked here, before the cluster works
-        self.scorer = Scorer(ReportedSettings.of(settings, card, endpoint.host if endpoint else None, settings.device),
-                             calibration=calibration)
         gpus = ray.cluster_resources().get("GPU", 0) if settings.device != "cpu" else 0
         self.teacher_gpus = (1 if gpus else 0) if teacher_gpus is None else teacher_gpus
+        device = "cuda" if settings.device == "auto" and self.teacher_gpus else settings.device.replace("auto", "cpu")
+        self.scorer = Scorer(ReportedSettings.of(settings, card, endpoint.host if endpoint else None, settings.device,
+                                                 sampler=local_sampler_name(settings, device.split(":")[0])),
+                             calibration=calibration)
         self.teacher_workers = teacher_workers or max(1, int(gpus))
         self.teacher_cpus, self.sample_workers, self.score_cpus = teacher_cpus, sample_workers, score_cpus
         self.threads = threads or torch.get_num_threads()

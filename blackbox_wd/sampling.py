@@ -53,6 +53,7 @@ class BatchSampler(ABC):
     """A sampler that draws many prompts in one call on the local model of ``teacher``."""
 
     teacher: Any  # the HFTeacher whose model it samples
+    name: str  # what draws: "llama.cpp" or "transformers" (a reported setting: it changes the samples)
 
     @abstractmethod
     def sample(self, messages: Messages, params: SamplingParams) -> SampleSet:
@@ -95,6 +96,11 @@ def draw_mode(sampler: object) -> Mode:
 def shares_model(sampler: object, teacher: object) -> bool:
     """True when the sampler draws from the teacher's own model, so that its token ids are reused."""
     return draw_mode(sampler) is Mode.BATCH and sampler.teacher is teacher  # type: ignore[attr-defined]
+
+
+def sampler_name(sampler: object) -> str | None:
+    """What draws a local target ("llama.cpp" or "transformers"); None for an API target or recorded samples."""
+    return sampler.name if draw_mode(sampler) is Mode.BATCH else None  # type: ignore[attr-defined]
 
 
 def endpoint_host(sampler: object) -> str | None:

@@ -18,8 +18,8 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 RECORDED = "recorded"  # the reported target of samples that came with the data
 
 # What changes the score of a given prompt; ``fingerprint`` hashes exactly these (as run: the
-# resolved layer, the API endpoint's host) plus the prompt protocol where one applies.
-SCORE_FIELDS = ("teacher", "target", "endpoint", "layer", "k", "temperature", "top_p", "max_tokens", "seed",
+# resolved layer, the API endpoint's host, the local sampler) plus the prompt protocol where one applies.
+SCORE_FIELDS = ("teacher", "target", "sampler", "endpoint", "layer", "k", "temperature", "top_p", "max_tokens", "seed",
                 "alpha", "p", "proj_dim", "proj_seed", "protocol")
 
 
@@ -71,7 +71,8 @@ class TeacherShape(Protocol):
 
 @dataclass(frozen=True)
 class ReportedSettings:
-    """The settings as run: the resolved layer and projection, the API endpoint's host, the device.
+    """The settings as run: the resolved layer and projection, the API endpoint's host, the device, and
+    the sampler that draws a local target ("llama.cpp" or "transformers"; None for an API or recorded samples).
 
     ``as_dict()`` is the ``settings`` object of every result (its keys in this order) with the
     ``fingerprint`` of the run last.
@@ -85,22 +86,25 @@ class ReportedSettings:
     proj_seed: int
     device: str
     recorded: bool = False  # the samples come recorded with the data: no target, no sampling settings
+    sampler: str | None = None
 
     @classmethod
     def of(cls, settings: Settings, teacher: TeacherShape, endpoint: str | None, device: str,
-           recorded: bool = False) -> "ReportedSettings":
-        """The reported settings of a run with this teacher (or its card) and API endpoint host."""
+           recorded: bool = False, sampler: str | None = None) -> "ReportedSettings":
+        """The reported settings of a run with this teacher (or its card), API endpoint host and local sampler."""
         return cls(settings, endpoint, teacher.layer, teacher.n_layers, teacher.proj_dim, teacher.proj_seed, device,
-                   recorded)
+                   recorded, sampler)
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object results carry: every setting, as run, then the fingerprint."""
         s = self.settings
         out = asdict(s)
         out.update(target=s.target or s.teacher, white_box=s.white_box, endpoint=self.endpoint, layer=self.layer,
-                   n_layers=self.n_layers, proj_dim=self.proj_dim, proj_seed=self.proj_seed, device=self.device)
+                   n_layers=self.n_layers, proj_dim=self.proj_dim, proj_seed=self.proj_seed, device=self.device,
+                   sampler=self.sampler)
         if self.recorded:
-            out.update(target=RECORDED, white_box=False, temperature=None, top_p=None, max_tokens=None, seed=None)
+            out.update(target=RECORDED, white_box=False, sampler=None, temperature=None, top_p=None, max_tokens=None,
+                       seed=None)
         out["fingerprint"] = fingerprint(out)
         return out
 

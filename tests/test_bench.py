@@ -53,6 +53,17 @@ def test_startup_bench_quick_times_help_against_bare_python() -> None:
     assert set(rows) == {"bbwd --help", "python -c pass"} and all(v > 0 for v in rows.values())
 
 
+def test_score_bench_quick_times_score_against_llamacpps_own_request() -> None:
+    out = subprocess.run([sys.executable, str(BENCH / "score.py"), "--quick"], capture_output=True, text=True,
+                         timeout=600, check=True).stdout
+    rows = {m.group(1): (float(m.group(2)), int(m.group(3))) for m in re.finditer(
+        r"\|\s*(llama.cpp n=10 request|bbwd score \(new process\))\s*\|\s*([\d.]+)\s*\|[^|]*\|[^|]*\|\s*(\d+)\s*\|", out)}
+    assert set(rows) == {"llama.cpp n=10 request", "bbwd score (new process)"}
+    assert all(s > 0 and tokens >= 10 for s, tokens in rows.values())  # ten responses of at least a token each
+    assert re.search(r"bbwd score stages \(median s\): .*sample [\d.]+.*teacher [\d.]+", out)
+    assert re.search(r"goal 3 x [\d.]+ \+ 2 = [\d.]+ s: (met|NOT met)", out)
+
+
 def test_sentences_bench_quick_prints_the_ratio_and_keeps_answer_wd() -> None:
     out = subprocess.run([sys.executable, str(BENCH / "sentences.py"), "--quick"], capture_output=True, text=True,
                          timeout=300, check=True).stdout

@@ -42,7 +42,7 @@ COVERED = tuple(name for name in SCORE_FIELDS if name not in ("seed", "protocol"
 # Of those, what a score means: a calibration fitted under other values of these is refused ...
 MEANING = ("teacher", "layer", "k", "alpha", "p", "proj_dim", "proj_seed")
 # ... and the sampling side: a calibration fitted under other values of these applies, with a note.
-SAMPLING = ("target", "endpoint", "temperature", "top_p", "max_tokens")
+SAMPLING = ("target", "sampler", "endpoint", "temperature", "top_p", "max_tokens")
 assert sorted(MEANING + SAMPLING) == sorted(COVERED)
 PACKAGE_CALIBRATIONS = Path(__file__).resolve().parents[1] / "calibrations"
 

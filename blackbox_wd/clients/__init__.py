@@ -9,13 +9,14 @@ from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.clients.presets import PRESETS
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import Settings
-from blackbox_wd.teachers.registry import known_names
+from blackbox_wd.teachers.registry import known_names, resolve
 
 if TYPE_CHECKING:
     from blackbox_wd.clients.api import APISampler
+    from blackbox_wd.sampling import BatchSampler
     from blackbox_wd.teachers.hf import HFTeacher
 
-__all__ = ["LocalSampler", "api_sampler_for", "local_sampler_for", "target_kind"]
+__all__ = ["LocalSampler", "api_sampler_for", "local_sampler_for", "local_sampler_name", "target_kind"]
 
 
 def target_kind(settings: Settings) -> str:
@@ -48,10 +49,38 @@ def api_sampler_for(settings: Settings) -> APISampler | None:
     return make_api_sampler(settings)
 
 
-def local_sampler_for(settings: Settings, teacher: HFTeacher) -> LocalSampler:
-    """Sample from the teacher itself (white-box) or from another local model."""
+def local_model(settings: Settings) -> str | None:
+    """The local model a target is drawn from: the teacher (white-box), the target, or None for an API target."""
+    kind = target_kind(settings)
+    return None if kind == "api" else settings.teacher if kind == "white-box" else settings.target
+
+
+def local_sampler_name(settings: Settings, device: str) -> str | None:
+    """What draws the settings' target on ``device``: "llama.cpp" for a model whose weights are a GGUF file
+    (bundled or a path) run on CPU, else "transformers"; None for an API target."""
+    model = local_model(settings)
+    if model is None:
+        return None
+    return "llama.cpp" if device == "cpu" and resolve(model).kind in ("embedded", "gguf") else "transformers"
+
+
+def gguf_of(name: str) -> Path:
+    """The GGUF file of a bundled model (fetched on first use) or of a .gguf path."""
+    from blackbox_wd.teachers.embedded import ensure_gguf
+    from blackbox_wd.teachers.registry import EMBEDDED_MODELS
+
+    spec = resolve(name)
+    return ensure_gguf(EMBEDDED_MODELS[spec.source]) if spec.kind == "embedded" else Path(spec.source)
+
+
+def local_sampler_for(settings: Settings, teacher: HFTeacher) -> BatchSampler:
+    """The sampler of a local target (``local_sampler_name``): of the teacher itself (white-box) or of another model."""
     from blackbox_wd.teachers.hf import load_teacher
 
-    if target_kind(settings) == "white-box":
-        return LocalSampler(teacher)
-    return LocalSampler(load_teacher(settings.target, settings.device, settings.dtype))
+    name = local_model(settings)
+    model = teacher if target_kind(settings) == "white-box" else load_teacher(name, settings.device, settings.dtype)
+    if local_sampler_name(settings, model.device.type) == "transformers":
+        return LocalSampler(model)
+    from blackbox_wd.clients.llamacpp import LlamaCppSampler
+
+    return LlamaCppSampler(model, gguf_of(name))

@@ -69,6 +69,8 @@ def row_generators(requests: Sequence[tuple[Messages, int]], seed: int | None,
 class LocalSampler(BatchSampler):
     """Samples from the model of a teacher, so that the teacher can reuse the exact token ids."""
 
+    name = "transformers"
+
     def __init__(self, teacher: HFTeacher) -> None:
         self.teacher = teacher
 

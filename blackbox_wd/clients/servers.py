@@ -2,7 +2,7 @@
 
 ``transformers serve`` (ignores ``n``, no logprobs) runs as a subprocess on a plain Hugging Face
 folder; llama.cpp (honours ``n``, returns logprobs) runs in-process from the GGUF through the
-optional ``xllamacpp`` wheel.
+``xllamacpp`` wheel (the white-box sampler's own llama.cpp, ``clients.llamacpp``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A local model answering chat requests itself (white-box serving, the offline demo).
 
-The answer is drawn by the same :class:`~blackbox_wd.clients.local.LocalSampler` that draws the K
-scoring samples, on the model thread, from the text of the conversation
+The answer is drawn by the same local sampler (llama.cpp or transformers: ``clients.local_sampler_for``)
+that draws the K scoring samples, on the model thread, from the text of the conversation
 (:func:`~blackbox_wd.serve.protocol.scoring_messages`): ``n`` choices with the request's
 ``temperature``, ``top_p``, ``max_completion_tokens``/``max_tokens`` and ``seed``, each defaulting
 to the detector's settings (temperature 0 is greedy). Tools, response formats and other fields are
@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 from concurrent.futures import Executor
 from typing import Any
 
-from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.records import Messages, SampleSet, SamplingParams
+from blackbox_wd.sampling import BatchSampler
 from blackbox_wd.serve.protocol import ChatRequest, ServeError, context_exceeded, data_line
 
 
@@ -30,7 +30,7 @@ def _or(value: Any, default: Any) -> Any:
 class LocalTarget:
     """Chat completions from a local sampler's model, drawn on ``model_pool``."""
 
-    def __init__(self, sampler: LocalSampler, defaults: SamplingParams, model: str, model_pool: Executor) -> None:
+    def __init__(self, sampler: BatchSampler, defaults: SamplingParams, model: str, model_pool: Executor) -> None:
         self.sampler = sampler
         self.defaults = defaults
         self.model = model

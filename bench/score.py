@@ -1,0 +1,104 @@
+"""`bbwd score` on the embedded default, in a new process, against llama.cpp's own n=10 request (#24).
+
+Per prompt, in alternating rounds (so that a change in the machine's load hits both alike):
+- reference: llama.cpp's server (xllamacpp, in this process, warm, on the same embedded GGUF, 10 slots,
+  all the machine's threads) answering one OpenAI chat request with n=10, T=0.5, max_tokens=128 and the
+  sampler chain bbwd uses (temperature then top-p; top-k, min-p and the rest off), over loopback HTTP;
+- ``bbwd score PROMPT --json``: a new process, as a user runs it (imports, model load, llama.cpp start,
+  sampling, teacher pass, scores, calibration).
+Printed per prompt: median/min/max wall seconds of each, the response tokens they drew, the median of
+score's own stage timings, and the goal's bound 3 x reference + 2 s against score's median.
+
+    python bench/score.py [--rounds 5] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+# bench/ot.py would shadow POT for `import ot`: keep this folder at the end of the path, not the front.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+from _common import table  # noqa: E402
+
+from blackbox_wd.clients.llamacpp import NEUTRAL, threads  # noqa: E402
+from blackbox_wd.clients.servers import LlamaCppServer  # noqa: E402
+from blackbox_wd.teachers.embedded import ensure_gguf  # noqa: E402
+
+ROOT = _HERE.parent
+PROMPTS = ("What is the capital of Australia?", "Who won the 1987 Tour de France?")
+
+
+def reference(client: httpx.Client, server: LlamaCppServer, prompt: str, seed: int) -> tuple[float, int]:
+    """Seconds and completion tokens of one n=10 chat request to the warm llama.cpp server."""
+    body = {"model": server.model, "messages": [{"role": "user", "content": prompt}], "n": 10, "temperature": 0.5,
+            "top_p": 1.0, "max_tokens": 128, "seed": seed, **NEUTRAL}
+    t0 = time.perf_counter()
+    reply = client.post(f"{server.base_url}/chat/completions", json=body).raise_for_status().json()
+    return time.perf_counter() - t0, int(reply["usage"]["completion_tokens"])
+
+
+def score(prompt: str, env: dict[str, str]) -> tuple[float, int, dict[str, float]]:
+    """Seconds of ``bbwd score PROMPT --json`` in a new process, its response tokens and stage timings."""
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "blackbox_wd", "score", prompt, "--json"], env=env, cwd=ROOT,
+                         check=True, capture_output=True, text=True).stdout
+    seconds = time.perf_counter() - t0
+    result = json.loads(out)
+    stages = {k: v for k, v in result["timings"].items() if isinstance(v, float)}
+    return seconds, sum(result["token_counts"]), stages
+
+
+def row(name: str, seconds: list[float], tokens: list[int]) -> list[str]:
+    """A table row: median, min, max seconds and the median tokens drawn."""
+    return [name, f"{statistics.median(seconds):.2f}", f"{min(seconds):.2f}", f"{max(seconds):.2f}",
+            str(int(statistics.median(tokens)))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5, help="Counted rounds per prompt (after one warm-up round).")
+    ap.add_argument("--quick", action="store_true", help="Smoke: one prompt, one counted round.")
+    args = ap.parse_args()
+    rounds, prompts = (1, PROMPTS[:1]) if args.quick else (args.rounds, PROMPTS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, llama.cpp threads {threads()}, "
+          f"load average at start {os.getloadavg()[0]:.2f}")
+    with LlamaCppServer(ensure_gguf(), n_parallel=10, n_threads=threads()) as server, \
+            httpx.Client(timeout=600) as client:
+        for prompt in prompts:
+            ref, ours, ref_tokens, our_tokens, stages = [], [], [], [], []
+            for r in range(rounds + 1):  # the order alternates; round 0 warms both up
+                if r % 2:
+                    a, a_tokens = reference(client, server, prompt, r)
+                    b, b_tokens, st = score(prompt, env)
+                else:
+                    b, b_tokens, st = score(prompt, env)
+                    a, a_tokens = reference(client, server, prompt, r)
+                if r:
+                    ref.append(a), ref_tokens.append(a_tokens), ours.append(b), our_tokens.append(b_tokens)
+                    stages.append(st)
+            bound = 3 * statistics.median(ref) + 2
+            print(f"\n{prompt!r}: {rounds} rounds\n")
+            print(table(["command", "median s", "min s", "max s", "tokens drawn"],
+                        [row("llama.cpp n=10 request", ref, ref_tokens), row("bbwd score (new process)", ours, our_tokens)]))
+            keys = sorted({k for st in stages for k in st})
+            print("\nbbwd score stages (median s): " + ", ".join(
+                f"{k} {statistics.median(st.get(k, 0.0) for st in stages):.2f}" for k in keys))
+            verdict = "met" if statistics.median(ours) <= bound else "NOT met"
+            print(f"bbwd score / reference: {statistics.median(ours) / statistics.median(ref):.1f}x; "
+                  f"goal 3 x {statistics.median(ref):.2f} + 2 = {bound:.2f} s: {verdict}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""White-box sampling with llama.cpp on the teacher's own GGUF file, in process (the ``xllamacpp`` wheel).
+
+On CPU llama.cpp draws several times faster than transformers' ``generate`` from the same weights
+(its quantised kernels, one KV cache shared by the samples of a prompt). The prompt is sent as the
+teacher's own token ids and the samples come back as token ids of the same vocabulary, so the
+teacher reuses them as they are; each token's log-probability under the model (softmax of the raw
+logits, temperature 1) comes with it, which is what LNE needs, so the teacher never runs its head.
+
+A prompt's K samples are one request with ``n_cmpl`` = K: the prompt is read once and its cache
+shared by K sequences; sequence i draws with seed ``base + i``, where ``base`` is derived from
+(seed, messages) as :func:`~blackbox_wd.clients.local.sample_seed` does. Requests go one at a
+time, so a prompt's samples do not depend on what else is drawn with it (llama.cpp's kernels
+round differently by batch size, and one rounding flip changes a sample from there on); drawn
+with another K they can differ that way. The chain is temperature then top-p (transformers'
+order), with every other llama.cpp sampler off.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from blackbox_wd.clients.local import sample_seed
+from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
+from blackbox_wd.sampling import BatchSampler
+from blackbox_wd.teachers.hf import HFTeacher
+
+SLOTS = 24  # sequences decoded together: a prompt's K samples (a larger K goes in several requests)
+CONTEXT = 8192  # KV cells shared by all sequences (a prompt's cells, shared by its K sequences, count once)
+SEED_SPAN = 1 << 31  # llama.cpp seeds are uint32: base + i stays below 2**32 for any K < 2**31
+
+# Every llama.cpp sampler but temperature and top-p switched off, so the law is transformers' one.
+NEUTRAL = {"top_k": 0, "min_p": 0.0, "typical_p": 1.0, "top_n_sigma": -1.0, "repeat_penalty": 1.0,
+           "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0, "xtc_probability": 0.0,
+           "mirostat": 0, "dynatemp_range": 0.0, "samplers": ["temperature", "top_p"]}
+
+
+def prompt_seed(seed: int | None, messages: Messages) -> int:
+    """The seed of a prompt's sample 0 (sample i draws with this + i); random when seed is None."""
+    if seed is None:
+        return random.SystemRandom().randrange(SEED_SPAN)
+    return sample_seed(seed, messages, 0) % SEED_SPAN
+
+
+def threads() -> int:
+    """CPU threads llama.cpp may use: the cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@functools.cache
+def server_for(gguf: Path) -> Any:
+    """llama.cpp's server in process on ``gguf``: ``SLOTS`` sequences, one unified KV cache of ``CONTEXT`` cells,
+    quiet; started once per process and kept until it exits (the wheel's servers, started and dropped in turn in
+    one process, can hang in their destructor or their first request).
+
+    It listens on a free port of 127.0.0.1: samplers post to its native ``/completion``, the one answer that
+    carries every generated token id (the OpenAI-style ones leave out tokens ending inside a UTF-8 character).
+    """
+    try:
+        import xllamacpp as xlc
+    except ImportError as exc:  # a core dependency: only a broken install gets here
+        raise BBWDError("llama.cpp sampling needs the xllamacpp wheel: pip install xllamacpp") from exc
+    p = xlc.CommonParams()
+    p.model.path = str(gguf)
+    p.n_parallel = SLOTS
+    p.n_ctx = CONTEXT
+    p.kv_unified = True
+    p.warmup = False
+    p.verbosity = -1
+    p.hostnames = ["127.0.0.1"]
+    p.port = 0
+    p.cpuparams.n_threads = p.cpuparams_batch.n_threads = threads()
+    return xlc.Server(p)
+
+
+class LlamaCppSampler(BatchSampler):
+    """Samples the teacher's GGUF model with llama.cpp; the samples carry the teacher's token ids and log-probs."""
+
+    name = "llama.cpp"
+
+    def __init__(self, teacher: HFTeacher, gguf: str | Path, slots: int = SLOTS) -> None:
+        self.teacher = teacher
+        self.slots = min(slots, SLOTS)  # sequences a request
+        self.context = CONTEXT
+        self.server = server_for(Path(gguf).resolve())
+        self.client = httpx.Client(base_url=self.server.listening_address, timeout=None)  # 127.0.0.1
+
+    def sample(self, messages: Messages, params: SamplingParams) -> SampleSet:
+        """K samples for one prompt."""
+        return self.sample_many([(messages, params.k)], params)[0]
+
+    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams,
+                    answers: bool = False) -> list[SampleSet]:
+        """``k`` samples for each (messages, k), and with ``answers`` each prompt's greedy answer (temperature 0).
+
+        One request at a time: a prompt's samples are batched with each other only, its answer with nothing, so
+        neither depends on what else is drawn (llama.cpp's kernels round by batch size).
+        """
+        prompts = [self.teacher.prompt_ids(m) for m, _ in requests]  # BBWDError for a prompt over the context
+        for ids, (_, k) in zip(prompts, requests):
+            if len(ids) + k * params.max_tokens > self.context:
+                raise BBWDError(f"a prompt of {len(ids)} tokens and {k} x {params.max_tokens} new ones is over "
+                                f"llama.cpp's cache of {self.context} tokens")
+        once = SamplingParams(1, 0.0, 1.0, params.max_tokens, 0)
+        return [SampleSet(self.complete(ids, k, params, prompt_seed(params.seed, m)),
+                          answer=self.complete(ids, 1, once, 0)[0] if answers else None)
+                for ids, (m, k) in zip(prompts, requests)]
+
+    def complete(self, prompt: list[int], k: int, params: SamplingParams, seed: int) -> list[Sample]:
+        """``k`` completions of the prompt's token ids, sequence i drawn with seed ``seed + i`` (at most ``slots``
+        sequences a request)."""
+        out: list[Sample] = []
+        for start in range(0, k, self.slots):
+            n = min(self.slots, k - start)
+            body = {"prompt": prompt, "n_cmpl": n, "n_predict": params.max_tokens, "temperature": params.temperature,
+                    "top_p": params.top_p, "seed": seed + start, "n_probs": 1, "return_tokens": True,
+                    "cache_prompt": True, **NEUTRAL}
+            reply = self.client.post("/completion", json=body)
+            if reply.status_code != 200:
+                raise BBWDError(f"llama.cpp: {one_line(reply.text)}")
+            results = reply.json()
+            out += [self.as_sample(r) for r in sorted(results if isinstance(results, list) else [results],
+                                                       key=lambda r: r.get("index", 0))]
+        return out
+
+    def as_sample(self, result: dict[str, Any]) -> Sample:
+        """One llama.cpp completion as a Sample: its token ids (the end-of-turn token dropped), the teacher
+        tokenizer's text of them, and their log-probs when llama.cpp reported one for every token.
+
+        llama.cpp leaves out the log-prob of a token that ends inside a UTF-8 character (a piece of an
+        emoji or a CJK character); such a sample gets no ``token_logprobs`` (LNE then asks the teacher).
+        """
+        ids = tuple(int(t) for t in result["tokens"])
+        stopped = result.get("stop_type") == "eos"
+        if stopped:
+            ids = ids[:-1]
+        probs = result.get("completion_probabilities") or []
+        complete = [int(p["id"]) for p in probs[:len(ids)]] == list(ids)
+        return Sample(text=self.teacher.tokenizer.decode(ids, skip_special_tokens=True), token_ids=ids,
+                      token_logprobs=tuple(float(p["logprob"]) for p in probs[:len(ids)]) if complete else None,
+                      finish_reason="stop" if stopped else "length")
