@@ -18,7 +18,7 @@ from blackbox_wd.pipeline import scores_from_states, token_floor
 from blackbox_wd.records import SamplingParams
 from blackbox_wd.teachers.hf import HFTeacher
 from blackbox_wd.teachers.pad import pad_batch
-from blackbox_wd.teachers.prefix import SHARED_MIN, shared_length
+from blackbox_wd.teachers.prefix import SHARED_MIN, SharedMemo, shared_length
 
 PROMPTS = [[{"role": "user", "content": "what"}],
            [{"role": "user", "content": "what is the capital of france"}],
@@ -169,12 +169,26 @@ def test_shared_prefix_read_once_equals_each_prompt_alone(teacher, logprobs):
         if logprobs:
             np.testing.assert_allclose(ts.logprobs, lp, atol=1e-5)
     teacher.token_budget = 1  # every prompt alone: no shared prefix, no padding
+    teacher.memo = SharedMemo(teacher.n_layers)
     try:
         alone = teacher.encode_ids(pairs, logprobs=logprobs)
     finally:
         teacher.token_budget = 16384
     for a, b in zip(got, alone):
         np.testing.assert_allclose(a.states, b.states, atol=1e-5)
+
+
+def test_the_shared_prefix_is_kept_for_the_next_call(teacher):
+    """A whole-model pass keeps the shared prefix: the next call whose prompts start with it reads only their rests."""
+    pairs = few_shot_pairs(teacher)
+    n = shared_length(list({tuple(p) for p, _ in pairs}))
+    first = teacher.encode_ids(pairs[:8], logprobs=True)  # two prompts: the prefix read and kept
+    assert len(teacher.memo.tokens) == n
+    before = teacher.tokens.real
+    again = teacher.encode_ids(pairs[8:], logprobs=False)  # two other prompts: the prefix not read again
+    assert teacher.tokens.real - before == token_floor(pairs[8:]) - 2 * n
+    for (prompt, response), ts in zip(pairs, first + again):
+        np.testing.assert_allclose(ts.states, plain(teacher, prompt, response)[0], atol=1e-5)
 
 
 def tiny_gemma(tok):
@@ -228,6 +242,7 @@ def test_few_shot_sampling_draws_what_a_full_generate_draws(tiny_llama, model):
     flat = [t for ss in got for t in [*(s.token_ids for s in ss.samples), ss.answer.token_ids]]
     assert flat == full_generate(teacher, requests, params, answers=True)
     assert len(set(flat)) > 3  # real draws, not one repeated answer
+    assert len(teacher.memo.tokens) >= SHARED_MIN  # kept: the calls below read only their own prompts
     alone = [sampler.sample_many([r], params, answers=True)[0] for r in requests]
     assert [[s.token_ids for s in ss.samples] for ss in got] == [[s.token_ids for s in ss.samples] for ss in alone]
 

@@ -112,17 +112,19 @@ class LocalSampler(BatchSampler):
                     answers: bool = False) -> list[SampleSet]:
         """``k`` samples for each (messages, k), all decoded together, one token a step for the rows still going.
 
-        The prompts are read once (the tokens they share at their start once for them all) and every
-        row attends to them in place (``teachers.prefix``); a row that draws a stop token leaves the
-        batch. Sample i of a prompt is drawn with its own generator seeded from (``params.seed``, the
-        messages, i), so a prompt's samples do not depend on the other prompts of the call, their
-        order or the grouping (up to float rounding of differently shaped batches); the global RNG is
-        untouched. With ``answers``, each prompt also gets its greedy answer (its most likely token at
-        every step, as at temperature 0) as one more row: ``SampleSet.answer``.
+        The prompts are read once (the tokens they share at their start once for them all, or not again
+        when the teacher's ``memo`` holds them) and every row attends to them in place
+        (``teachers.prefix``); a row that draws a stop token leaves the batch. Sample i of a prompt is
+        drawn with its own generator seeded from (``params.seed``, the messages, i), so a prompt's
+        samples do not depend on the other prompts of the call, their order or the grouping (up to
+        float rounding of differently shaped batches); the global RNG is untouched. With ``answers``,
+        each prompt also gets its greedy answer (its most likely token at every step, as at
+        temperature 0) as one more row: ``SampleSet.answer``.
         """
         device = self.teacher.device
         run = decoder_pass(self.teacher.model)
-        prefix, last = read([self.teacher.prompt_ids(m) for m, _ in requests], self.pad_id(), device, run)
+        prompts = [self.teacher.prompt_ids(m) for m, _ in requests]
+        prefix, last = read(prompts, self.pad_id(), device, run, self.teacher.memo)
         width = [k + answers for _, k in requests]
         index = torch.tensor([n for n, w in enumerate(width) for _ in range(w)], device=device)
         gens = row_generators(requests, params.seed, answers) if params.temperature > 0 else [None] * len(index)

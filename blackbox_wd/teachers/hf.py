@@ -16,7 +16,7 @@ from blackbox_wd.teachers.card import TextReader, model_source, resolve_layer
 from blackbox_wd.teachers.gguf import load_gguf
 from blackbox_wd.teachers.pad import pad_batch
 from blackbox_wd.teachers.levels import NO_MASK, Levels, attach
-from blackbox_wd.teachers.prefix import Prefix, read
+from blackbox_wd.teachers.prefix import Prefix, SharedMemo, read
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
 from blackbox_wd.teachers.registry import ModelSpec, resolve
 
@@ -95,6 +95,7 @@ class HFTeacher:
         self.reader = TextReader.of(tokenizer, self.max_length)
         self._blocks = model.get_decoder().layers
         attach(model)  # shared prefixes (``teachers.levels``); every other use of the model is unchanged
+        self.memo = SharedMemo(self.n_layers)  # the last shared prompt prefix, for the teacher and its sampler
         self.tokens = TokenCount()  # running totals over every pass, for benchmarks
 
     @property
@@ -182,7 +183,7 @@ class HFTeacher:
     def _prefill(self, prompts: list[tuple[int, ...]], logprobs: bool) -> tuple[Prefix, torch.Tensor | None]:
         """Read the prompts once; their prefix, and the final hidden state at each prompt's last token."""
         return read(prompts, self.tokenizer.pad_token_id or 0, self.device,
-                    lambda ids, valid, pos, levels: self._run(ids, valid, pos, levels, logprobs)[1])
+                    lambda ids, valid, pos, levels: self._run(ids, valid, pos, levels, logprobs)[1], self.memo)
 
     def _respond(self, prefix: Prefix, last: torch.Tensor | None, rows: list[tuple[int, tuple[int, ...]]],
                  logprobs: bool) -> list[TokenStates]:

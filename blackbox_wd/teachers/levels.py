@@ -64,6 +64,7 @@ class Levels:
         self.shared = [(level, index) for level, index in shared]
         self.own: Level | None = None
         self.query = torch.empty(0, 0, dtype=torch.long)
+        self.query_valid = torch.empty(0, 0, dtype=torch.bool)
         self._groups: list[list[tuple[int, torch.Tensor | slice]]] = []
         self._allowed: dict[int | None, torch.Tensor] = {}
 
@@ -74,7 +75,7 @@ class Levels:
         else:
             self.own.positions = torch.cat([self.own.positions, positions], 1)
             self.own.valid = torch.cat([self.own.valid, valid], 1)
-        self.query = positions
+        self.query, self.query_valid = positions, valid
         self._groups = [_groups(index) for _, index in self.shared]
         self._allowed = {}
 
@@ -110,11 +111,21 @@ def _grouped(x: torch.Tensor, mats: torch.Tensor, groups: list[tuple[int, torch.
     return out
 
 
+def _per_row(level: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """A level's (G, ...) tensor read for each row: an expanded view when there is one group, else a copy."""
+    return level.expand(len(index), *level.shape[1:]) if level.shape[0] == 1 else level[index]
+
+
 def level_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     levels: Levels, scaling: float, softcap: float | None = None,
                     sliding_window: int | None = None) -> torch.Tensor:
     """Attention of (R, Hq, Q, D) queries over the shared levels and the rows' own keys (this pass's appended):
-    output (R, Q, Hq, D)."""
+    output (R, Q, Hq, D).
+
+    A pass of several tokens a row (prompts, teacher-forced responses: few rows) gathers each row's keys
+    and runs ``scaled_dot_product_attention``; a decode step (one token a row, many rows) reads every
+    level in place, one matmul per group.
+    """
     layer, own = module.layer_idx, levels.own
     if layer in own.keys:
         own.keys[layer] = torch.cat([own.keys[layer], key], 2)
@@ -123,14 +134,22 @@ def level_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
         own.keys[layer], own.values[layer] = key, value
     r, hq, q_len, d = query.shape
     hkv = key.shape[1]
+    allowed = levels.allowed(sliding_window)
+    if q_len > 1 and softcap is None:
+        keys = torch.cat([*(_per_row(lv.keys[layer], i) for lv, i in levels.shared), own.keys[layer]], 2)
+        values = torch.cat([*(_per_row(lv.values[layer], i) for lv, i in levels.shared), own.values[layer]], 2)
+        mask = allowed | ~levels.query_valid[:, :, None]  # a padding query sees all: finite, and never read
+        out = torch.nn.functional.scaled_dot_product_attention(query, keys, values, attn_mask=mask[:, None],
+                                                               scale=scaling, enable_gqa=hq != hkv)
+        return out.transpose(1, 2).contiguous()
     q = query.reshape(r, hkv, hq // hkv * q_len, d)  # query head i reads key head i // (hq // hkv)
     parts = [_grouped(q, level.keys[layer].transpose(2, 3), groups)
              for (level, _), groups in zip(levels.shared, levels._groups)]
     scores = torch.cat([*parts, q @ own.keys[layer].transpose(2, 3)], -1) * scaling
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
-    scores = scores.view(r, hkv, hq // hkv, q_len, -1)
-    scores = scores.masked_fill(~levels.allowed(sliding_window)[:, None, None], torch.finfo(scores.dtype).min)
+    scores = scores.view(r, hkv, hq // hkv, q_len, -1).masked_fill_(~allowed[:, None, None],
+                                                                     torch.finfo(scores.dtype).min)
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype).view(r, hkv, -1, scores.shape[-1])
     out, start = None, 0
     for (level, _), groups in [*zip(levels.shared, levels._groups), ((own, None), None)]:

@@ -7,6 +7,8 @@ left-padded, attending to the shared tokens, with explicit position ids that giv
 the position it has when its prompt runs alone. Both passes are kept as ``levels.Level``s, and the
 rows that continue the prompts (teacher-forced responses, sampled answers) read them through
 ``levels.Levels``: no key/value cache is copied per row, and padding in the middle is masked out.
+A ``SharedMemo`` keeps the last shared prefix, so that the next batches that start with it (the other
+groups of an eval's dataset) do not read it again.
 """
 
 from __future__ import annotations
@@ -69,13 +71,34 @@ class Prefix:
         return Levels([*shared, (self.own, index)])
 
 
-def read(prompts: Sequence[Sequence[int]], pad: int, device: torch.device,
-         run: Pass) -> tuple[Prefix, torch.Tensor | None]:
-    """Read the prompts (shared prefix once, then each one's rest); the prefix and the final hidden
-    state at each prompt's last token (None when ``run`` stops early)."""
-    n = shared_length(prompts) if len(prompts) > 1 else 0
-    shared = None
-    if n:
+class SharedMemo:
+    """The last shared prefix read through every layer of a model, kept for the next batches whose prompts
+    all start with it (an eval's few-shot exemplars are the same for every group of a dataset)."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.n_layers = n_layers
+        self.tokens: tuple[int, ...] = ()
+        self.level: Level | None = None
+
+    def find(self, prompts: Sequence[Sequence[int]]) -> int:
+        """Tokens of the kept prefix when every prompt starts with it and goes on after it, else 0."""
+        n = len(self.tokens)
+        ok = self.level is not None and all(len(p) > n and tuple(p[:n]) == self.tokens for p in prompts)
+        return n if ok else 0
+
+    def keep(self, tokens: Sequence[int], level: Level) -> None:
+        """Keep a shared prefix's level when it covers every layer (a pass cut at a layer does not)."""
+        if len(level.keys) == self.n_layers:
+            self.tokens, self.level = tuple(tokens), level
+
+
+def read(prompts: Sequence[Sequence[int]], pad: int, device: torch.device, run: Pass,
+         memo: SharedMemo | None = None) -> tuple[Prefix, torch.Tensor | None]:
+    """Read the prompts (the prefix they share once, or the one ``memo`` kept, then each one's rest); the
+    prefix and the final hidden state at each prompt's last token (None when ``run`` stops early)."""
+    n = memo.find(prompts) if memo else 0
+    shared = memo.level if n else None
+    if not n and len(prompts) > 1 and (n := shared_length(prompts)):
         ids = torch.tensor([list(prompts[0][:n])], device=device)
         levels = Levels()
         valid = torch.ones_like(ids, dtype=torch.bool)
@@ -83,6 +106,8 @@ def read(prompts: Sequence[Sequence[int]], pad: int, device: torch.device,
         levels.step(pos, valid)
         run(ids, valid, pos, levels)
         shared = levels.own
+        if memo:
+            memo.keep(prompts[0][:n], shared)
     ids, mask = left_padded([p[n:] for p in prompts], pad, device)
     valid = mask.bool()
     levels = Levels([(shared, torch.zeros(len(prompts), dtype=torch.long, device=device))] if shared else [])
