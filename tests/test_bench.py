@@ -103,3 +103,15 @@ def test_eigen_spectrum_on_equidistant_samples(tmp_path: Path) -> None:
     # EigenWD with the run's one bandwidth (Spearman 1, Pearson near it)
     pearson = float(cells["noisy"][7].split("/")[0])
     assert abs(pearson) < 80  # with each prompt's own median bandwidth it does not
+
+
+def test_fewshot_bench_quick_runs_both_paths_in_their_own_processes() -> None:
+    """Few-shot SciQ through eval, the #13 path against the shared prefix: seconds, RSS and ratios printed."""
+    out = subprocess.run([sys.executable, str(BENCH / "fewshot.py"), "--quick"], capture_output=True, text=True,
+                         timeout=600, check=True).stdout
+    rows = {m.group(1): (float(m.group(2)), float(m.group(3)), int(m.group(4))) for m in re.finditer(
+        r"\|\s*(previous|shared prefix)[^|]*\|\s*([\d.]+)\s*\|[^|]*\|\s*([\d.]+)\s*\|\s*(\d+)\s*\|", out)}
+    assert set(rows) == {"previous", "shared prefix"}
+    assert all(s > 0 and rss > 0 for s, rss, _ in rows.values())
+    assert rows["shared prefix"][2] <= rows["previous"][2]  # finished rows cost no decode steps
+    assert float(re.search(r"median (\S+)x", out).group(1)) > 0

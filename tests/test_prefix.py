@@ -11,11 +11,14 @@ import numpy as np
 import pytest
 import torch
 
+from transformers import TemperatureLogitsWarper
+
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler, row_generators
 from blackbox_wd.pipeline import scores_from_states, token_floor
 from blackbox_wd.records import SamplingParams
 from blackbox_wd.teachers.hf import HFTeacher
 from blackbox_wd.teachers.pad import pad_batch
+from blackbox_wd.teachers.prefix import SHARED_MIN, SharedMemo, shared_length
 
 PROMPTS = [[{"role": "user", "content": "what"}],
            [{"role": "user", "content": "what is the capital of france"}],
@@ -129,3 +132,127 @@ def test_greedy_answers_ride_along_with_the_samples(teacher):
         assert [s.token_ids for s in t.samples] == [s.token_ids for s in a.samples]
         assert t.answer.token_ids == g.samples[0].token_ids and a.answer is None
     assert len({t.answer.token_ids for t in together}) > 1
+
+
+# Few-shot prompts: the same exemplar turns (>= SHARED_MIN tokens) before each prompt's own question.
+SHOTS = [{"role": "user", "content": "what is the capital of france"}, {"role": "assistant", "content": "paris"},
+         {"role": "user", "content": "is rome a big city"}, {"role": "assistant", "content": "yes it is a big city"},
+         {"role": "user", "content": "is paris small"}, {"role": "assistant", "content": "no"}]
+FEW_SHOT = [SHOTS + [{"role": "user", "content": q}] for q in
+            ("what", "is it rome or paris", "what is the capital of rome", "is the city a big city yes or no")]
+
+
+def few_shot_pairs(teacher):
+    return [(teacher.prompt_ids(m), teacher.response_ids(r)) for m in FEW_SHOT for r in RESPONSES[:4]]
+
+
+def test_few_shot_prompts_share_a_long_prefix(teacher):
+    prompts = [teacher.prompt_ids(m) for m in FEW_SHOT]
+    n = shared_length(prompts)
+    assert n >= SHARED_MIN and all(p[:n] == prompts[0][:n] for p in prompts)
+    assert len({tuple(p[:n + 1]) for p in prompts}) > 1  # the longest common prefix
+    assert shared_length(prompts[:1] + [teacher.prompt_ids(m) for m in PROMPTS]) == 0  # nothing long in common
+
+
+@pytest.mark.parametrize("logprobs", [False, True])
+def test_shared_prefix_read_once_equals_each_prompt_alone(teacher, logprobs):
+    """The exemplars run once for all prompts; states and log-probs equal plain per-response forwards."""
+    pairs = few_shot_pairs(teacher)
+    prompts = {tuple(p) for p, _ in pairs}
+    n = shared_length(list(prompts))
+    before = teacher.tokens.real
+    got = teacher.encode_ids(pairs, logprobs=logprobs)
+    assert teacher.tokens.real - before == token_floor(pairs) - (len(prompts) - 1) * n  # the prefix read once
+    for (prompt, response), ts in zip(pairs, got):
+        states, lp = plain(teacher, prompt, response)
+        np.testing.assert_allclose(ts.states, states, atol=1e-5)
+        if logprobs:
+            np.testing.assert_allclose(ts.logprobs, lp, atol=1e-5)
+    teacher.token_budget = 1  # every prompt alone: no shared prefix, no padding
+    teacher.memo = SharedMemo(teacher.n_layers)
+    try:
+        alone = teacher.encode_ids(pairs, logprobs=logprobs)
+    finally:
+        teacher.token_budget = 16384
+    for a, b in zip(got, alone):
+        np.testing.assert_allclose(a.states, b.states, atol=1e-5)
+
+
+def test_the_shared_prefix_is_kept_for_the_next_call(teacher):
+    """A whole-model pass keeps the shared prefix: the next call whose prompts start with it reads only their rests."""
+    pairs = few_shot_pairs(teacher)
+    n = shared_length(list({tuple(p) for p, _ in pairs}))
+    first = teacher.encode_ids(pairs[:8], logprobs=True)  # two prompts: the prefix read and kept
+    assert len(teacher.memo.tokens) == n
+    before = teacher.tokens.real
+    again = teacher.encode_ids(pairs[8:], logprobs=False)  # two other prompts: the prefix not read again
+    assert teacher.tokens.real - before == token_floor(pairs[8:]) - 2 * n
+    for (prompt, response), ts in zip(pairs, first + again):
+        np.testing.assert_allclose(ts.states, plain(teacher, prompt, response)[0], atol=1e-5)
+
+
+def tiny_gemma(tok):
+    """A randomly initialised Gemma-3 whose local layers see a window of 4 keys."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(0)
+    config = Gemma3TextConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=4,
+                              layer_types=["sliding_attention", "full_attention"] * 2, max_position_embeddings=64,
+                              pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    return Gemma3ForCausalLM(config).eval()
+
+
+def test_sliding_window_teacher_shares_the_prefix_too(tiny_llama):
+    """Padding between the shared prefix and a prompt's rest does not move Gemma-3's local windows."""
+    teacher = HFTeacher(tiny_gemma(tiny_llama[1]), tiny_llama[1], name="tiny-gemma")
+    pairs = few_shot_pairs(teacher)
+    assert shared_length(list({tuple(p) for p, _ in pairs})) >= SHARED_MIN
+    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=True)):
+        states, lp = plain(teacher, prompt, response)
+        np.testing.assert_allclose(ts.states, states, atol=1e-5)
+        np.testing.assert_allclose(ts.logprobs, lp, atol=1e-5)
+
+
+@torch.inference_mode()
+def full_generate(teacher, requests, params, answers=False):
+    """Reference draw: every row's whole prompt through one stock ``generate`` (InverseCDFDraw), no cache."""
+    sampler = LocalSampler(teacher)
+    pad = sampler.pad_id()
+    width = [k + answers for _, k in requests]
+    ids, mask = pad_batch([teacher.prompt_ids(m) for (m, _), w in zip(requests, width) for _ in range(w)], pad,
+                          left=True)
+    procs = [TemperatureLogitsWarper(params.temperature),
+             InverseCDFDraw(row_generators(requests, params.seed, answers))]
+    out = teacher.model.generate(ids, attention_mask=mask, do_sample=False, logits_processor=procs,
+                                 temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens,
+                                 min_new_tokens=1, pad_token_id=pad)
+    return [s.token_ids for s in sampler.samples(out[:, ids.shape[1]:].tolist())]
+
+
+@pytest.mark.parametrize("model", ["llama", "gemma"])
+def test_few_shot_sampling_draws_what_a_full_generate_draws(tiny_llama, model):
+    """Shared exemplars read once, rows dropped as they stop: the same tokens as stock ``generate``."""
+    tok = tiny_llama[1]
+    teacher = HFTeacher(tiny_llama[0] if model == "llama" else tiny_gemma(tok), tok, name=model)
+    sampler = LocalSampler(teacher)
+    params = SamplingParams(k=4, temperature=0.7, max_tokens=8, seed=9)
+    requests = [(m, 4) for m in FEW_SHOT[:3]]
+    got = sampler.sample_many(requests, params, answers=True)
+    flat = [t for ss in got for t in [*(s.token_ids for s in ss.samples), ss.answer.token_ids]]
+    assert flat == full_generate(teacher, requests, params, answers=True)
+    assert len(set(flat)) > 3  # real draws, not one repeated answer
+    assert len(teacher.memo.tokens) >= SHARED_MIN  # kept: the calls below read only their own prompts
+    alone = [sampler.sample_many([r], params, answers=True)[0] for r in requests]
+    assert [[s.token_ids for s in ss.samples] for ss in got] == [[s.token_ids for s in ss.samples] for ss in alone]
+
+
+def test_rows_that_stop_cost_no_more_steps(teacher):
+    """A row leaves the batch at its stop token: the decoder runs each row's drawn tokens but its last."""
+    sampler = LocalSampler(teacher)
+    params = SamplingParams(k=6, temperature=1.0, max_tokens=12, seed=4)
+    requests = [(m, 6) for m in FEW_SHOT]
+    got = sampler.sample_many(requests, params)
+    drawn = [len(s.token_ids) + (s.finish_reason == "stop") for ss in got for s in ss.samples]
+    assert sampler.decoded == sum(n - 1 for n in drawn)
+    assert min(drawn) < params.max_tokens and sampler.decoded < len(drawn) * (params.max_tokens - 1)

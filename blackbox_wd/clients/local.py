@@ -7,12 +7,12 @@ import json
 from collections.abc import Sequence
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopPLogitsWarper
+from transformers import LogitsProcessor, TopPLogitsWarper
 
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.sampling import BatchSampler
 from blackbox_wd.teachers.hf import HFTeacher
-from blackbox_wd.teachers.prefix import left_padded, new_cache, positions, select_rows
+from blackbox_wd.teachers.prefix import Prefix, decoder_pass, read
 
 
 def sample_seed(seed: int, messages: Messages, index: int) -> int:
@@ -35,17 +35,24 @@ class InverseCDFDraw(LogitsProcessor):
 
     def __init__(self, generators: Sequence[torch.Generator | None]) -> None:
         self.generators = list(generators)
-        self.sampled = [r for r, g in enumerate(self.generators) if g is not None]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         """Scores with +inf at the drawn token of each row (others unchanged, all below it)."""
-        drawn = scores.argmax(dim=-1, keepdim=True)
-        if self.sampled:
-            rows = torch.tensor(self.sampled, device=scores.device)
-            cdf = torch.softmax(scores[rows], dim=-1).double().cumsum_(dim=-1)
-            u = torch.cat([torch.rand(1, generator=self.generators[r], dtype=torch.float64) for r in self.sampled])
-            drawn[rows] = torch.searchsorted(cdf, u[:, None].to(cdf.device) * cdf[:, -1:], right=True)
-        return scores.scatter_(1, drawn.clamp_(max=scores.shape[-1] - 1), float("inf"))
+        drawn = draw_tokens(scores, self.generators)[:, None]
+        return scores.scatter_(1, drawn, float("inf"))
+
+
+def draw_tokens(scores: torch.Tensor, generators: Sequence[torch.Generator | None]) -> torch.Tensor:
+    """Each row's token drawn from softmax(scores) by inverse CDF with one uniform from its generator
+    (its most likely token where the generator is None): ``InverseCDFDraw``'s draw, (R,) ids."""
+    drawn = scores.argmax(dim=-1)
+    sampled = [r for r, g in enumerate(generators) if g is not None]
+    if sampled:
+        rows = torch.tensor(sampled, device=scores.device)
+        cdf = torch.softmax(scores[rows], dim=-1).double().cumsum_(dim=-1)
+        u = torch.cat([torch.rand(1, generator=generators[r], dtype=torch.float64) for r in sampled])
+        drawn[rows] = torch.searchsorted(cdf, u[:, None].to(cdf.device) * cdf[:, -1:], right=True)[:, 0]
+    return drawn.clamp_(max=scores.shape[-1] - 1)
 
 
 def row_generators(requests: Sequence[tuple[Messages, int]], seed: int | None,
@@ -73,6 +80,7 @@ class LocalSampler(BatchSampler):
 
     def __init__(self, teacher: HFTeacher) -> None:
         self.teacher = teacher
+        self.decoded = 0  # row-steps decoded (tokens fed back), over every call: finished rows cost none
 
     def _stop_ids(self) -> set[int]:
         """Token ids that end a response (EOS / end of turn)."""
@@ -104,39 +112,70 @@ class LocalSampler(BatchSampler):
     @torch.inference_mode()
     def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams,
                     answers: bool = False) -> list[SampleSet]:
-        """``k`` samples for each (messages, k), all in one left-padded ``generate`` call.
+        """``k`` samples for each (messages, k), all decoded together, one token a step for the rows still going.
 
-        Each prompt is read once: all but its last token run in one batch whose key/value cache is
-        then copied to the prompt's rows, and ``generate`` goes on from there (``teachers.prefix``).
-        Sample i of a prompt is drawn with its own generator seeded from (``params.seed``, the
-        messages, i), so a prompt's samples do not depend on the other prompts of the call, their
-        order or the grouping (up to float rounding of padded batches); the global RNG is untouched.
-        With ``answers``, each prompt also gets its greedy answer (its most likely token at every
-        step, as at temperature 0) as one more row of the same call: ``SampleSet.answer``.
+        The prompts are read once (the tokens they share at their start once for them all, or not again
+        when the teacher's ``memo`` holds them) and every row attends to them in place
+        (``teachers.prefix``); a row that draws a stop token leaves the batch. Sample i of a prompt is
+        drawn with its own generator seeded from (``params.seed``, the messages, i), so a prompt's
+        samples do not depend on the other prompts of the call, their order or the grouping (up to
+        float rounding of differently shaped batches); the global RNG is untouched. With ``answers``,
+        each prompt also gets its greedy answer (its most likely token at every step, as at
+        temperature 0) as one more row: ``SampleSet.answer``.
         """
-        pad = self.pad_id()
-        model, device = self.teacher.model, self.teacher.device
-        ids, mask = left_padded([self.teacher.prompt_ids(m) for m, _ in requests], pad, device)
-        cache = new_cache(model)
-        if ids.shape[1] > 1:  # the last column goes through generate, which needs one new token a row
-            model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions(mask[:, :-1]),
-                  past_key_values=cache, use_cache=True, logits_to_keep=1)
+        device = self.teacher.device
+        run = decoder_pass(self.teacher.model)
+        prompts = [self.teacher.prompt_ids(m) for m, _ in requests]
+        prefix, last = read(prompts, self.pad_id(), device, run, self.teacher.memo)
         width = [k + answers for _, k in requests]
-        rows = torch.tensor([n for n, w in enumerate(width) for _ in range(w)], device=device)
-        draw = LogitsProcessorList()
-        if params.temperature > 0:
-            draw.append(TemperatureLogitsWarper(params.temperature))
-            if params.top_p < 1.0:
-                draw.append(TopPLogitsWarper(params.top_p))
-            draw.append(InverseCDFDraw(row_generators(requests, params.seed, answers)))
-        out = model.generate(
-            ids[rows], attention_mask=mask[rows], past_key_values=select_rows(cache, rows), do_sample=False,
-            logits_processor=draw, temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens,
-            min_new_tokens=1, pad_token_id=pad,
-        )
-        drawn = iter(self.samples(out[:, ids.shape[1]:].tolist()))
+        index = torch.tensor([n for n, w in enumerate(width) for _ in range(w)], device=device)
+        gens = row_generators(requests, params.seed, answers) if params.temperature > 0 else [None] * len(index)
+        drawn = iter(self.samples(self._decode(prefix, self.teacher.logits(last), index, gens, params)))
         sets = []
         for _, k in requests:
             samples = [next(drawn) for _ in range(k)]
             sets.append(SampleSet(samples, answer=next(drawn) if answers else None))
         return sets
+
+    def _decode(self, prefix: Prefix, logits: torch.Tensor, index: torch.Tensor,
+                gens: Sequence[torch.Generator | None], params: SamplingParams) -> list[list[int]]:
+        """Token rows after prompts ``index`` (R,), given each prompt's next-token ``logits``: up to
+        ``params.max_tokens`` each, a row ending at its first stop token."""
+        run, device = decoder_pass(self.teacher.model), logits.device
+        stop = torch.tensor(sorted(self._stop_ids()), dtype=torch.long, device=device)
+        levels = prefix.continuation(index)
+        live = torch.arange(len(index), device=device)
+        start = prefix.lengths[index]  # position of each row's first drawn token
+        rows: list[list[int]] = [[] for _ in range(len(index))]
+        scores = logits[index]
+        for step in range(params.max_tokens):
+            tokens = self._pick(scores, [gens[r] for r in live.tolist()], params, stop if step == 0 else None)
+            for r, t in zip(live.tolist(), tokens.tolist()):
+                rows[r].append(t)
+            going = ~torch.isin(tokens, stop)
+            if step == params.max_tokens - 1 or not going.any():
+                break
+            if not going.all():  # finished rows leave the batch
+                keep = going.nonzero()[:, 0]
+                live, tokens, start = live[keep], tokens[keep], start[keep]
+                levels.keep(keep)
+            pos = (start + step)[:, None]
+            valid = torch.ones_like(pos, dtype=torch.bool)
+            levels.step(pos, valid)
+            scores = self.teacher.logits(run(tokens[:, None], valid, pos, levels)[:, -1])
+            self.decoded += len(live)
+        return rows
+
+    @staticmethod
+    def _pick(scores: torch.Tensor, gens: Sequence[torch.Generator | None], params: SamplingParams,
+              banned: torch.Tensor | None) -> torch.Tensor:
+        """Each row's next token: ``banned`` ids excluded (no stop as the first token), then temperature,
+        top-p and the per-row draw; the most likely token at temperature 0."""
+        if banned is not None:
+            scores = scores.index_fill(1, banned, float("-inf"))
+        if params.temperature <= 0:
+            return scores.argmax(dim=-1)
+        scores = scores / params.temperature
+        if params.top_p < 1.0:
+            scores = TopPLogitsWarper(params.top_p)(None, scores)
+        return draw_tokens(scores, gens)

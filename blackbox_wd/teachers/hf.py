@@ -8,14 +8,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, Cache, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, TokenStates
 from blackbox_wd.teachers.card import TextReader, model_source, resolve_layer
 from blackbox_wd.teachers.gguf import load_gguf
 from blackbox_wd.teachers.pad import pad_batch
-from blackbox_wd.teachers.prefix import Prefix, left_padded, new_cache, positions
+from blackbox_wd.teachers.levels import NO_MASK, Levels, attach
+from blackbox_wd.teachers.prefix import Prefix, SharedMemo, read
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
 from blackbox_wd.teachers.registry import ModelSpec, resolve
 
@@ -93,6 +94,8 @@ class HFTeacher:
         self.max_length = getattr(model.config.get_text_config(), "max_position_embeddings", None)
         self.reader = TextReader.of(tokenizer, self.max_length)
         self._blocks = model.get_decoder().layers
+        attach(model)  # shared prefixes (``teachers.levels``); every other use of the model is unchanged
+        self.memo = SharedMemo(self.n_layers)  # the last shared prompt prefix, for the teacher and its sampler
         self.tokens = TokenCount()  # running totals over every pass, for benchmarks
 
     @property
@@ -120,8 +123,9 @@ class HFTeacher:
         """Teacher-force (prompt ids, response ids) pairs: each distinct prompt runs once, each distinct
         response of it once, batched by length under the token budget.
 
-        Prompts run left-padded with their key/value cache kept; their responses then run right-padded
-        on a copy of that cache (``teachers.prefix``). Pairs with the same prompt and response get the
+        The tokens a chunk's prompts share at their start (a few-shot prompt's exemplars) run once, then
+        each prompt's rest left-padded, their keys and values kept; the responses then run right-padded,
+        attending to those in place (``teachers.prefix``). Pairs with the same prompt and response get the
         same TokenStates object. With ``logprobs`` the whole model runs (LNE needs the logits), else
         only the blocks up to the layer.
         """
@@ -153,10 +157,12 @@ class HFTeacher:
             chunks[-1].append(i)
         return chunks
 
-    def _run(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Cache,
+    def _run(self, ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, levels: Levels,
              logprobs: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One forward pass with a cache: the states after block ``layer`` (and the final normed
-        hidden states when ``logprobs``; else the blocks above the layer are skipped)."""
+        """One forward pass over ``levels``: the states after block ``layer`` (and the final normed hidden
+        states when ``logprobs``; else the blocks above the layer are skipped)."""
+        self.tokens.real += int(valid.sum())
+        self.tokens.padded += ids.numel()
         captured: list[torch.Tensor] = []
 
         def hook(_module, _args, output):
@@ -166,8 +172,8 @@ class HFTeacher:
 
         handle = self._blocks[self.layer - 1].register_forward_hook(hook)
         try:
-            last = self.model.get_decoder()(input_ids=ids, attention_mask=mask, position_ids=pos,
-                                            past_key_values=cache, use_cache=True).last_hidden_state
+            last = self.model.get_decoder()(input_ids=ids, attention_mask=NO_MASK.to(ids.device), position_ids=pos,
+                                            use_cache=False, levels=levels).last_hidden_state
         except _Stop:
             last = None
         finally:
@@ -175,23 +181,20 @@ class HFTeacher:
         return captured[0], last
 
     def _prefill(self, prompts: list[tuple[int, ...]], logprobs: bool) -> tuple[Prefix, torch.Tensor | None]:
-        """Run the prompts once; their prefix, and the final hidden state at each prompt's last token."""
-        ids, mask = left_padded(prompts, self.tokenizer.pad_token_id or 0, self.device)
-        self.tokens.real += int(mask.sum())
-        self.tokens.padded += ids.numel()
-        cache = new_cache(self.model)
-        _, last = self._run(ids, mask, positions(mask), cache, logprobs)
-        return Prefix(cache, mask, mask.sum(1)), None if last is None else last[:, -1]
+        """Read the prompts once; their prefix, and the final hidden state at each prompt's last token."""
+        return read(prompts, self.tokenizer.pad_token_id or 0, self.device,
+                    lambda ids, valid, pos, levels: self._run(ids, valid, pos, levels, logprobs)[1], self.memo)
 
     def _respond(self, prefix: Prefix, last: torch.Tensor | None, rows: list[tuple[int, tuple[int, ...]]],
                  logprobs: bool) -> list[TokenStates]:
         """Teacher-force responses (row: index of its prompt in the prefix, response ids) after their prompts."""
         ids, mask = pad_batch([r for _, r in rows], self.tokenizer.pad_token_id or 0)
-        ids = ids.to(self.device)
-        self.tokens.real += int(mask.sum())
-        self.tokens.padded += ids.numel()
-        cache, full, pos = prefix.continuation([n for n, _ in rows], mask)
-        mid, hidden = self._run(ids, full, pos, cache, logprobs)
+        ids, valid = ids.to(self.device), mask.bool().to(self.device)
+        index = torch.tensor([n for n, _ in rows], device=self.device)
+        pos = prefix.lengths[index, None] + torch.arange(ids.shape[1], device=self.device)
+        levels = prefix.continuation(index)
+        levels.step(pos, valid)
+        mid, hidden = self._run(ids, valid, pos, levels, logprobs)
         mid = mid.float()
         out = []
         for row, (n, response) in enumerate(rows):
@@ -215,13 +218,17 @@ class HFTeacher:
             raise BBWDError(f"prompt+{name} has {len(prompt) + len(response)} tokens, "
                             f"over the teacher's context of {self.max_length}")
 
-    def _token_logprobs(self, hidden: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
-        """log p(target_t | prefix) from the final hidden states preceding each target token."""
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Next-token logits (float32) from final hidden states, soft-capped as the model caps them."""
         logits = self.model.get_output_embeddings()(hidden).float()
         cap = getattr(self.model.config.get_text_config(), "final_logit_softcapping", None)
         if cap:
             logits = torch.tanh(logits / cap) * cap
-        lp = torch.log_softmax(logits, dim=-1).gather(-1, targets[:, None])[:, 0]
+        return logits
+
+    def _token_logprobs(self, hidden: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
+        """log p(target_t | prefix) from the final hidden states preceding each target token."""
+        lp = torch.log_softmax(self.logits(hidden), dim=-1).gather(-1, targets[:, None])[:, 0]
         return lp.cpu().double().numpy()
 
 

@@ -1,0 +1,192 @@
+"""Attention over shared key/value levels: tokens read once serve every row that continues them.
+
+A forward pass sees, besides its rows' own tokens, frozen ``Level``s: the keys and values (at every
+layer) of tokens run before, held once per group of rows (one group for a prefix that every row
+shares, one per prompt for the prompts' own tokens). Row r reads group ``index[r]`` of a level in
+place, so no cache is copied per row. Which keys a query sees is decided by positions (causal, and
+the window of sliding-window layers) and a validity mask, so padding may sit anywhere. The
+attention is plain scaled dot product with one float32 softmax over all levels together, as
+transformers' eager attention computes it. Models run it through an attention implementation
+registered as ``bbwd_levels:<base>`` that calls the base one whenever no levels are passed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from transformers import AttentionInterface, AttentionMaskInterface, PreTrainedModel
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+PREFIX = "bbwd_levels:"
+NO_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)  # a 4D mask makes transformers skip building its own
+
+
+@dataclass
+class Level:
+    """Keys and values of G groups of tokens at every layer run, with each column's position and validity."""
+
+    positions: torch.Tensor  # (G, L) long
+    valid: torch.Tensor  # (G, L) bool: False on padding
+    keys: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (G, Hkv, L, D)
+    values: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def width(self) -> int:
+        """L: the columns of each group."""
+        return int(self.positions.shape[1])
+
+    def select(self, rows: torch.Tensor) -> "Level":
+        """The level with only groups ``rows`` (index_select: a copy)."""
+        return Level(self.positions[rows], self.valid[rows], {k: v[rows] for k, v in self.keys.items()},
+                     {k: v[rows] for k, v in self.values.items()})
+
+
+def _groups(index: torch.Tensor) -> list[tuple[int, torch.Tensor | slice]]:
+    """(group, its rows) for each group that ``index`` (group of each row) names: a slice when the rows are
+    contiguous, else an index tensor."""
+    out: list[tuple[int, torch.Tensor | slice]] = []
+    for g in torch.unique(index).tolist():
+        rows = (index == g).nonzero()[:, 0]
+        lo, hi = int(rows[0]), int(rows[-1]) + 1
+        out.append((g, slice(lo, hi) if hi - lo == len(rows) else rows))
+    return out
+
+
+class Levels:
+    """What one run of forward passes attends to: shared levels (each with the group every row reads) and
+    the rows' own tokens, which grow with every pass (a sampler's decode steps)."""
+
+    def __init__(self, shared: Sequence[tuple[Level, torch.Tensor]] = ()) -> None:
+        self.shared = [(level, index) for level, index in shared]
+        self.own: Level | None = None
+        self.query = torch.empty(0, 0, dtype=torch.long)
+        self.query_valid = torch.empty(0, 0, dtype=torch.bool)
+        self._groups: list[list[tuple[int, torch.Tensor | slice]]] = []
+        self._allowed: dict[int | None, torch.Tensor] = {}
+
+    def step(self, positions: torch.Tensor, valid: torch.Tensor) -> None:
+        """Get ready for a pass of (R, Q) tokens at ``positions`` (``valid`` False on padding)."""
+        if self.own is None:
+            self.own = Level(positions, valid)
+        else:
+            self.own.positions = torch.cat([self.own.positions, positions], 1)
+            self.own.valid = torch.cat([self.own.valid, valid], 1)
+        self.query, self.query_valid = positions, valid
+        self._groups = [_groups(index) for _, index in self.shared]
+        self._allowed = {}
+
+    def keep(self, rows: torch.Tensor) -> None:
+        """Go on with rows ``rows`` only (the others have finished)."""
+        self.shared = [(level, index[rows]) for level, index in self.shared]
+        self.own = None if self.own is None else self.own.select(rows)
+
+    def allowed(self, window: int | None) -> torch.Tensor:
+        """(R, Q, L) True where a query may see a key of the levels and own tokens, in order."""
+        if window not in self._allowed:
+            q = self.query[:, :, None]
+            parts = []
+            for level, index in [*self.shared, (self.own, slice(None))]:
+                k = level.positions[index][:, None, :]
+                ok = level.valid[index][:, None, :] & (k <= q)
+                parts.append(ok & (k > q - window) if window else ok)
+            self._allowed[window] = torch.cat(parts, -1)
+        return self._allowed[window]
+
+
+def _grouped(x: torch.Tensor, mats: torch.Tensor, groups: list[tuple[int, torch.Tensor | slice]]) -> torch.Tensor:
+    """Row r of x (R, H, M, A) times mats[group of r] (G, H, A, B): (R, H, M, B), each group in one matmul."""
+    r, h, m, _ = x.shape
+    if len(groups) == 1 and groups[0][1] == slice(0, r):
+        g = groups[0][0]
+        return (x.transpose(0, 1).reshape(h, r * m, -1) @ mats[g]).view(h, r, m, -1).transpose(0, 1)
+    out = x.new_empty(r, h, m, mats.shape[-1])
+    for g, rows in groups:
+        part = x[rows]
+        prod = part.transpose(0, 1).reshape(h, -1, part.shape[-1]) @ mats[g]
+        out[rows] = prod.view(h, len(part), m, -1).transpose(0, 1)
+    return out
+
+
+def _per_row(level: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """A level's (G, ...) tensor read for each row: an expanded view when there is one group, else a copy."""
+    return level.expand(len(index), *level.shape[1:]) if level.shape[0] == 1 else level[index]
+
+
+def level_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                    levels: Levels, scaling: float, softcap: float | None = None,
+                    sliding_window: int | None = None) -> torch.Tensor:
+    """Attention of (R, Hq, Q, D) queries over the shared levels and the rows' own keys (this pass's appended):
+    output (R, Q, Hq, D).
+
+    A pass of several tokens a row (prompts, teacher-forced responses: few rows) gathers each row's keys
+    and runs ``scaled_dot_product_attention``; a decode step (one token a row, many rows) reads every
+    level in place, one matmul per group.
+    """
+    layer, own = module.layer_idx, levels.own
+    if layer in own.keys:
+        own.keys[layer] = torch.cat([own.keys[layer], key], 2)
+        own.values[layer] = torch.cat([own.values[layer], value], 2)
+    else:
+        own.keys[layer], own.values[layer] = key, value
+    r, hq, q_len, d = query.shape
+    hkv = key.shape[1]
+    allowed = levels.allowed(sliding_window)
+    if q_len > 1 and softcap is None:
+        keys = torch.cat([*(_per_row(lv.keys[layer], i) for lv, i in levels.shared), own.keys[layer]], 2)
+        values = torch.cat([*(_per_row(lv.values[layer], i) for lv, i in levels.shared), own.values[layer]], 2)
+        mask = allowed | ~levels.query_valid[:, :, None]  # a padding query sees all: finite, and never read
+        out = torch.nn.functional.scaled_dot_product_attention(query, keys, values, attn_mask=mask[:, None],
+                                                               scale=scaling, enable_gqa=hq != hkv)
+        return out.transpose(1, 2).contiguous()
+    q = query.reshape(r, hkv, hq // hkv * q_len, d)  # query head i reads key head i // (hq // hkv)
+    parts = [_grouped(q, level.keys[layer].transpose(2, 3), groups)
+             for (level, _), groups in zip(levels.shared, levels._groups)]
+    scores = torch.cat([*parts, q @ own.keys[layer].transpose(2, 3)], -1) * scaling
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    scores = scores.view(r, hkv, hq // hkv, q_len, -1).masked_fill_(~allowed[:, None, None],
+                                                                     torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype).view(r, hkv, -1, scores.shape[-1])
+    out, start = None, 0
+    for (level, _), groups in [*zip(levels.shared, levels._groups), ((own, None), None)]:
+        w = weights[..., start:start + level.width]
+        part = w @ own.values[layer] if groups is None else _grouped(w, level.values[layer], groups)
+        out = part if out is None else out + part
+        start += level.width
+    return out.reshape(r, hq, q_len, d).transpose(1, 2).contiguous()
+
+
+def _dispatch(base: str):
+    """The attention function registered as PREFIX + base: levels when given, else the base implementation."""
+
+    def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, levels=None, **kwargs):
+        if levels is None:
+            eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+            return ALL_ATTENTION_FUNCTIONS.get_interface(base, eager)(
+                module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+        if kwargs.get("s_aux") is not None:
+            raise NotImplementedError("attention sinks are not supported by shared levels")
+        return level_attention(module, query, key, value, levels, scaling, kwargs.get("softcap"),
+                               kwargs.get("sliding_window")), None
+
+    return attention
+
+
+def attach(model: PreTrainedModel) -> None:
+    """Route the model's attention through ``level_attention`` when levels are passed (idempotent); every
+    other call goes to the implementation it had, with the same masks."""
+    config = model.config
+    base = config._attn_implementation or "eager"
+    if base.startswith(PREFIX):
+        return
+    name = PREFIX + base
+    if name not in ALL_ATTENTION_FUNCTIONS:
+        AttentionInterface.register(name, _dispatch(base))
+        if base in ALL_MASK_ATTENTION_FUNCTIONS:
+            AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[base])
+    for cfg in {id(c): c for c in (config, config.get_text_config())}.values():
+        cfg._attn_implementation = name
