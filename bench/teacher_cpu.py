@@ -306,15 +306,14 @@ def bench(args: argparse.Namespace) -> None:
     load = os.getloadavg()[0]
     print(f"torch {torch.__version__}, {threads} threads, python {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"load average at start {load:.2f}; smollm2-135m on cpu, layer {teacher.layer} of {teacher.n_layers}, "
-          f"cut after the layer; K={args.k}; {args.rounds} rounds, order rotated each round; median ms")
-    rows = []
-    for w, pairs in workloads.items():
-        rows += rows_for(w, pairs, time_variants(teachers, pairs, args.rounds, threads))
+          f"cut after the layer; K={args.k}; {args.rounds} rounds, order rotated each round; median ms", flush=True)
+    header = ["workload", "variant", "tokens", "median ms", "tokens/s", "speed-up vs fp32",
+              "max |d|", "max |d| / max |value|", "median token rel L2"]
+    for w, pairs in workloads.items():  # one table per workload, printed as soon as it is measured
+        print(table(header, rows_for(w, pairs, time_variants(teachers, pairs, args.rounds, threads))), flush=True)
     if "ort" in names:
         with tempfile.TemporaryDirectory() as folder:
-            rows += ort_rows(teacher, workloads, args.rounds, Path(folder))
-    print(table(["workload", "variant", "tokens", "median ms", "tokens/s", "speed-up vs fp32",
-                 "max |d|", "max |d| / max |value|", "median token rel L2"], rows))
+            print(table(header, ort_rows(teacher, workloads, args.rounds, Path(folder))), flush=True)
     print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 
