@@ -6,7 +6,7 @@ Per prompt, in alternating rounds (so that a change in the machine's load hits b
   sampler chain bbwd uses (temperature then top-p; top-k, min-p and the rest off), over loopback HTTP;
 - ``bbwd score PROMPT --json``: a new process, as a user runs it (imports, model load, llama.cpp start,
   sampling, teacher pass, scores, calibration).
-Printed per prompt: median/min/max wall seconds of each, the response tokens they drew, the median of
+Printed per prompt: median/min/max wall seconds of each, the responses they drew, the median of
 score's own stage timings, and the goal's bound 3 x reference + 2 s against score's median.
 
     python bench/score.py [--rounds 5] [--quick]
@@ -40,29 +40,30 @@ PROMPTS = ("What is the capital of Australia?", "Who won the 1987 Tour de France
 
 
 def reference(client: httpx.Client, server: LlamaCppServer, prompt: str, seed: int) -> tuple[float, int]:
-    """Seconds and completion tokens of one n=10 chat request to the warm llama.cpp server."""
+    """Seconds and response count of one n=10 chat request to the warm llama.cpp server (its ``usage`` undercounts
+    the tokens of n > 1, so none are reported)."""
     body = {"model": server.model, "messages": [{"role": "user", "content": prompt}], "n": 10, "temperature": 0.5,
             "top_p": 1.0, "max_tokens": 128, "seed": seed, **NEUTRAL}
     t0 = time.perf_counter()
     reply = client.post(f"{server.base_url}/chat/completions", json=body).raise_for_status().json()
-    return time.perf_counter() - t0, int(reply["usage"]["completion_tokens"])
+    return time.perf_counter() - t0, len(reply["choices"])
 
 
 def score(prompt: str, env: dict[str, str]) -> tuple[float, int, dict[str, float]]:
-    """Seconds of ``bbwd score PROMPT --json`` in a new process, its response tokens and stage timings."""
+    """Seconds of ``bbwd score PROMPT --json`` in a new process, its response count and stage timings."""
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "blackbox_wd", "score", prompt, "--json"], env=env, cwd=ROOT,
                          check=True, capture_output=True, text=True).stdout
     seconds = time.perf_counter() - t0
     result = json.loads(out)
     stages = {k: v for k, v in result["timings"].items() if isinstance(v, float)}
-    return seconds, sum(result["token_counts"]), stages
+    return seconds, len(result["token_counts"]), stages
 
 
-def row(name: str, seconds: list[float], tokens: list[int]) -> list[str]:
-    """A table row: median, min, max seconds and the median tokens drawn."""
+def row(name: str, seconds: list[float], responses: list[int]) -> list[str]:
+    """A table row: median, min, max seconds and the responses drawn."""
     return [name, f"{statistics.median(seconds):.2f}", f"{min(seconds):.2f}", f"{max(seconds):.2f}",
-            str(int(statistics.median(tokens)))]
+            str(int(statistics.median(responses)))]
 
 
 def main() -> None:
@@ -77,21 +78,22 @@ def main() -> None:
     with LlamaCppServer(ensure_gguf(), n_parallel=10, n_threads=threads()) as server, \
             httpx.Client(timeout=600) as client:
         for prompt in prompts:
-            ref, ours, ref_tokens, our_tokens, stages = [], [], [], [], []
+            ref, ours, ref_n, our_n, stages = [], [], [], [], []
             for r in range(rounds + 1):  # the order alternates; round 0 warms both up
                 if r % 2:
-                    a, a_tokens = reference(client, server, prompt, r)
-                    b, b_tokens, st = score(prompt, env)
+                    a, a_n = reference(client, server, prompt, r)
+                    b, b_n, st = score(prompt, env)
                 else:
-                    b, b_tokens, st = score(prompt, env)
-                    a, a_tokens = reference(client, server, prompt, r)
+                    b, b_n, st = score(prompt, env)
+                    a, a_n = reference(client, server, prompt, r)
                 if r:
-                    ref.append(a), ref_tokens.append(a_tokens), ours.append(b), our_tokens.append(b_tokens)
+                    ref.append(a), ref_n.append(a_n), ours.append(b), our_n.append(b_n)
                     stages.append(st)
             bound = 3 * statistics.median(ref) + 2
             print(f"\n{prompt!r}: {rounds} rounds\n")
-            print(table(["command", "median s", "min s", "max s", "tokens drawn"],
-                        [row("llama.cpp n=10 request", ref, ref_tokens), row("bbwd score (new process)", ours, our_tokens)]))
+            print(table(["command", "median s", "min s", "max s", "responses"],
+                        [row("llama.cpp n=10 request", ref, ref_n),
+                         row("bbwd score (new process)", ours, our_n)]))
             keys = sorted({k for st in stages for k in st})
             print("\nbbwd score stages (median s): " + ", ".join(
                 f"{k} {statistics.median(st.get(k, 0.0) for st in stages):.2f}" for k in keys))

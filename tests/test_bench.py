@@ -59,7 +59,7 @@ def test_score_bench_quick_times_score_against_llamacpps_own_request() -> None:
     rows = {m.group(1): (float(m.group(2)), int(m.group(3))) for m in re.finditer(
         r"\|\s*(llama.cpp n=10 request|bbwd score \(new process\))\s*\|\s*([\d.]+)\s*\|[^|]*\|[^|]*\|\s*(\d+)\s*\|", out)}
     assert set(rows) == {"llama.cpp n=10 request", "bbwd score (new process)"}
-    assert all(s > 0 and tokens >= 10 for s, tokens in rows.values())  # ten responses of at least a token each
+    assert all(s > 0 and responses == 10 for s, responses in rows.values())
     assert re.search(r"bbwd score stages \(median s\): .*sample [\d.]+.*teacher [\d.]+", out)
     assert re.search(r"goal 3 x [\d.]+ \+ 2 = [\d.]+ s: (met|NOT met)", out)
 

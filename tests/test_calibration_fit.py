@@ -17,9 +17,9 @@ from blackbox_wd.metrics import paired_auroc_diff
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import fingerprint
 
-SETTINGS = {"teacher": "smollm2-135m", "target": "smollm2-135m", "endpoint": None, "layer": 15, "k": 10,
-            "temperature": 0.5, "top_p": 1.0, "max_tokens": 128, "seed": 0, "alpha": 0.001, "p": 0.1, "proj_dim": 128,
-            "proj_seed": 0, "protocol": "zero-shot"}
+SETTINGS = {"teacher": "smollm2-135m", "target": "smollm2-135m", "sampler": "llama.cpp", "endpoint": None,
+            "layer": 15, "k": 10, "temperature": 0.5, "top_p": 1.0, "max_tokens": 128, "seed": 0, "alpha": 0.001,
+            "p": 0.1, "proj_dim": 128, "proj_seed": 0, "protocol": "zero-shot"}
 TRUE_INTERCEPT, TRUE_COEF = -15.0, np.array([0.1, 0.5])  # logit of hallucination on [AvgWD, ln EigenWD]
 
 

@@ -42,9 +42,9 @@ def bbwd(capsys, *args):
     return info.value.code, out.out, out.err
 
 
-SETTINGS = {"teacher": "smollm2-135m", "target": "smollm2-135m", "endpoint": None, "layer": 15, "k": 10,
-            "temperature": 0.5, "top_p": 1.0, "max_tokens": 128, "seed": 0, "alpha": 0.001, "p": 0.1, "proj_dim": 128,
-            "proj_seed": 0, "protocol": "zero-shot"}
+SETTINGS = {"teacher": "smollm2-135m", "target": "smollm2-135m", "sampler": "llama.cpp", "endpoint": None,
+            "layer": 15, "k": 10, "temperature": 0.5, "top_p": 1.0, "max_tokens": 128, "seed": 0, "alpha": 0.001,
+            "p": 0.1, "proj_dim": 128, "proj_seed": 0, "protocol": "zero-shot"}
 
 
 def test_calibrate_writes_the_calibration_and_its_report(tmp_path, capsys):
@@ -86,7 +86,7 @@ def test_calibrate_errors_are_one_line(tmp_path, capsys, args, message):
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith(message), err
 
 
-RECORDED_SETTINGS = {**SETTINGS, "target": "recorded", "temperature": None, "top_p": None, "max_tokens": None,
+RECORDED_SETTINGS = {**SETTINGS, "target": "recorded", "sampler": None, "temperature": None, "top_p": None, "max_tokens": None,
                      "seed": None, "protocol": {"prompts": "recorded", "label_from": "recorded", "dse": "answer"}}
 SAMPLES = "gpt-3.5-turbo at T=1.0, recorded in the data"
 
@@ -102,7 +102,7 @@ def test_calibrate_stores_and_prints_who_drew_the_samples(tmp_path, capsys):
     cal = Calibration.load(out)
     assert cal.fitted_on.samples == SAMPLES and cal.settings["target"] == "recorded"
     assert f"\n- samples: {SAMPLES}\n" in (tmp_path / "cal.md").read_text()
-    note = cal.sampling_note({**SETTINGS, "target": "gpt-4o-mini", "endpoint": "api.openai.com"})
+    note = cal.sampling_note({**SETTINGS, "target": "gpt-4o-mini", "sampler": None, "endpoint": "api.openai.com"})
     assert note == (f"note: calibration {out} was fitted on recorded samples ({SAMPLES}; synthetic (120)); this run: "
                     'target "gpt-4o-mini", endpoint "api.openai.com", temperature 0.5, top_p 1.0, max_tokens 128: '
                     "its risk is a probability on that data")
@@ -128,12 +128,12 @@ def test_calibrate_refuses_settings_that_are_not_those_of_the_rows(tmp_path, cap
 @pytest.fixture(scope="module")
 def embedded_calibration_file(tmp_path_factory, smollm_teacher):
     """A calibration for the embedded model run with RUN, fitted on synthetic rows scored under its real settings."""
-    from blackbox_wd.clients.local import LocalSampler
+    from blackbox_wd.clients import local_sampler_for
     from blackbox_wd.pipeline import Detector
     from blackbox_wd.settings import Settings
 
-    reported = Detector(smollm_teacher, LocalSampler(smollm_teacher),
-                        Settings(k=3, max_tokens=12, device="cpu")).reported_settings()
+    settings = Settings(k=3, max_tokens=12, device="cpu")
+    reported = Detector(smollm_teacher, local_sampler_for(settings, smollm_teacher), settings).reported_settings()
     folder = tmp_path_factory.mktemp("embedded")
     labelled_rows(folder / "rows.jsonl", reported)
     fit = fit_calibration(read_labelled(folder / "rows.jsonl", "label_em"), reported, label="label_em", folds=4)

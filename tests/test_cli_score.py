@@ -53,7 +53,7 @@ ANSWER = "The capital of Australia is Sydney. It was founded in 1788.\n\nCanberr
 
 @pytest.mark.slow
 def test_score_response_gets_answer_wd_and_sentences(smollm_teacher):
-    from blackbox_wd.clients.local import LocalSampler
+    from blackbox_wd.clients import local_sampler_for
     from blackbox_wd.pipeline import Detector
     from blackbox_wd.settings import Settings
 
@@ -65,8 +65,9 @@ def test_score_response_gets_answer_wd_and_sentences(smollm_teacher):
     assert all(ANSWER[s["start"]:s["end"]] == s["text"] and s["score"] > 0 for s in got["sentences"])
     assert got["sentence_wd"] == pytest.approx(sum(s["score"] for s in got["sentences"]) / 3, rel=1e-12)
     assert got["answer_wd"] > 0 and "p" not in got["sentences"][0]
-    # the same samples in this process (white-box samples are seeded): the same scores
-    detector = Detector(smollm_teacher, LocalSampler(smollm_teacher), Settings(k=3, max_tokens=16, seed=7, device="cpu"))
+    # the same samples in this process (white-box samples are seeded; llama.cpp draws them here too): the same scores
+    settings = Settings(k=3, max_tokens=16, seed=7, device="cpu")
+    detector = Detector(smollm_teacher, local_sampler_for(settings, smollm_teacher), settings)
     result = detector.score(prompt, answer=ANSWER)
     assert result.responses == got["responses"]
     assert [s["score"] for s in got["sentences"]] == pytest.approx([s.score for s in result.sentences], rel=1e-5)
