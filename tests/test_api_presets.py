@@ -89,11 +89,21 @@ def test_cache_key_covers_the_request_and_never_the_key():
 
 
 def test_white_box_stays_local():
-    teacher = object()
+    """The embedded model on CPU is drawn by llama.cpp, on GPU by transformers; neither through an API."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from blackbox_wd.clients.llamacpp import LlamaCppSampler
+
+    teacher = SimpleNamespace(device=torch.device("cpu"))
     for settings in (Settings(), Settings(target="smollm2-135m", teacher="smollm2-135m")):
         assert api_sampler_for(settings) is None
         sampler = local_sampler_for(settings, teacher)
-        assert isinstance(sampler, LocalSampler) and sampler.teacher is teacher
+        assert isinstance(sampler, LlamaCppSampler) and sampler.teacher is teacher
+    gpu = SimpleNamespace(device=torch.device("cuda"))
+    sampler = local_sampler_for(Settings(), gpu)
+    assert isinstance(sampler, LocalSampler) and sampler.teacher is gpu
 
 
 def _bbwd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

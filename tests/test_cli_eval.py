@@ -29,7 +29,7 @@ def test_eval_tiny_dataset_writes_report(tmp_path):
     for r in rows:
         assert len(r["responses"]) == 3 and len(r["D"]) == 3 and len(r["finish_reasons"]) == 3
         assert all(math.isfinite(r[m]) for m in METHODS), r
-        assert r["lne_source"] == "teacher" and r["label_from"] == "greedy" and isinstance(r["answer"], str)
+        assert r["lne_source"] == "target" and r["label_from"] == "greedy" and isinstance(r["answer"], str)
         assert r["label"] in (0, 1) and r["label_first"] in (0, 1)
         assert set(r["timings"]) == {"sample", "teacher", "teacher_tokens", "transport", "baselines", "dse"}
         assert 0 <= r["dse"] <= math.log(3) + 1e-12 and r["eigen_wd"] >= 1

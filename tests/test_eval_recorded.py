@@ -33,6 +33,7 @@ class NeverSampler(BatchSampler):
     """A sampler that fails the test if anything draws from it."""
 
     teacher = None
+    name = "never"
 
     def sample(self, messages, params):
         raise AssertionError("a recorded record reached the sampler")
