@@ -7,6 +7,9 @@ right-padded into batches under the token budget, each cut after block ``layer``
 Both share the model and the draw (inverse CDF, per-sample seeds) of the objects they wrap, so only
 the prefix handling differs.
 
+``PaddedTeacher``: today's pass as it was before responses ran in runs of similar length (#24): all
+of a prompt chunk's responses right-padded together, one pass per token budget.
+
 The path of issue #13, before the few-shot prefix was shared (#24), is kept too:
 ``CopiedTeacher.encode_ids``: each distinct prompt once (left-padded, whole), its DynamicCache copied
 to the rows of its responses. ``CopiedSampler.sample_many``: the prompts prefilled once, the cache
@@ -95,6 +98,20 @@ class PreviousTeacher(HFTeacher):
                 lp = self._token_logprobs(last_hidden[row, lo - 1:hi - 1], ids[row, lo:hi])
             out.append(TokenStates(states=states @ self.projection, last=states[-1].copy(), logprobs=lp))
         return out
+
+
+class PaddedTeacher(HFTeacher):
+    """HFTeacher whose responses run padded to the longest of their budget-sized chunk (before length runs)."""
+
+    @classmethod
+    def wrap(cls, teacher: HFTeacher) -> "PaddedTeacher":
+        """The same model, tokenizer, layer and projection."""
+        return cls(teacher.model, teacher.tokenizer, name=teacher.name, layer=teacher.layer,
+                   proj_dim=teacher.proj_dim, proj_seed=teacher.proj_seed, token_budget=teacher.token_budget)
+
+    def _runs(self, lengths: list[int], extra: int) -> list[list[int]]:
+        """As many rows per pass as the token budget holds."""
+        return self._chunks(lengths, extra)
 
 
 class PreviousSampler(LocalSampler):

@@ -5,9 +5,11 @@ Per prompt, in alternating rounds (so that a change in the machine's load hits b
   all the machine's threads) answering one OpenAI chat request with n=10, T=0.5, max_tokens=128 and the
   sampler chain bbwd uses (temperature then top-p; top-k, min-p and the rest off), over loopback HTTP;
 - ``bbwd score PROMPT --json``: a new process, as a user runs it (imports, model load, llama.cpp start,
-  sampling, teacher pass, scores, calibration).
+  sampling, teacher pass, scores, calibration);
+- floor: a new process that only imports what any teacher pass and exact OT need (torch, transformers'
+  model code, POT), the least ``bbwd score`` can take while its teacher runs in transformers.
 Printed per prompt: median/min/max wall seconds of each, the responses they drew, the median of
-score's own stage timings, and the goal's bound 3 x reference + 2 s against score's median.
+score's own stage timings, and the goal's bound 3 x reference + 2 s against score's median and the floor.
 
     python bench/score.py [--rounds 5] [--quick]
 """
@@ -37,6 +39,7 @@ from blackbox_wd.teachers.embedded import ensure_gguf  # noqa: E402
 
 ROOT = _HERE.parent
 PROMPTS = ("What is the capital of Australia?", "Who won the 1987 Tour de France?")
+FLOOR = "import torch, ot, transformers.modeling_utils"
 
 
 def reference(client: httpx.Client, server: LlamaCppServer, prompt: str, seed: int) -> tuple[float, int]:
@@ -60,6 +63,13 @@ def score(prompt: str, env: dict[str, str]) -> tuple[float, int, dict[str, float
     return seconds, len(result["token_counts"]), stages
 
 
+def floor(env: dict[str, str]) -> tuple[float, int]:
+    """Seconds of a new process that imports only torch, POT and transformers' model code (0 responses)."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", FLOOR], env=env, cwd=ROOT, check=True)
+    return time.perf_counter() - t0, 0
+
+
 def row(name: str, seconds: list[float], responses: list[int]) -> list[str]:
     """A table row: median, min, max seconds and the responses drawn."""
     return [name, f"{statistics.median(seconds):.2f}", f"{min(seconds):.2f}", f"{max(seconds):.2f}",
@@ -78,7 +88,7 @@ def main() -> None:
     with LlamaCppServer(ensure_gguf(), n_parallel=10, n_threads=threads()) as server, \
             httpx.Client(timeout=600) as client:
         for prompt in prompts:
-            ref, ours, ref_n, our_n, stages = [], [], [], [], []
+            ref, ours, ref_n, our_n, stages, least = [], [], [], [], [], []
             for r in range(rounds + 1):  # the order alternates; round 0 warms both up
                 if r % 2:
                     a, a_n = reference(client, server, prompt, r)
@@ -89,17 +99,20 @@ def main() -> None:
                 if r:
                     ref.append(a), ref_n.append(a_n), ours.append(b), our_n.append(b_n)
                     stages.append(st)
+                    least.append(floor(env)[0])
             bound = 3 * statistics.median(ref) + 2
             print(f"\n{prompt!r}: {rounds} rounds\n")
             print(table(["command", "median s", "min s", "max s", "responses"],
                         [row("llama.cpp n=10 request", ref, ref_n),
-                         row("bbwd score (new process)", ours, our_n)]))
+                         row("bbwd score (new process)", ours, our_n),
+                         row("floor: imports only (new process)", least, [0] * len(least))]))
             keys = sorted({k for st in stages for k in st})
             print("\nbbwd score stages (median s): " + ", ".join(
                 f"{k} {statistics.median(st.get(k, 0.0) for st in stages):.2f}" for k in keys))
             verdict = "met" if statistics.median(ours) <= bound else "NOT met"
             print(f"bbwd score / reference: {statistics.median(ours) / statistics.median(ref):.1f}x; "
-                  f"goal 3 x {statistics.median(ref):.2f} + 2 = {bound:.2f} s: {verdict}")
+                  f"goal 3 x {statistics.median(ref):.2f} + 2 = {bound:.2f} s: {verdict}; "
+                  f"the imports alone take {statistics.median(least):.2f} s")
 
 
 if __name__ == "__main__":

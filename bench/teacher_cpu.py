@@ -4,7 +4,9 @@ today's float32 path, in alternating rounds of one run.
 Timed path: ``HFTeacher.encode_ids(pairs, logprobs=False)`` (prompts once with their cache, responses on
 a copy of it, blocks up to the layer only), one call per workload per round, each variant on its own
 copy of the model. Variants (``--variants``):
-- ``fp32``: today's path (reference; torch's default threads);
+- ``padded``: the reference, the float32 pass as the issue measured it (``_reference.PaddedTeacher``: all of a
+  chunk's responses padded to its longest), torch's default threads;
+- ``fp32``: today's path, float32 (responses in runs of similar length, ``pad.length_runs``);
 - ``fp32-1t``, ``int8-1t``, ...: any variant with ``torch.set_num_threads(1)`` while it runs;
 - ``eager``: eager attention instead of SDPA;
 - ``bf16``: weights and activations in bfloat16;
@@ -18,15 +20,17 @@ copy of the model. Variants (``--variants``):
 - ``ort`` (table of its own): ONNX Runtime on the model cut at the layer, plain forward of
   prompt + response (right-padded, no cache: exporting the cached prefix path is impractical), against the
   same plain forward in torch.
-Workloads: ``synthetic`` (one 44-token prompt, K ~80-token responses, as ``bench/teacher.py``) and
-``sac3`` (the first ``--prompts`` records of the recorded SAC3 NQ-open set, K recorded gpt-3.5-turbo samples
-each). Printed: median ms and tokens/s (token floor / time), the median over rounds of each variant's
-speed-up over fp32 in the same round, and the deviation of the projected states from fp32.
+Workloads: ``synthetic`` (one 44-token prompt, K ~80-token responses, as ``bench/teacher.py``), ``sac3``
+(the first ``--prompts`` records of the recorded SAC3 NQ-open set, K recorded gpt-3.5-turbo samples each:
+short answers) and ``wikibio`` (the first ``--prompts`` records of the WikiBio GPT-3 set, K recorded GPT-3
+passages each: the issue's "GPT-3 passages"). Printed: median ms and tokens/s (token floor / time), the median
+over rounds of each variant's speed-up over ``padded`` in the same round, and the deviation of the projected
+states from ``padded``'s.
 
 Also ``eval VARIANT -- ARGS`` (``bbwd eval ARGS`` with the teacher in that variant) and ``compare REF RUN...``
 (paired AUROC differences of AvgWD and EigenWD against REF's results.jsonl).
 
-    python bench/teacher_cpu.py [--variants fp32,int8,...] [--rounds 7] [--prompts 16] [--k 10] [--quick]
+    python bench/teacher_cpu.py [--variants padded,fp32,int8,...] [--rounds 7] [--prompts 16] [--k 10] [--quick]
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from torch import nn
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 from _common import table, timed  # noqa: E402
+from _reference import PaddedTeacher  # noqa: E402
 from teacher import Pairs, synthetic_pairs  # noqa: E402
 
 from blackbox_wd.eval.data import data_dir, load  # noqa: E402
@@ -59,15 +64,17 @@ from blackbox_wd.teachers.hf import HFTeacher, load_teacher  # noqa: E402
 from blackbox_wd.teachers.pad import pad_batch  # noqa: E402
 
 SAC3 = "sac3_nq_open.jsonl"  # in the shared data folder ($BBWD_DATA_DIR or ../shared/data)
-VARIANTS = ["fp32", "fp32-1t", "eager", "bf16", "compile", "int8", "int8-1t", "int8-rs", "int8-rs-1t", "ort"]
+WIKIBIO = "wikibio_gpt3_dev.jsonl"
+REFERENCE = "padded"
+VARIANTS = [REFERENCE, "fp32", "fp32-1t", "eager", "bf16", "compile", "int8", "int8-1t", "int8-rs", "int8-rs-1t", "ort"]
 LINEARS = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
            "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
 warnings.filterwarnings("ignore", message=".*(deprecated|quantize_per_tensor).*")
 
 
-def sac3_pairs(teacher: HFTeacher, n: int, k: int) -> Pairs:
-    """K recorded samples of each of the first n SAC3 NQ-open records, as (prompt ids, response ids)."""
-    items = load(data_dir() / SAC3, limit=n).items
+def recorded_pairs(teacher: HFTeacher, file: str, n: int, k: int) -> Pairs:
+    """K recorded samples of each of the first n records of a shared data file, as (prompt ids, response ids)."""
+    items = load(data_dir() / file, limit=n).items
     return [(teacher.prompt_ids(it.messages), teacher.response_ids(s)) for it in items for s in it.samples[:k]]
 
 
@@ -159,7 +166,7 @@ def quantize(model: nn.Module, layer: int, per_channel: bool = False, rows: bool
 
 def variant_model(name: str, teacher: HFTeacher, calibration: Pairs | None = None) -> nn.Module:
     """A copy of the teacher's model turned into variant ``name`` (fp32: the model itself)."""
-    if name == "fp32":
+    if name in (REFERENCE, "fp32"):
         return teacher.model
     model = copy.deepcopy(teacher.model)
     if name == "eager":
@@ -183,7 +190,8 @@ def variant_model(name: str, teacher: HFTeacher, calibration: Pairs | None = Non
 def variant_teacher(name: str, teacher: HFTeacher, calibration: Pairs) -> HFTeacher:
     """The teacher with its model turned into variant ``name``."""
     model = variant_model(name, teacher, calibration)
-    return HFTeacher(model, teacher.tokenizer, name=teacher.name, layer=teacher.layer,
+    kind = PaddedTeacher if name == REFERENCE else HFTeacher
+    return kind(model, teacher.tokenizer, name=teacher.name, layer=teacher.layer,
                      token_budget=teacher.token_budget)
 
 
@@ -217,7 +225,7 @@ def time_variants(teachers: dict[str, HFTeacher], pairs: Pairs, rounds: int, thr
 def rows_for(workload: str, pairs: Pairs, runs: dict[str, list]) -> list[list]:
     """Table rows of one workload: ms, tokens/s, speed-up over fp32 (median of per-round ratios), deviation."""
     floor = token_floor(pairs)
-    ref_ms, ref_states = runs["fp32"]
+    ref_ms, ref_states = runs[REFERENCE]
     out = []
     for name, (ms, states) in runs.items():
         med = float(np.median(ms))
@@ -289,11 +297,12 @@ def bench(args: argparse.Namespace) -> None:
     threads = torch.get_num_threads()
     teacher = load_teacher("smollm2-135m", device="cpu")
     names = [v for v in args.variants.split(",") if v]
-    if names[0] != "fp32":
-        names = ["fp32"] + [n for n in names if n != "fp32"]
+    if names[0] != REFERENCE:
+        names = [REFERENCE] + [n for n in names if n != REFERENCE]
     workloads = {"synthetic": synthetic_pairs(teacher, args.k)}
-    if (data_dir() / SAC3).exists():
-        workloads["sac3"] = sac3_pairs(teacher, args.prompts, args.k)
+    for name, file in (("sac3", SAC3), ("wikibio", WIKIBIO)):
+        if (data_dir() / file).exists():
+            workloads[name] = recorded_pairs(teacher, file, args.prompts, args.k)
     calibration = workloads["synthetic"]
     built = {b: teacher if b == "fp32" else variant_teacher(b, teacher, calibration)
              for b in dict.fromkeys(n.removesuffix("-1t") for n in names if n != "ort")}
@@ -307,7 +316,7 @@ def bench(args: argparse.Namespace) -> None:
     print(f"torch {torch.__version__}, {threads} threads, python {platform.python_version()}, {os.cpu_count()} CPUs, "
           f"load average at start {load:.2f}; smollm2-135m on cpu, layer {teacher.layer} of {teacher.n_layers}, "
           f"cut after the layer; K={args.k}; {args.rounds} rounds, order rotated each round; median ms", flush=True)
-    header = ["workload", "variant", "tokens", "median ms", "tokens/s", "speed-up vs fp32",
+    header = ["workload", "variant", "tokens", "median ms", "tokens/s", f"speed-up vs {REFERENCE}",
               "max |d|", "max |d| / max |value|", "median token rel L2"]
     for w, pairs in workloads.items():  # one table per workload, printed as soon as it is measured
         print(table(header, rows_for(w, pairs, time_variants(teachers, pairs, args.rounds, threads))), flush=True)
@@ -366,13 +375,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--prompts", type=int, default=16, help="SAC3 records in the sac3 workload")
+    ap.add_argument("--prompts", type=int, default=16, help="records of each recorded workload (sac3, wikibio)")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    ap.add_argument("--quick", action="store_true", help="smoke: fp32, fp32-1t, int8, K=3, 2 prompts, 2 rounds")
+    ap.add_argument("--quick", action="store_true", help="smoke: padded, fp32, int8, K=3, 2 prompts, 2 rounds")
     args = ap.parse_args()
     if args.quick:
-        args.variants, args.k, args.prompts, args.rounds = "fp32,fp32-1t,int8", 3, 2, 2
+        args.variants, args.k, args.prompts, args.rounds = "padded,fp32,int8", 3, 2, 2
     bench(args)
 
 

@@ -67,3 +67,10 @@ def test_public_names_still_import() -> None:
     assert {BBWDError, Calibration, Detector, Result, Settings} <= {getattr(blackbox_wd, n) for n in blackbox_wd.__all__}
     with pytest.raises(AttributeError):
         blackbox_wd.no_such_name  # noqa: B018
+
+
+def test_scoring_path_loads_no_text_or_plotting_library() -> None:
+    """`bbwd score` needs torch, transformers and POT; ROUGE (nltk), spaCy and matplotlib load where they are used."""
+    got = probe("import blackbox_wd.pipeline, blackbox_wd.clients.llamacpp, blackbox_wd.calibration\ncode = 0")
+    assert {"torch", "transformers", "ot"} <= set(got["heavy"])
+    assert not {"rouge_score", "nltk", "spacy", "matplotlib"} & set(got["heavy"])

@@ -10,17 +10,20 @@ import re
 import string
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from rouge_score import rouge_scorer
-from rouge_score import tokenize as rouge_tokenize
+if TYPE_CHECKING:  # rouge-score imports nltk (~1.5 s): loaded on first use, not on the path of `bbwd score`
+    from rouge_score.rouge_scorer import RougeScorer
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
 
 @lru_cache(maxsize=1)
-def _scorer() -> rouge_scorer.RougeScorer:
-    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+def _scorer() -> RougeScorer:
+    from rouge_score.rouge_scorer import RougeScorer
+
+    return RougeScorer(["rougeL"], use_stemmer=False)
 
 
 def rouge_l_f1(reference: str, response: str) -> float:
@@ -43,7 +46,9 @@ def max_rouge_l(response: str, answers: Sequence[str]) -> float:
 
 def has_rouge_tokens(text: str) -> bool:
     """rouge-score keeps only [a-z0-9] runs: '---' or Japanese text have no tokens at all."""
-    return bool(rouge_tokenize.tokenize(text, None))
+    from rouge_score.tokenize import tokenize
+
+    return bool(tokenize(text, None))
 
 
 def em_key(text: str) -> str:

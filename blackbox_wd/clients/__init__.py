@@ -77,8 +77,9 @@ def local_sampler_for(settings: Settings, teacher: HFTeacher) -> BatchSampler:
     """The sampler of a local target (``local_sampler_name``): of the teacher itself (white-box) or of another model."""
     from blackbox_wd.teachers.hf import load_teacher
 
-    name = local_model(settings)
-    model = teacher if target_kind(settings) == "white-box" else load_teacher(name, settings.device, settings.dtype)
+    white_box = target_kind(settings) == "white-box"
+    name = settings.teacher if white_box else settings.target
+    model = teacher if white_box else load_teacher(name, settings.device, settings.dtype)
     if local_sampler_name(settings, model.device.type) == "transformers":
         return LocalSampler(model)
     from blackbox_wd.clients.llamacpp import LlamaCppSampler

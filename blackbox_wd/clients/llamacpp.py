@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from blackbox_wd.clients.local import sample_seed
+from blackbox_wd.clients.servers import llamacpp_server
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.sampling import BatchSampler
@@ -63,21 +64,7 @@ def server_for(gguf: Path) -> Any:
     It listens on a free port of 127.0.0.1: samplers post to its native ``/completion``, the one answer that
     carries every generated token id (the OpenAI-style ones leave out tokens ending inside a UTF-8 character).
     """
-    try:
-        import xllamacpp as xlc
-    except ImportError as exc:  # a core dependency: only a broken install gets here
-        raise BBWDError("llama.cpp sampling needs the xllamacpp wheel: pip install xllamacpp") from exc
-    p = xlc.CommonParams()
-    p.model.path = str(gguf)
-    p.n_parallel = SLOTS
-    p.n_ctx = CONTEXT
-    p.kv_unified = True
-    p.warmup = False
-    p.verbosity = -1
-    p.hostnames = ["127.0.0.1"]
-    p.port = 0
-    p.cpuparams.n_threads = p.cpuparams_batch.n_threads = threads()
-    return xlc.Server(p)
+    return llamacpp_server(gguf, slots=SLOTS, context=CONTEXT, threads=threads(), unified=True)
 
 
 class LlamaCppSampler(BatchSampler):
@@ -88,7 +75,6 @@ class LlamaCppSampler(BatchSampler):
     def __init__(self, teacher: HFTeacher, gguf: str | Path, slots: int = SLOTS) -> None:
         self.teacher = teacher
         self.slots = min(slots, SLOTS)  # sequences a request
-        self.context = CONTEXT
         self.server = server_for(Path(gguf).resolve())
         self.client = httpx.Client(base_url=self.server.listening_address, timeout=None)  # 127.0.0.1
 
@@ -105,9 +91,9 @@ class LlamaCppSampler(BatchSampler):
         """
         prompts = [self.teacher.prompt_ids(m) for m, _ in requests]  # BBWDError for a prompt over the context
         for ids, (_, k) in zip(prompts, requests):
-            if len(ids) + k * params.max_tokens > self.context:
+            if len(ids) + k * params.max_tokens > CONTEXT:
                 raise BBWDError(f"a prompt of {len(ids)} tokens and {k} x {params.max_tokens} new ones is over "
-                                f"llama.cpp's cache of {self.context} tokens")
+                                f"llama.cpp's cache of {CONTEXT} tokens")
         once = SamplingParams(1, 0.0, 1.0, params.max_tokens, 0)
         return [SampleSet(self.complete(ids, k, params, prompt_seed(params.seed, m)),
                           answer=self.complete(ids, 1, once, 0)[0] if answers else None)

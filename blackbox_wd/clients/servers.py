@@ -119,6 +119,32 @@ class TransformersServer:
                 self.proc.wait()
 
 
+def llamacpp_server(gguf: Path, *, slots: int, context: int, threads: int, unified: bool = False,
+                    alias: str | None = None, api_key: str | None = None, port: int = 0) -> Any:
+    """llama.cpp's server started in this process (xllamacpp) on ``gguf`` at 127.0.0.1 (port 0: a free one),
+    quiet and without warm-up: ``slots`` sequences, ``context`` KV cells (one cache shared by all sequences when
+    ``unified``, else split evenly), ``threads`` CPU threads."""
+    try:
+        import xllamacpp as xlc
+    except ImportError as exc:  # a core dependency: only a broken install gets here
+        raise BBWDError("llama.cpp needs the xllamacpp wheel: pip install xllamacpp") from exc
+    p = xlc.CommonParams()
+    p.model.path = str(gguf)
+    if alias:
+        p.model_alias = {alias}
+    if api_key:
+        p.api_keys = [api_key]
+    p.n_parallel = slots
+    p.n_ctx = context
+    p.kv_unified = unified
+    p.warmup = False
+    p.verbosity = -1
+    p.hostnames = [HOST]
+    p.port = port
+    p.cpuparams.n_threads = p.cpuparams_batch.n_threads = threads
+    return xlc.Server(p)
+
+
 @dataclass
 class LlamaCppServer:
     """llama.cpp's server in-process (xllamacpp) on 127.0.0.1 from a GGUF file."""
@@ -143,23 +169,8 @@ class LlamaCppServer:
         return self.base + "/v1"
 
     def __enter__(self) -> "LlamaCppServer":
-        try:
-            import xllamacpp as xlc
-        except ImportError as exc:
-            raise BBWDError("llama.cpp server needs the optional wheel: pip install xllamacpp") from exc
-        p = xlc.CommonParams()
-        p.model.path = str(self.gguf)
-        p.model_alias = {self.alias}
-        p.n_ctx = 2048 * self.n_parallel
-        p.n_parallel = self.n_parallel
-        p.warmup = False
-        p.hostnames = [HOST]
-        p.port = self.port
-        p.cpuparams.n_threads = self.n_threads
-        p.cpuparams_batch.n_threads = self.n_threads
-        if self.api_key:
-            p.api_keys = [self.api_key]
-        self.server = xlc.Server(p)
+        self.server = llamacpp_server(self.gguf, slots=self.n_parallel, context=2048 * self.n_parallel,
+                                      threads=self.n_threads, alias=self.alias, api_key=self.api_key, port=self.port)
         self.base = self.server.listening_address
         return self
 

@@ -14,7 +14,7 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, TokenStates
 from blackbox_wd.teachers.card import TextReader, model_source, resolve_layer
 from blackbox_wd.teachers.gguf import load_gguf
-from blackbox_wd.teachers.pad import pad_batch
+from blackbox_wd.teachers.pad import length_runs, pad_batch
 from blackbox_wd.teachers.levels import NO_MASK, Levels, attach
 from blackbox_wd.teachers.prefix import Prefix, SharedMemo, read
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
@@ -124,8 +124,8 @@ class HFTeacher:
         response of it once, batched by length under the token budget.
 
         The tokens a chunk's prompts share at their start (a few-shot prompt's exemplars) run once, then
-        each prompt's rest left-padded, their keys and values kept; the responses then run right-padded,
-        attending to those in place (``teachers.prefix``). Pairs with the same prompt and response get the
+        each prompt's rest left-padded, their keys and values kept; the responses then run right-padded in
+        runs of similar length (``length_runs``), attending to those in place (``teachers.prefix``). Pairs with the same prompt and response get the
         same TokenStates object. With ``logprobs`` the whole model runs (LNE needs the logits), else
         only the blocks up to the layer.
         """
@@ -140,12 +140,16 @@ class HFTeacher:
             group = [prompts[i] for i in chunk]
             prefix, last = self._prefill(group, logprobs)
             rows = sorted(((n, r) for n, p in enumerate(group) for r in where[p]), key=lambda row: len(row[1]))
-            for part in self._chunks([len(r) for _, r in rows], prefix.width):
+            for part in self._runs([len(r) for _, r in rows], prefix.width):
                 batch = [rows[i] for i in part]
                 for (n, response), ts in zip(batch, self._respond(prefix, last, batch, logprobs)):
                     for i in where[group[n]][response]:
                         out[i] = ts
         return out  # type: ignore[return-value]
+
+    def _runs(self, lengths: list[int], extra: int) -> list[list[int]]:
+        """Runs of rows of ascending ``lengths``, one pass each, that pad little (``pad.length_runs``)."""
+        return length_runs(lengths, extra, self.token_budget)
 
     def _chunks(self, lengths: list[int], extra: int) -> list[list[int]]:
         """Consecutive runs of indices into ascending ``lengths`` whose padded size, each row
