@@ -15,6 +15,7 @@ import blackbox_wd.serve.batcher as batcher_module
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.pipeline import Detector, Result
+from blackbox_wd.serve.service import _scoring_failed
 from blackbox_wd.records import Sample, SampleSet
 from blackbox_wd.serve.batcher import TeacherBatcher
 from blackbox_wd.serve.metrics import Metrics
@@ -88,5 +89,7 @@ def test_a_pass_that_raises_fails_only_the_request_that_caused_it(smollm_teacher
     results, _ = run_batch(detector, items())
     assert isinstance(results[2], BBWDError)
     assert str(results[2]) == "teacher pass failed: RuntimeError: CUDA error: out of memory"
+    err = _scoring_failed(results[2])  # the request's 500 says it once, not "scoring failed: teacher pass failed: ..."
+    assert err.status == 500 and err.body()["error"]["message"] == str(results[2])
     alone = [detector.score_many([item])[0] for item in items()[:2]]
     assert [r.avg_wd for r in results[:2]] == pytest.approx([r.avg_wd for r in alone], rel=1e-6)

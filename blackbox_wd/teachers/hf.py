@@ -148,7 +148,11 @@ class HFTeacher:
         return out  # type: ignore[return-value]
 
     def _runs(self, lengths: list[int], extra: int) -> list[list[int]]:
-        """Runs of rows of ascending ``lengths``, one pass each, that pad little (``pad.length_runs``)."""
+        """Runs of rows of ascending ``lengths``, one pass each: on CPU, where a padded token costs what a real one
+        does, the split that pads little (``pad.length_runs``); on a GPU, whose padded rows run in parallel, as
+        many rows as the token budget holds (the split was measured on CPU only)."""
+        if self.device.type != "cpu":
+            return self._chunks(lengths, extra)
         return length_runs(lengths, extra, self.token_budget)
 
     def _chunks(self, lengths: list[int], extra: int) -> list[list[int]]:
