@@ -103,12 +103,6 @@ class PreviousTeacher(HFTeacher):
 class PaddedTeacher(HFTeacher):
     """HFTeacher whose responses run padded to the longest of their budget-sized chunk (before length runs)."""
 
-    @classmethod
-    def wrap(cls, teacher: HFTeacher) -> "PaddedTeacher":
-        """The same model, tokenizer, layer and projection."""
-        return cls(teacher.model, teacher.tokenizer, name=teacher.name, layer=teacher.layer,
-                   proj_dim=teacher.proj_dim, proj_seed=teacher.proj_seed, token_budget=teacher.token_budget)
-
     def _runs(self, lengths: list[int], extra: int) -> list[list[int]]:
         """As many rows per pass as the token budget holds."""
         return self._chunks(lengths, extra)

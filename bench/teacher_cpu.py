@@ -322,7 +322,8 @@ def bench(args: argparse.Namespace) -> None:
         print(table(header, rows_for(w, pairs, time_variants(teachers, pairs, args.rounds, threads))), flush=True)
     if "ort" in names:
         with tempfile.TemporaryDirectory() as folder:
-            print(table(header, ort_rows(teacher, workloads, args.rounds, Path(folder))), flush=True)
+            ort_header = [*header[:5], "speed-up vs torch", *header[6:]]  # against torch's same plain forward
+            print(table(ort_header, ort_rows(teacher, workloads, args.rounds, Path(folder))), flush=True)
     print(f"load average at end {os.getloadavg()[0]:.2f}")
 
 

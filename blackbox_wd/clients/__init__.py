@@ -59,8 +59,11 @@ def local_sampler_name(settings: Settings, device: str) -> str | None:
     """What draws the settings' target on ``device``: "llama.cpp" for a model whose weights are a GGUF file
     (bundled or a path) run on CPU, else "transformers"; None for an API target."""
     model = local_model(settings)
-    if model is None:
-        return None
+    return None if model is None else drawn_by(model, device)
+
+
+def drawn_by(model: str, device: str) -> str:
+    """What samples a local model on ``device``: "llama.cpp" for GGUF weights on CPU, else "transformers"."""
     return "llama.cpp" if device == "cpu" and resolve(model).kind in ("embedded", "gguf") else "transformers"
 
 
@@ -77,10 +80,9 @@ def local_sampler_for(settings: Settings, teacher: HFTeacher) -> BatchSampler:
     """The sampler of a local target (``local_sampler_name``): of the teacher itself (white-box) or of another model."""
     from blackbox_wd.teachers.hf import load_teacher
 
-    white_box = target_kind(settings) == "white-box"
-    name = settings.teacher if white_box else settings.target
-    model = teacher if white_box else load_teacher(name, settings.device, settings.dtype)
-    if local_sampler_name(settings, model.device.type) == "transformers":
+    name = local_model(settings)
+    model = teacher if settings.white_box else load_teacher(name, settings.device, settings.dtype)
+    if drawn_by(name, model.device.type) == "transformers":
         return LocalSampler(model)
     from blackbox_wd.clients.llamacpp import LlamaCppSampler
 

@@ -65,7 +65,8 @@ LABEL_NAMES = {"label": "ROUGE-L >= 0.5 (QA) / equivalent final answer (MATH) of
 ANSWER_SOURCES = {"greedy": "a separate greedy answer (temperature 0)", "first": "the first of the K samples",
                   "recorded": "the record's recorded response (samples and labels from the data file)"}
 RECORDED_LABEL = "from the data file (1 = the judged answer is hallucinated)"
-LNE_SOURCES = {"target": "the target's own token log-probs (its API, or llama.cpp drawing it)", "teacher": "the teacher's log-probs of the forced samples"}
+LNE_SOURCES = {"target": "the target's own token log-probs (its API, or llama.cpp drawing it)",
+               "teacher": "the teacher's log-probs of the forced samples"}
 STAGES = ("sample", "greedy", "teacher", "transport", "baselines", "dse")
 
 

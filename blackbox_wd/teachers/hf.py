@@ -124,9 +124,9 @@ class HFTeacher:
         response of it once, batched by length under the token budget.
 
         The tokens a chunk's prompts share at their start (a few-shot prompt's exemplars) run once, then
-        each prompt's rest left-padded, their keys and values kept; the responses then run right-padded in
-        runs of similar length (``length_runs``), attending to those in place (``teachers.prefix``). Pairs with the same prompt and response get the
-        same TokenStates object. With ``logprobs`` the whole model runs (LNE needs the logits), else
+        each prompt's rest left-padded, their keys and values kept; the responses then run right-padded (on
+        CPU in runs of similar length, ``_runs``), attending to those in place (``teachers.prefix``). Pairs
+        with the same prompt and response get the same TokenStates object. With ``logprobs`` the whole model runs (LNE needs the logits), else
         only the blocks up to the layer.
         """
         for i, pair in enumerate(pairs):
