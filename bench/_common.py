@@ -23,8 +23,9 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A Markdown table with right-aligned columns."""
     cells = [[str(h) for h in header]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    line = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
-    return "\n".join([line(cells[0]), "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"] + [line(r) for r in cells[1:]])
+    line = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) + " |"  # noqa: E731
+    rule = "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"
+    return "\n".join([line(cells[0]), rule] + [line(r) for r in cells[1:]])
 
 
 def token_clouds(rng: np.random.Generator, k: int, m: int, equal: bool) -> list[np.ndarray]:

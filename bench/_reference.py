@@ -23,8 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import (Cache, DynamicCache, LogitsProcessorList, PreTrainedModel, TemperatureLogitsWarper,
-                          TopPLogitsWarper)
+from transformers import (
+    Cache,
+    DynamicCache,
+    LogitsProcessorList,
+    PreTrainedModel,
+    TemperatureLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler, row_generators
 from blackbox_wd.records import Messages, SampleSet, SamplingParams, TokenStates
@@ -41,10 +47,17 @@ class PreviousTeacher(HFTeacher):
     """HFTeacher whose pass runs prompt + response for every response (the path before shared prefixes)."""
 
     @classmethod
-    def wrap(cls, teacher: HFTeacher) -> "PreviousTeacher":
+    def wrap(cls, teacher: HFTeacher) -> PreviousTeacher:
         """The same model, tokenizer, layer and projection."""
-        return cls(teacher.model, teacher.tokenizer, name=teacher.name, layer=teacher.layer,
-                   proj_dim=teacher.proj_dim, proj_seed=teacher.proj_seed, token_budget=teacher.token_budget)
+        return cls(
+            teacher.model,
+            teacher.tokenizer,
+            name=teacher.name,
+            layer=teacher.layer,
+            proj_dim=teacher.proj_dim,
+            proj_seed=teacher.proj_seed,
+            token_budget=teacher.token_budget,
+        )
 
     def encode_ids(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool = False) -> list[TokenStates]:
         """Teacher-force (prompt ids, response ids) pairs, batched by total length under the token budget."""
@@ -53,7 +66,7 @@ class PreviousTeacher(HFTeacher):
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         out: list[TokenStates | None] = [None] * len(pairs)
         for chunk in self._sequence_chunks(order, pairs):
-            for i, ts in zip(chunk, self._forward([pairs[i] for i in chunk], logprobs)):
+            for i, ts in zip(chunk, self._forward([pairs[i] for i in chunk], logprobs), strict=True):
                 out[i] = ts
         return out  # type: ignore[return-value]
 
@@ -83,7 +96,8 @@ class PreviousTeacher(HFTeacher):
 
         handle = self._blocks[self.layer - 1].register_forward_hook(hook)
         try:
-            last_hidden = self.model.get_decoder()(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+            decoder = self.model.get_decoder()
+            last_hidden = decoder(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
         except _Stop:
             last_hidden = None
         finally:
@@ -95,7 +109,7 @@ class PreviousTeacher(HFTeacher):
             states = mid[row, lo:hi].cpu().double().numpy()
             lp = None
             if last_hidden is not None:
-                lp = self._token_logprobs(last_hidden[row, lo - 1:hi - 1], ids[row, lo:hi])
+                lp = self._token_logprobs(last_hidden[row, lo - 1 : hi - 1], ids[row, lo:hi])
             out.append(TokenStates(states=states @ self.projection, last=states[-1].copy(), logprobs=lp))
         return out
 
@@ -112,14 +126,15 @@ class PreviousSampler(LocalSampler):
     """LocalSampler whose rows each prefill their whole prompt in ``generate`` (no shared prefix)."""
 
     @torch.inference_mode()
-    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams,
-                    answers: bool = False) -> list[SampleSet]:
+    def sample_many(
+        self, requests: Sequence[tuple[Messages, int]], params: SamplingParams, answers: bool = False
+    ) -> list[SampleSet]:
         """``k`` samples for each (messages, k), every row's prompt left-padded into one ``generate`` call;
         with ``answers``, each prompt's greedy answer from one more call of its own (as eval did)."""
         sets = self._draw(requests, params)
         if answers:
             greedy = SamplingParams(k=1, temperature=0.0, top_p=1.0, max_tokens=params.max_tokens, seed=params.seed)
-            for ss, (messages, _) in zip(sets, requests):
+            for ss, (messages, _) in zip(sets, requests, strict=True):
                 ss.answer = self._draw([(messages, 1)], greedy)[0].samples[0]
         return sets
 
@@ -135,11 +150,18 @@ class PreviousSampler(LocalSampler):
                 draw.append(TopPLogitsWarper(params.top_p))
             draw.append(InverseCDFDraw(row_generators(requests, params.seed)))
         out = self.teacher.model.generate(
-            ids.to(device), attention_mask=mask.to(device), do_sample=False, logits_processor=draw,
-            temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens, min_new_tokens=1,
+            ids.to(device),
+            attention_mask=mask.to(device),
+            do_sample=False,
+            logits_processor=draw,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            max_new_tokens=params.max_tokens,
+            min_new_tokens=1,
             pad_token_id=pad,
         )
-        samples = iter(self.samples(out[:, ids.shape[1]:].tolist()))
+        samples = iter(self.samples(out[:, ids.shape[1] :].tolist()))
         return [SampleSet([next(samples) for _ in range(k)]) for _, k in requests]
 
 
@@ -181,10 +203,17 @@ class CopiedTeacher(HFTeacher):
     """HFTeacher as of #13: each prompt read whole once, its cache copied to its responses' rows."""
 
     @classmethod
-    def wrap(cls, teacher: HFTeacher) -> "CopiedTeacher":
+    def wrap(cls, teacher: HFTeacher) -> CopiedTeacher:
         """The same model, tokenizer, layer and projection."""
-        return cls(teacher.model, teacher.tokenizer, name=teacher.name, layer=teacher.layer,
-                   proj_dim=teacher.proj_dim, proj_seed=teacher.proj_seed, token_budget=teacher.token_budget)
+        return cls(
+            teacher.model,
+            teacher.tokenizer,
+            name=teacher.name,
+            layer=teacher.layer,
+            proj_dim=teacher.proj_dim,
+            proj_seed=teacher.proj_seed,
+            token_budget=teacher.token_budget,
+        )
 
     @torch.inference_mode()
     def encode_ids(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool = False) -> list[TokenStates]:
@@ -202,13 +231,14 @@ class CopiedTeacher(HFTeacher):
             rows = sorted(((n, r) for n, p in enumerate(group) for r in where[p]), key=lambda row: len(row[1]))
             for part in self._chunks([len(r) for _, r in rows], prefix.width):
                 batch = [rows[i] for i in part]
-                for (n, response), ts in zip(batch, self._copied_respond(prefix, last, batch, logprobs)):
+                for (n, response), ts in zip(batch, self._copied_respond(prefix, last, batch, logprobs), strict=True):
                     for i in where[group[n]][response]:
                         out[i] = ts
         return out  # type: ignore[return-value]
 
-    def _cached_run(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Cache,
-                    logprobs: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _cached_run(
+        self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Cache, logprobs: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One forward pass with a cache: the states after block ``layer`` (and the final hidden states)."""
         captured: list[torch.Tensor] = []
 
@@ -219,16 +249,18 @@ class CopiedTeacher(HFTeacher):
 
         handle = self._blocks[self.layer - 1].register_forward_hook(hook)
         try:
-            last = self.model.get_decoder()(input_ids=ids, attention_mask=mask, position_ids=pos,
-                                            past_key_values=cache, use_cache=True).last_hidden_state
+            last = self.model.get_decoder()(
+                input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True
+            ).last_hidden_state
         except _Stop:
             last = None
         finally:
             handle.remove()
         return captured[0], last
 
-    def _copied_prefill(self, prompts: list[tuple[int, ...]],
-                        logprobs: bool) -> tuple[CopiedPrefix, torch.Tensor | None]:
+    def _copied_prefill(
+        self, prompts: list[tuple[int, ...]], logprobs: bool
+    ) -> tuple[CopiedPrefix, torch.Tensor | None]:
         """Run the prompts once; their prefix, and the final hidden state at each prompt's last token."""
         ids, mask = left_padded(prompts, self.tokenizer.pad_token_id or 0, self.device)
         self.tokens.real += int(mask.sum())
@@ -237,8 +269,9 @@ class CopiedTeacher(HFTeacher):
         _, last = self._cached_run(ids, mask, positions(mask), cache, logprobs)
         return CopiedPrefix(cache, mask, mask.sum(1)), None if last is None else last[:, -1]
 
-    def _copied_respond(self, prefix: CopiedPrefix, last: torch.Tensor | None,
-                        rows: list[tuple[int, tuple[int, ...]]], logprobs: bool) -> list[TokenStates]:
+    def _copied_respond(
+        self, prefix: CopiedPrefix, last: torch.Tensor | None, rows: list[tuple[int, tuple[int, ...]]], logprobs: bool
+    ) -> list[TokenStates]:
         """Teacher-force responses (row: index of its prompt in the prefix, response ids) after their prompts."""
         ids, mask = pad_batch([r for _, r in rows], self.tokenizer.pad_token_id or 0)
         ids = ids.to(self.device)
@@ -249,11 +282,11 @@ class CopiedTeacher(HFTeacher):
         mid = mid.float()
         out = []
         for row, (n, response) in enumerate(rows):
-            states = mid[row, :len(response)].cpu().double().numpy()
+            states = mid[row, : len(response)].cpu().double().numpy()
             lp = None
             if hidden is not None and last is not None:
-                before = torch.cat([last[n:n + 1], hidden[row, :len(response) - 1]])
-                lp = self._token_logprobs(before, ids[row, :len(response)])
+                before = torch.cat([last[n : n + 1], hidden[row, : len(response) - 1]])
+                lp = self._token_logprobs(before, ids[row, : len(response)])
             out.append(TokenStates(states=states @ self.projection, last=states[-1].copy(), logprobs=lp))
         return out
 
@@ -262,16 +295,23 @@ class CopiedSampler(LocalSampler):
     """LocalSampler as of #13: prompts prefilled once, their cache copied per row, one ``generate`` call."""
 
     @torch.inference_mode()
-    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams,
-                    answers: bool = False) -> list[SampleSet]:
+    def sample_many(
+        self, requests: Sequence[tuple[Messages, int]], params: SamplingParams, answers: bool = False
+    ) -> list[SampleSet]:
         """``k`` samples for each (messages, k) (and each prompt's greedy answer), all in one ``generate`` call."""
         pad = self.pad_id()
         model, device = self.teacher.model, self.teacher.device
         ids, mask = left_padded([self.teacher.prompt_ids(m) for m, _ in requests], pad, device)
         cache = new_cache(model)
         if ids.shape[1] > 1:
-            model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=positions(mask[:, :-1]),
-                  past_key_values=cache, use_cache=True, logits_to_keep=1)
+            model(
+                input_ids=ids[:, :-1],
+                attention_mask=mask[:, :-1],
+                position_ids=positions(mask[:, :-1]),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
         width = [k + answers for _, k in requests]
         rows = torch.tensor([n for n, w in enumerate(width) for _ in range(w)], device=device)
         draw = LogitsProcessorList()
@@ -281,12 +321,20 @@ class CopiedSampler(LocalSampler):
                 draw.append(TopPLogitsWarper(params.top_p))
             draw.append(InverseCDFDraw(row_generators(requests, params.seed, answers)))
         out = model.generate(
-            ids[rows], attention_mask=mask[rows], past_key_values=select_rows(cache, rows), do_sample=False,
-            logits_processor=draw, temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens,
-            min_new_tokens=1, pad_token_id=pad,
+            ids[rows],
+            attention_mask=mask[rows],
+            past_key_values=select_rows(cache, rows),
+            do_sample=False,
+            logits_processor=draw,
+            temperature=None,
+            top_p=None,
+            top_k=None,
+            max_new_tokens=params.max_tokens,
+            min_new_tokens=1,
+            pad_token_id=pad,
         )
         self.decoded += len(rows) * (out.shape[1] - ids.shape[1] - 1)  # every row runs to the longest
-        drawn = iter(self.samples(out[:, ids.shape[1]:].tolist()))
+        drawn = iter(self.samples(out[:, ids.shape[1] :].tolist()))
         sets = []
         for _, k in requests:
             samples = [next(drawn) for _ in range(k)]

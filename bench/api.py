@@ -31,8 +31,9 @@ from blackbox_wd.records import SamplingParams  # noqa: E402
 async def draw(sampler: APISampler, prompts: int, k: int) -> int:
     """Sample ``k`` responses for each prompt, all prompts in flight together; returns requests made."""
     params = SamplingParams(k=k, seed=0)
-    sets = await asyncio.gather(*(sampler.asample([{"role": "user", "content": f"bench prompt {i}"}], params)
-                                  for i in range(prompts)))
+    sets = await asyncio.gather(
+        *(sampler.asample([{"role": "user", "content": f"bench prompt {i}"}], params) for i in range(prompts))
+    )
     return sum(s.usage.requests for s in sets)
 
 
@@ -59,8 +60,11 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     args = ap.parse_args()
     # the server runs in its own process so that it does not share this one's GIL
-    server = subprocess.Popen([sys.executable, str(HERE.parent / "tests" / "api_support.py"), str(args.latency)],
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, str(HERE.parent / "tests" / "api_support.py"), str(args.latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         base_url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
         seq_rate, seq_n = rate(base_url, 1, 1, args.k)
@@ -69,10 +73,17 @@ def main() -> None:
         server.terminate()
         server.wait()
     bound = args.concurrency / args.latency
-    out = {"latency_s": args.latency, "concurrency": args.concurrency, "requests": conc_n,
-           "sequential_req_per_s": round(seq_rate, 2), "concurrent_req_per_s": round(conc_rate, 2),
-           "speedup": round(conc_rate / seq_rate, 2), "bound_req_per_s": bound,
-           "fraction_of_bound": round(conc_rate / bound, 3), "target_fraction": 0.9}
+    out = {
+        "latency_s": args.latency,
+        "concurrency": args.concurrency,
+        "requests": conc_n,
+        "sequential_req_per_s": round(seq_rate, 2),
+        "concurrent_req_per_s": round(conc_rate, 2),
+        "speedup": round(conc_rate / seq_rate, 2),
+        "bound_req_per_s": bound,
+        "fraction_of_bound": round(conc_rate / bound, 3),
+        "target_fraction": 0.9,
+    }
     print(json.dumps(out))
     if out["fraction_of_bound"] < 0.9:
         print("below target", file=sys.stderr)

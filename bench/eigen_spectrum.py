@@ -43,8 +43,9 @@ def eigen_wd_at(d: np.ndarray, bandwidth: float, alpha: float = DEFAULT_ALPHA, p
 def top_share(d: np.ndarray) -> float:
     """Share of the largest singular value in the shipped kernel's spectrum."""
     b = np.median(d[d > 0]) if (d > 0).any() else 1.0
-    s = np.linalg.svd(np.exp(-(d**2) / (2.0 * (b**2 + BANDWIDTH_EPS))) + DEFAULT_ALPHA * np.eye(len(d)),
-                      compute_uv=False)
+    s = np.linalg.svd(
+        np.exp(-(d**2) / (2.0 * (b**2 + BANDWIDTH_EPS))) + DEFAULT_ALPHA * np.eye(len(d)), compute_uv=False
+    )
     return float(s[0] / s.sum())
 
 
@@ -68,9 +69,19 @@ def run_rows(folder: Path, k: int) -> list[list[str]]:
     cv = np.median([o.std() / o.mean() for o in off if o.mean() > 0])
     avg = [avg_wd(d) for d in ds]
     eig = [eigen_wd(d) for d in ds]
-    return [[folder.name, k, len(rows), f"{cv:.3f}", f"{np.median([top_share(d) for d in ds]):.3f}",
-             f"{100 * spearmanr(eig, avg)[0]:.0f}", follow(avg, rows), follow(eig, rows),
-             follow([eigen_wd_at(d, glob) for d in ds], rows)]]
+    return [
+        [
+            folder.name,
+            k,
+            len(rows),
+            f"{cv:.3f}",
+            f"{np.median([top_share(d) for d in ds]):.3f}",
+            f"{100 * spearmanr(eig, avg)[0]:.0f}",
+            follow(avg, rows),
+            follow(eig, rows),
+            follow([eigen_wd_at(d, glob) for d in ds], rows),
+        ]
+    ]
 
 
 def main() -> None:
@@ -80,8 +91,22 @@ def main() -> None:
     ap.add_argument("--k", nargs="+", type=int, default=[10])
     args = ap.parse_args()
     out = [r for folder in args.runs for k in args.k for r in run_rows(folder, k)]
-    print(table(["run", "K", "n", "cv of D", "s1 share", "Spearman(EigenWD, AvgWD) x100", "AvgWD",
-                 "EigenWD (median b)", "EigenWD (run b)"], out))
+    print(
+        table(
+            [
+                "run",
+                "K",
+                "n",
+                "cv of D",
+                "s1 share",
+                "Spearman(EigenWD, AvgWD) x100",
+                "AvgWD",
+                "EigenWD (median b)",
+                "EigenWD (run b)",
+            ],
+            out,
+        )
+    )
 
 
 if __name__ == "__main__":

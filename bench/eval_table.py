@@ -20,8 +20,7 @@ from pathlib import Path
 # bench/ot.py would shadow POT for `import ot`: keep this folder off the front of the path.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.eval.report import (METHODS, NAMES, OURS, best_baseline, compare, labelled, shown,  # noqa: E402
-                                     summarize)
+from blackbox_wd.eval.report import METHODS, NAMES, OURS, best_baseline, compare, labelled, shown, summarize  # noqa: E402
 
 
 def read_rows(folder: Path, first: int | None) -> list[dict]:
@@ -59,8 +58,15 @@ def main() -> None:
     ap.add_argument("--label", nargs="+", default=["label"], help="label fields, one row each per run")
     ap.add_argument("--first", type=int, default=None, help="only each run's first N scored prompts")
     args = ap.parse_args()
-    header = ["run", "label", "n", "halluc./correct", "base rate", *(NAMES[m] for m in METHODS),
-              *(f"{NAMES[m]} - best baseline [95% CI]" for m in OURS)]
+    header = [
+        "run",
+        "label",
+        "n",
+        "halluc./correct",
+        "base rate",
+        *(NAMES[m] for m in METHODS),
+        *(f"{NAMES[m]} - best baseline [95% CI]" for m in OURS),
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for folder in args.folders:
         if not (folder / "results.jsonl").is_file():

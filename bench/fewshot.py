@@ -14,8 +14,9 @@ Paths:
   every row attends to the prompts' keys in place, a row leaves the batch at its stop token.
 Each round runs both paths (order alternating), each a fresh process that loads the model, scores
 one prompt untimed (warm-up, 4 tokens), then times every group; the shared path's first group reads
-the exemplars itself (its memo is emptied after the warm-up), later groups reuse them as eval does. Printed: seconds per prompt (median over the
-round's groups), peak RSS (``ru_maxrss`` of the process), decoded row-steps, and the per-round ratio.
+the exemplars itself (its memo is emptied after the warm-up), later groups reuse them as eval does.
+Printed: seconds per prompt (median over the round's groups), peak RSS (``ru_maxrss`` of the process),
+decoded row-steps, and the per-round ratio.
 
     python bench/fewshot.py [--prompts 8] [--rounds 2] [--k 10] [--max-tokens 128]
     python bench/fewshot.py --quick
@@ -74,20 +75,41 @@ def child(args: argparse.Namespace) -> None:
     teacher.memo = SharedMemo(teacher.n_layers)  # the first timed group reads the exemplars itself
     sampler.decoded, seconds = 0, []
     for start in range(0, len(items), args.group_size):
-        group = items[start:start + args.group_size]
+        group = items[start : start + args.group_size]
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            evaluate(detector, replace(data, items=group), Path(tmp), group_size=args.group_size)
+            evaluate(replace(detector, group_size=args.group_size), replace(data, items=group), Path(tmp))
             seconds.append((time.perf_counter() - t0) / len(group))
     prompt_tokens = [len(teacher.prompt_ids(it.messages)) for it in items]
-    print(json.dumps({"s_per_prompt": seconds, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "decoded": sampler.decoded, "prompt_tokens": prompt_tokens, "threads": torch.get_num_threads()}))
+    print(
+        json.dumps(
+            {
+                "s_per_prompt": seconds,
+                "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "decoded": sampler.decoded,
+                "prompt_tokens": prompt_tokens,
+                "threads": torch.get_num_threads(),
+            }
+        )
+    )
 
 
 def run_child(path: str, args: argparse.Namespace) -> dict:
     """One path in a fresh process: its JSON report."""
-    cmd = [sys.executable, __file__, "--child", path, "--prompts", str(args.prompts), "--k", str(args.k),
-           "--max-tokens", str(args.max_tokens), "--group-size", str(args.group_size)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        path,
+        "--prompts",
+        str(args.prompts),
+        "--k",
+        str(args.k),
+        "--max-tokens",
+        str(args.max_tokens),
+        "--group-size",
+        str(args.group_size),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -109,24 +131,35 @@ def main() -> None:
         child(args)
         return
     print("command: " + shlex.join(["python", *sys.argv]))
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}; "
-          f"sciq few-shot with support, {args.prompts} prompts, K={args.k}, T=0.5, max_tokens={args.max_tokens}, "
-          f"group size {args.group_size}, smollm2-135m white-box on CPU, {args.rounds} rounds")
+    print(
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}; "
+        f"sciq few-shot with support, {args.prompts} prompts, K={args.k}, T=0.5, max_tokens={args.max_tokens}, "
+        f"group size {args.group_size}, smollm2-135m white-box on CPU, {args.rounds} rounds"
+    )
     got: dict[str, list[dict]] = {p: [] for p in PATHS}
     for r in range(args.rounds):
-        for path in (list(PATHS) if r % 2 == 0 else list(PATHS)[::-1]):
+        for path in list(PATHS) if r % 2 == 0 else list(PATHS)[::-1]:
             got[path].append(run_child(path, args))
     tokens = got["shared"][0]["prompt_tokens"]
     print(f"prompt tokens: median {statistics.median(tokens):.0f}, range {min(tokens)}-{max(tokens)}")
     rows = []
     for path, reports in got.items():
         per_round = [statistics.median(rep["s_per_prompt"]) for rep in reports]
-        rows.append([PATHS[path], f"{statistics.median(per_round):.2f}", " ".join(f"{s:.2f}" for s in per_round),
-                     f"{max(rep['maxrss_mb'] for rep in reports):.0f}", reports[0]["decoded"]])
+        rows.append(
+            [
+                PATHS[path],
+                f"{statistics.median(per_round):.2f}",
+                " ".join(f"{s:.2f}" for s in per_round),
+                f"{max(rep['maxrss_mb'] for rep in reports):.0f}",
+                reports[0]["decoded"],
+            ]
+        )
     print()
     print(table(["path", "s/prompt (median)", "per round", "peak RSS MB", "decoded row-steps"], rows))
-    ratios = [statistics.median(a["s_per_prompt"]) / statistics.median(b["s_per_prompt"])
-              for a, b in zip(got["previous"], got["shared"])]
+    ratios = [
+        statistics.median(a["s_per_prompt"]) / statistics.median(b["s_per_prompt"])
+        for a, b in zip(got["previous"], got["shared"], strict=True)
+    ]
     rss = max(r["maxrss_mb"] for r in got["previous"]) / max(r["maxrss_mb"] for r in got["shared"])
     print(f"\nspeed-up per round: {' '.join(f'{x:.2f}x' for x in ratios)}; median {statistics.median(ratios):.2f}x")
     print(f"peak RSS previous / shared prefix: {rss:.2f}x (goal: <= 5 s a prompt, <= 2048 MB)")

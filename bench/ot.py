@@ -18,6 +18,7 @@ import os
 import platform
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 # This file is bench/ot.py: take its folder off the path so that `import ot` finds POT, not itself.
@@ -56,6 +57,22 @@ def repeats(k: int, m: int, quick: bool) -> int:
     return {16: 25, 64: 11, 256: 5, 512: 3}[m] if k == 10 else {16: 25, 64: 7, 256: 3, 512: 2}[m]
 
 
+def ref_pinned(clouds: list[np.ndarray]) -> tuple[float, np.ndarray]:
+    """The naive reference's ms and D with BLAS on one thread."""
+    with threadpool_limits(1, "blas"):
+        return timed(partial(naive_pairwise, clouds))
+
+
+def ref_default(clouds: list[np.ndarray]) -> tuple[float, np.ndarray]:
+    """The naive reference's ms and D with BLAS threads as the old code ran."""
+    return timed(partial(naive_pairwise, clouds))
+
+
+def optimised(clouds: list[np.ndarray]) -> tuple[float, np.ndarray]:
+    """The package's ms and D."""
+    return timed(partial(pairwise_w2, clouds))
+
+
 def main() -> None:
     """Run the grid and print one Markdown table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -72,21 +89,10 @@ def main() -> None:
                 for r in range(repeats(k, m, args.quick)):
                     clouds = token_clouds(rng, k, m, kind == "equal")
                     iu = np.triu_indices(k, 1)
-
-                    def ref_pinned() -> tuple[float, np.ndarray]:
-                        with threadpool_limits(1, "blas"):
-                            return timed(lambda: naive_pairwise(clouds))
-
-                    def ref_default() -> tuple[float, np.ndarray]:  # BLAS threads as the old code ran
-                        return timed(lambda: naive_pairwise(clouds))
-
-                    def optimised() -> tuple[float, np.ndarray]:
-                        return timed(lambda: pairwise_w2(clouds))
-
                     fns = [ref_pinned, ref_default, optimised]
                     got = {}
                     for fn in fns if r % 2 == 0 else fns[::-1]:
-                        got[fn.__name__] = fn()
+                        got[fn.__name__] = fn(clouds)
                         if fn is ref_default:  # its idle BLAS threads spin on and would slow the next timing
                             time.sleep(PAUSE_S)
                     t_pin.append(got["ref_pinned"][0])
@@ -94,14 +100,40 @@ def main() -> None:
                     t_opt.append(got["optimised"][0])
                     ref, opt = got["ref_pinned"][1], got["optimised"][1]
                     worst = max(worst, float(np.max(np.abs(opt[iu] - ref[iu]) / ref[iu])))
-                rows.append([kind, k, m, len(t_opt), f"{np.median(t_def):.1f}", f"{np.median(t_pin):.1f}",
-                             f"{np.median(t_opt):.1f}", f"{np.median(np.divide(t_def, t_opt)):.2f}x",
-                             f"{np.median(np.divide(t_pin, t_opt)):.2f}x"])
+                rows.append(
+                    [
+                        kind,
+                        k,
+                        m,
+                        len(t_opt),
+                        f"{np.median(t_def):.1f}",
+                        f"{np.median(t_pin):.1f}",
+                        f"{np.median(t_opt):.1f}",
+                        f"{np.median(np.divide(t_def, t_opt)):.2f}x",
+                        f"{np.median(np.divide(t_pin, t_opt)):.2f}x",
+                    ]
+                )
                 print(" ".join(map(str, rows[-1])), file=sys.stderr, flush=True)
-    print(f"POT {ot.__version__}, numpy {np.__version__}, python {platform.python_version()}, "
-          f"{len(os.sched_getaffinity(0))} CPUs available")
-    print(table(["sizes", "K", "M", "rounds", "naive ms (default BLAS)", "naive ms (1-thread BLAS)", "optimised ms",
-                 "speed-up vs default (median of rounds)", "speed-up vs 1-thread (median of rounds)"], rows))
+    print(
+        f"POT {ot.__version__}, numpy {np.__version__}, python {platform.python_version()}, "
+        f"{len(os.sched_getaffinity(0))} CPUs available"
+    )
+    print(
+        table(
+            [
+                "sizes",
+                "K",
+                "M",
+                "rounds",
+                "naive ms (default BLAS)",
+                "naive ms (1-thread BLAS)",
+                "optimised ms",
+                "speed-up vs default (median of rounds)",
+                "speed-up vs 1-thread (median of rounds)",
+            ],
+            rows,
+        )
+    )
     print(f"max relative deviation of D (all pairs, all rounds): {worst:.2e}")
 
 

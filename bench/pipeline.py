@@ -68,12 +68,12 @@ from blackbox_wd.batch import BatchRunner, BatchSummary  # noqa: E402
 from blackbox_wd.clients.api import APISampler, make_api_sampler  # noqa: E402
 from blackbox_wd.clients.local import LocalSampler  # noqa: E402
 from blackbox_wd.clients.presets import resolve_endpoint  # noqa: E402
-from blackbox_wd.eval.data import Dataset, Item  # noqa: E402
+from blackbox_wd.eval.data import Dataset  # noqa: E402
 from blackbox_wd.eval.run import evaluate  # noqa: E402
 from blackbox_wd.pipeline import Detector, as_messages  # noqa: E402
-from blackbox_wd.settings import Settings  # noqa: E402
 from blackbox_wd.records import Sample  # noqa: E402
 from blackbox_wd.scores import avg_wd, eigen_wd  # noqa: E402
+from blackbox_wd.settings import Settings  # noqa: E402
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher  # noqa: E402
 
 TARGET = "smollm2-135m"
@@ -89,8 +89,9 @@ class Stages:
 
 
 @torch.inference_mode()
-def naive_prompt(teacher: HFTeacher, draw: Draw, prompt: str, settings: Settings,
-                 st: Stages) -> tuple[float, float] | None:
+def naive_prompt(
+    teacher: HFTeacher, draw: Draw, prompt: str, settings: Settings, st: Stages
+) -> tuple[float, float] | None:
     """Score one prompt the straightforward way; None (and an error counted) for an empty response."""
     messages = as_messages(prompt)
     t0 = time.perf_counter()
@@ -107,7 +108,7 @@ def naive_prompt(teacher: HFTeacher, draw: Draw, prompt: str, settings: Settings
             return None
         ids = torch.tensor([prompt_ids + response])
         hidden = teacher.model(ids, output_hidden_states=True).hidden_states[teacher.layer][0]
-        clouds.append(hidden[len(prompt_ids):].double().numpy() @ teacher.projection)
+        clouds.append(hidden[len(prompt_ids) :].double().numpy() @ teacher.projection)
     t2 = time.perf_counter()
     k = len(clouds)
     d = np.zeros((k, k))
@@ -134,7 +135,7 @@ def time_batch(detector: Detector, items: list, group_size: int) -> tuple[BatchS
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
         src.write_text("".join(json.dumps({"id": it.id, "messages": it.messages}) + "\n" for it in items))
-        runner = BatchRunner(detector, sample_missing=True, group_size=group_size)
+        runner = BatchRunner(replace(detector, group_size=group_size), sample_missing=True)
         summary = asyncio.run(runner.run(src, dst))
         sums: dict[str, float] = {}
         for line in dst.read_text().splitlines():
@@ -143,13 +144,41 @@ def time_batch(detector: Detector, items: list, group_size: int) -> tuple[BatchS
     return summary, sums
 
 
-def report(title: str, n: int, naive: list[tuple[str, float, Stages]], fast_s: float, summary: BatchSummary,
-           sums: dict[str, float], sample_note: str) -> None:
+def report(
+    title: str,
+    n: int,
+    naive: list[tuple[str, float, Stages]],
+    fast_s: float,
+    summary: BatchSummary,
+    sums: dict[str, float],
+    sample_note: str,
+) -> None:
     """Print one mode's table and ratios."""
-    rows = [[name, f"{s:.1f}", f"{n / s:.3f}", f"{st.sample:.1f}", f"{st.teacher:.1f}", f"{st.ot:.2f}",
-             st.requests, st.errors] for name, s, st in naive]
-    rows.append(["bbwd batch", f"{fast_s:.1f}", f"{n / fast_s:.3f}", sample_note, f"{sums.get('teacher', 0):.1f}",
-                 f"{sums.get('transport', 0):.2f}", summary.usage.requests, summary.errors])
+    rows = [
+        [
+            name,
+            f"{s:.1f}",
+            f"{n / s:.3f}",
+            f"{st.sample:.1f}",
+            f"{st.teacher:.1f}",
+            f"{st.ot:.2f}",
+            st.requests,
+            st.errors,
+        ]
+        for name, s, st in naive
+    ]
+    rows.append(
+        [
+            "bbwd batch",
+            f"{fast_s:.1f}",
+            f"{n / fast_s:.3f}",
+            sample_note,
+            f"{sums.get('teacher', 0):.1f}",
+            f"{sums.get('transport', 0):.2f}",
+            summary.usage.requests,
+            summary.errors,
+        ]
+    )
     print(f"\n### {title}\n")
     print(table(["pipeline", "seconds", "prompts/s", "sample s", "teacher s", "OT s", "API requests", "errors"], rows))
     for name, s, _ in naive:
@@ -166,11 +195,19 @@ def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
         """k samples from one stock ``generate(do_sample=True)`` call (torch.multinomial), cut at a stop token."""
         ids = torch.tensor([teacher.prompt_ids(messages)])
         torch.manual_seed(seed)
-        out = teacher.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=True,
-                                     temperature=params.temperature, top_p=params.top_p, top_k=0,
-                                     max_new_tokens=params.max_tokens, min_new_tokens=1, num_return_sequences=k,
-                                     pad_token_id=sampler.pad_id())
-        return sampler.samples(out[:, ids.shape[1]:].tolist())
+        out = teacher.model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=True,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=0,
+            max_new_tokens=params.max_tokens,
+            min_new_tokens=1,
+            num_return_sequences=k,
+            pad_token_id=sampler.pad_id(),
+        )
+        return sampler.samples(out[:, ids.shape[1] :].tolist())
 
     def one_call(messages):
         return stock(messages, params.k, params.seed)
@@ -182,18 +219,29 @@ def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
     naive = []
     if not args.skip_naive:
         naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed
-        for name, draw in [("naive, K samples in 1 generate call (strong reference)", one_call),
-                           ("naive, K generate calls of 1 sample (per-sample seeds)", per_sample)]:
+        for name, draw in [
+            ("naive, K samples in 1 generate call (strong reference)", one_call),
+            ("naive, K generate calls of 1 sample (per-sample seeds)", per_sample),
+        ]:
             s, st = time_naive(teacher, draw, prompts, settings)
             naive.append((name, s, st))
     previous = PreviousTeacher.wrap(teacher)
-    prev_summary, prev_sums = time_batch(Detector(previous, PreviousSampler(previous), settings), items, args.group_size)
+    prev_summary, prev_sums = time_batch(
+        Detector(previous, PreviousSampler(previous), settings), items, args.group_size
+    )
     st = Stages()
     st.teacher, st.ot, st.errors = prev_sums.get("teacher", 0.0), prev_sums.get("transport", 0.0), prev_summary.errors
     naive.append(("bbwd batch before shared prefixes (previous teacher and sampler)", prev_summary.seconds, st))
     summary, sums = time_batch(Detector(teacher, sampler, settings), items, args.group_size)
-    report(f"white-box: target = the teacher's own model ({TARGET}), generated locally", len(items), naive,
-           summary.seconds, summary, sums, "in batch")
+    report(
+        f"white-box: target = the teacher's own model ({TARGET}), generated locally",
+        len(items),
+        naive,
+        summary.seconds,
+        summary,
+        sums,
+        "in batch",
+    )
 
 
 def black_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None:
@@ -202,12 +250,22 @@ def black_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
         if os.environ.pop(var, None) is not None:
             print(f"note: {var} was set and is ignored by this bench")
     # the server runs in its own process so that it does not share this one's GIL
-    server = subprocess.Popen([sys.executable, str(_HERE.parent / "tests" / "api_support.py"), str(args.latency)],
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, str(_HERE.parent / "tests" / "api_support.py"), str(args.latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         base_url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
-        settings = Settings(target=TARGET, base_url=base_url, k=args.k, max_tokens=args.max_tokens, device="cpu",
-                            cache=False, concurrency=args.concurrency)
+        settings = Settings(
+            target=TARGET,
+            base_url=base_url,
+            k=args.k,
+            max_tokens=args.max_tokens,
+            device="cpu",
+            cache=False,
+            concurrency=args.concurrency,
+        )
         params = settings.sampling()
         seq = APISampler(resolve_endpoint(TARGET, base_url, None), concurrency=1)  # no cache
         seq.honours_n = False  # one request per sample, sent one after another
@@ -230,19 +288,30 @@ def black_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
     finally:
         server.terminate()
         server.wait()
-    report(f"black-box: target {TARGET} behind an OpenAI-compatible API at {base_url}, {args.latency * 1e3:.0f} ms "
-           f"per request, n ignored", len(items), [("naive, K sequential requests", naive_s, st)], summary.seconds,
-           summary, sums, "overlapped")
-    print(f"bound from latency alone: naive >= {args.k * args.latency:.2f} s/prompt; bbwd batch >= "
-          f"{args.k * args.latency / args.concurrency:.3f} s/prompt (concurrency {args.concurrency})")
+    report(
+        f"black-box: target {TARGET} behind an OpenAI-compatible API at {base_url}, {args.latency * 1e3:.0f} ms "
+        f"per request, n ignored",
+        len(items),
+        [("naive, K sequential requests", naive_s, st)],
+        summary.seconds,
+        summary,
+        sums,
+        "overlapped",
+    )
+    print(
+        f"bound from latency alone: naive >= {args.k * args.latency:.2f} s/prompt; bbwd batch >= "
+        f"{args.k * args.latency / args.concurrency:.3f} s/prompt (concurrency {args.concurrency})"
+    )
 
 
 def eval_mode(args: argparse.Namespace, teacher: HFTeacher, data: Dataset) -> None:
     """``bbwd eval``'s per-prompt path white-box, with the previous teacher and sampler and with the new ones."""
     settings = Settings(k=args.k, max_tokens=args.max_tokens, device="cpu")
     previous = PreviousTeacher.wrap(teacher)
-    paths = {"previous (every response with its prompt)": Detector(previous, PreviousSampler(previous), settings),
-             "shared prefix": Detector(teacher, LocalSampler(teacher), settings)}
+    paths = {
+        "previous (every response with its prompt)": Detector(previous, PreviousSampler(previous), settings),
+        "shared prefix": Detector(teacher, LocalSampler(teacher), settings),
+    }
     warm = replace(data, items=data.items[:1])
     evaluate(paths["shared prefix"], warm, Path(tempfile.mkdtemp()))  # warm-up, untimed
     rows, seconds = [], {}
@@ -251,19 +320,42 @@ def eval_mode(args: argparse.Namespace, teacher: HFTeacher, data: Dataset) -> No
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             # the previous eval went item by item; the new one draws and teacher-forces 8 items at a time
-            done = evaluate(detector, data, Path(tmp), group_size=1 if name.startswith("previous") else args.group_size)
+            done = evaluate(
+                replace(detector, group_size=1 if name.startswith("previous") else args.group_size), data, Path(tmp)
+            )
             seconds[name] = time.perf_counter() - t0
         sums: dict[str, float] = {}
         for row in done:
             for key, v in row.get("timings", {}).items():
                 sums[key] = sums.get(key, 0.0) + v
         floor = sum(row.get("timings", {}).get("teacher_tokens", 0) for row in done) or 1
-        rows.append([name, f"{seconds[name]:.1f}", f"{seconds[name] / len(data.items):.2f}",
-                     *(f"{sums.get(k, 0.0):.1f}" for k in ("sample", "teacher", "baselines", "dse")),
-                     f"{(detector.teacher.tokens.padded - before) / floor:.2f}"])
-    print(f"\n### bbwd eval per prompt, white-box ({TARGET}), {args.data} ({data.protocol}), {len(data.items)} prompts\n")
-    print(table(["path", "seconds", "s/prompt", "sample s (incl. greedy)", "teacher s", "baselines s", "dse s",
-                 "teacher tokens/floor"], rows))
+        rows.append(
+            [
+                name,
+                f"{seconds[name]:.1f}",
+                f"{seconds[name] / len(data.items):.2f}",
+                *(f"{sums.get(k, 0.0):.1f}" for k in ("sample", "teacher", "baselines", "dse")),
+                f"{(detector.teacher.tokens.padded - before) / floor:.2f}",
+            ]
+        )
+    print(
+        f"\n### bbwd eval per prompt, white-box ({TARGET}), {args.data} ({data.protocol}), {len(data.items)} prompts\n"
+    )
+    print(
+        table(
+            [
+                "path",
+                "seconds",
+                "s/prompt",
+                "sample s (incl. greedy)",
+                "teacher s",
+                "baselines s",
+                "dse s",
+                "teacher tokens/floor",
+            ],
+            rows,
+        )
+    )
     a, b = seconds.values()
     print(f"speed-up: {a / b:.2f}x (target >= 2x on SQuAD; >= 0.95x on NQ)")
 
@@ -284,12 +376,16 @@ def main() -> None:
     data = dataset(args.data, args.n, "few-shot" if args.mode == "eval" else "zero-shot")
     items = data.items
     print("command: " + shlex.join(["python", *sys.argv]))
-    print(f"python {platform.python_version()}, torch {torch.__version__}, torch threads {torch.get_num_threads()}, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs, "
-          f"load average at start {os.getloadavg()[0]:.2f}")
-    print(f"{len(items)} {args.data} questions, K={args.k}, T={Settings.temperature}, max_tokens={args.max_tokens}, "
-          f"group size {args.group_size}, teacher {Settings.teacher} on CPU (layer floor(L/2)); black-box: latency "
-          f"{args.latency * 1e3:.0f} ms/request, concurrency {args.concurrency}, cache off")
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__}, torch threads {torch.get_num_threads()}, "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs, "
+        f"load average at start {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{len(items)} {args.data} questions, K={args.k}, T={Settings.temperature}, max_tokens={args.max_tokens}, "
+        f"group size {args.group_size}, teacher {Settings.teacher} on CPU (layer floor(L/2)); black-box: latency "
+        f"{args.latency * 1e3:.0f} ms/request, concurrency {args.concurrency}, cache off"
+    )
     teacher = load_teacher(Settings.teacher, "cpu")
     if args.mode in ("black-box", "both"):
         black_box(args, teacher, items)

@@ -27,6 +27,7 @@ import platform
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent  # bench/ot.py would shadow POT: keep this folder last on the path
@@ -77,38 +78,82 @@ def main() -> None:
     args = ap.parse_args()
 
     threads = torch.get_num_threads()
-    print(f"python {platform.python_version()}, torch {torch.__version__} ({threads} threads), ray {ray.__version__}, "
-          f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}")
-    print(f"{args.n} NQ-open dev questions, white-box smollm2-135m on CPU, K={args.k}, max_tokens={args.max_tokens}, "
-          f"group size {args.group_size}; Ray: local cluster of {args.cpus} CPUs")
+    print(
+        f"python {platform.python_version()}, torch {torch.__version__} ({threads} threads), ray {ray.__version__}, "
+        f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{args.n} NQ-open dev questions, white-box smollm2-135m on CPU, K={args.k}, max_tokens={args.max_tokens}, "
+        f"group size {args.group_size}; Ray: local cluster of {args.cpus} CPUs"
+    )
     settings = Settings(target="smollm2-135m", k=args.k, max_tokens=args.max_tokens, device="cpu")
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "nq.jsonl"
-        src.write_text("".join(json.dumps({"id": it.id, "messages": it.messages}) + "\n"
-                                 for it in load("nq", "zero-shot", args.n).items))
+        src.write_text(
+            "".join(
+                json.dumps({"id": it.id, "messages": it.messages}) + "\n"
+                for it in load("nq", "zero-shot", args.n).items
+            )
+        )
         t0 = time.perf_counter()
-        ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        ray.init(  # on loopback: Ray turns 127.0.0.1 itself into the machine's interface address
+            num_cpus=args.cpus,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level="ERROR",
+            _node_ip_address="127.0.0.2",
+        )
         print(f"ray.init: {time.perf_counter() - t0:.1f} s (not in the times below)")
         rows = []
         try:
             for n in range(args.rounds):
                 local = Path(tmp) / f"local{n}.jsonl"
-                seconds, summary = timed(lambda: BatchRunner(Detector.from_settings(settings), True,
-                                                             group_size=args.group_size).run(src, local))
-                rows.append([n + 1, "local", f"{threads}", f"{seconds:.1f}", f"{summary.records / seconds:.3f}", "-",
-                             summary.errors])
+                seconds, summary = timed(
+                    lambda local=local: BatchRunner(
+                        Detector.from_settings(settings, group_size=args.group_size), True
+                    ).run(src, local)
+                )
+                rows.append(
+                    [
+                        n + 1,
+                        "local",
+                        f"{threads}",
+                        f"{seconds:.1f}",
+                        f"{summary.records / seconds:.3f}",
+                        "-",
+                        summary.errors,
+                    ]
+                )
                 for workers in (1, 2):
                     out = Path(tmp) / f"ray{workers}-{n}.jsonl"
-                    runner = RayRunner(settings, True, args.group_size, teacher_workers=workers,
-                                       teacher_cpus=args.cpus / (2 * workers), score_cpus=args.cpus / 4,
-                                       threads=max(1, threads // workers))
-                    seconds, summary = timed(lambda: runner.run(src, out))
-                    rows.append([n + 1, f"ray, {workers} teacher worker{'s' * (workers > 1)}",
-                                 f"{workers} x {max(1, threads // workers)}", f"{seconds:.1f}",
-                                 f"{summary.records / seconds:.3f}", f"{deviation(out, local):.2g}", summary.errors])
+                    runner = RayRunner(
+                        settings,
+                        True,
+                        args.group_size,
+                        teacher_workers=workers,
+                        teacher_cpus=args.cpus / (2 * workers),
+                        score_cpus=args.cpus / 4,
+                        threads=max(1, threads // workers),
+                    )
+                    seconds, summary = timed(partial(runner.run, src, out))
+                    rows.append(
+                        [
+                            n + 1,
+                            f"ray, {workers} teacher worker{'s' * (workers > 1)}",
+                            f"{workers} x {max(1, threads // workers)}",
+                            f"{seconds:.1f}",
+                            f"{summary.records / seconds:.3f}",
+                            f"{deviation(out, local):.2g}",
+                            summary.errors,
+                        ]
+                    )
         finally:
             ray.shutdown()
-    print(table(["round", "engine", "torch threads", "seconds", "records/s", "max rel. deviation vs local", "errors"], rows))
+    print(
+        table(
+            ["round", "engine", "torch threads", "seconds", "records/s", "max rel. deviation vs local", "errors"], rows
+        )
+    )
 
 
 if __name__ == "__main__":

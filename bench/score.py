@@ -45,8 +45,16 @@ FLOOR = "import torch, ot, transformers.modeling_utils"
 def reference(client: httpx.Client, server: LlamaCppServer, prompt: str, seed: int) -> tuple[float, int]:
     """Seconds and response count of one n=10 chat request to the warm llama.cpp server (its ``usage`` undercounts
     the tokens of n > 1, so none are reported)."""
-    body = {"model": server.model, "messages": [{"role": "user", "content": prompt}], "n": 10, "temperature": 0.5,
-            "top_p": 1.0, "max_tokens": 128, "seed": seed, **NEUTRAL}
+    body = {
+        "model": server.model,
+        "messages": [{"role": "user", "content": prompt}],
+        "n": 10,
+        "temperature": 0.5,
+        "top_p": 1.0,
+        "max_tokens": 128,
+        "seed": seed,
+        **NEUTRAL,
+    }
     t0 = time.perf_counter()
     reply = client.post(f"{server.base_url}/chat/completions", json=body).raise_for_status().json()
     return time.perf_counter() - t0, len(reply["choices"])
@@ -55,8 +63,14 @@ def reference(client: httpx.Client, server: LlamaCppServer, prompt: str, seed: i
 def score(prompt: str, env: dict[str, str]) -> tuple[float, int, dict[str, float]]:
     """Seconds of ``bbwd score PROMPT --json`` in a new process, its response count and stage timings."""
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "blackbox_wd", "score", prompt, "--json"], env=env, cwd=ROOT,
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "blackbox_wd", "score", prompt, "--json"],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     seconds = time.perf_counter() - t0
     result = json.loads(out)
     stages = {k: v for k, v in result["timings"].items() if isinstance(v, float)}
@@ -72,8 +86,13 @@ def floor(env: dict[str, str]) -> float:
 
 def row(name: str, seconds: list[float], responses: list[int]) -> list[str]:
     """A table row: median, min, max seconds and the responses drawn."""
-    return [name, f"{statistics.median(seconds):.2f}", f"{min(seconds):.2f}", f"{max(seconds):.2f}",
-            str(int(statistics.median(responses)))]
+    return [
+        name,
+        f"{statistics.median(seconds):.2f}",
+        f"{min(seconds):.2f}",
+        f"{max(seconds):.2f}",
+        str(int(statistics.median(responses))),
+    ]
 
 
 def main() -> None:
@@ -83,10 +102,14 @@ def main() -> None:
     args = ap.parse_args()
     rounds, prompts = (1, PROMPTS[:1]) if args.quick else (args.rounds, PROMPTS)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, llama.cpp threads {threads()}, "
-          f"load average at start {os.getloadavg()[0]:.2f}")
-    with LlamaCppServer(ensure_gguf(), n_parallel=10, n_threads=threads()) as server, \
-            httpx.Client(timeout=600) as client:
+    print(
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, llama.cpp threads {threads()}, "
+        f"load average at start {os.getloadavg()[0]:.2f}"
+    )
+    with (
+        LlamaCppServer(ensure_gguf(), n_parallel=10, n_threads=threads()) as server,
+        httpx.Client(timeout=600) as client,
+    ):
         for prompt in prompts:
             ref, ours, ref_n, our_n, stages, least = [], [], [], [], [], []
             for r in range(rounds + 1):  # the order alternates; round 0 warms both up
@@ -102,17 +125,27 @@ def main() -> None:
                     least.append(floor(env))
             bound = 3 * statistics.median(ref) + 2
             print(f"\n{prompt!r}: {rounds} rounds\n")
-            print(table(["command", "median s", "min s", "max s", "responses"],
-                        [row("llama.cpp n=10 request", ref, ref_n),
-                         row("bbwd score (new process)", ours, our_n),
-                         row("floor: imports only (new process)", least, [0] * len(least))]))
+            print(
+                table(
+                    ["command", "median s", "min s", "max s", "responses"],
+                    [
+                        row("llama.cpp n=10 request", ref, ref_n),
+                        row("bbwd score (new process)", ours, our_n),
+                        row("floor: imports only (new process)", least, [0] * len(least)),
+                    ],
+                )
+            )
             keys = sorted({k for st in stages for k in st})
-            print("\nbbwd score stages (median s): " + ", ".join(
-                f"{k} {statistics.median(st.get(k, 0.0) for st in stages):.2f}" for k in keys))
+            print(
+                "\nbbwd score stages (median s): "
+                + ", ".join(f"{k} {statistics.median(st.get(k, 0.0) for st in stages):.2f}" for k in keys)
+            )
             verdict = "met" if statistics.median(ours) <= bound else "NOT met"
-            print(f"bbwd score / reference: {statistics.median(ours) / statistics.median(ref):.1f}x; "
-                  f"goal 3 x {statistics.median(ref):.2f} + 2 = {bound:.2f} s: {verdict}; "
-                  f"the imports alone take {statistics.median(least):.2f} s")
+            print(
+                f"bbwd score / reference: {statistics.median(ours) / statistics.median(ref):.1f}x; "
+                f"goal 3 x {statistics.median(ref):.2f} + 2 = {bound:.2f} s: {verdict}; "
+                f"the imports alone take {statistics.median(least):.2f} s"
+            )
 
 
 if __name__ == "__main__":

@@ -59,9 +59,23 @@ TARGET = "smollm2-135m"
 
 def settings_args(args: argparse.Namespace, base_url: str) -> list[str]:
     """The scoring options both servers get."""
-    return ["--target", TARGET, "--base-url", base_url, "--teacher", Settings.teacher, "-k", str(args.k),
-            "--max-tokens", str(args.max_tokens), "--device", "cpu", "--no-cache", "--concurrency",
-            str(args.concurrency)]
+    return [
+        "--target",
+        TARGET,
+        "--base-url",
+        base_url,
+        "--teacher",
+        Settings.teacher,
+        "-k",
+        str(args.k),
+        "--max-tokens",
+        str(args.max_tokens),
+        "--device",
+        "cpu",
+        "--no-cache",
+        "--concurrency",
+        str(args.concurrency),
+    ]
 
 
 def reference_server(argv: list[str]) -> None:
@@ -75,8 +89,16 @@ def reference_server(argv: list[str]) -> None:
         ap.add_argument(name)
     ap.add_argument("--no-cache", action="store_true")
     a = ap.parse_args(argv)
-    settings = Settings(target=a.target, base_url=a.base_url, teacher=a.teacher, k=int(a.k),
-                        max_tokens=int(a.max_tokens), device=a.device, cache=False, concurrency=int(a.concurrency))
+    settings = Settings(
+        target=a.target,
+        base_url=a.base_url,
+        teacher=a.teacher,
+        k=int(a.k),
+        max_tokens=int(a.max_tokens),
+        device=a.device,
+        cache=False,
+        concurrency=int(a.concurrency),
+    )
     detector = Detector.from_settings(settings)
     upstream = Upstream(detector.sampler)
     model_thread = ThreadPoolExecutor(1)
@@ -93,8 +115,9 @@ def reference_server(argv: list[str]) -> None:
         messages = scoring_messages(req)
         answer = asyncio.create_task(upstream.complete(req, raw, messages))
         samples = await detector.sampler.asample(messages, settings.sampling())
-        result = await asyncio.get_running_loop().run_in_executor(model_thread, detector.score_samples, messages,
-                                                                  samples)
+        result = await asyncio.get_running_loop().run_in_executor(
+            model_thread, detector.score_samples, messages, samples
+        )
         body = await answer
         body["bbwd"] = verdict(result)
         return JSONResponse(body)
@@ -117,11 +140,13 @@ async def drive(base_url: str, prompts: list[str], concurrency: int, max_tokens:
     slots = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
     async with AsyncOpenAI(base_url=base_url, api_key="bench", max_retries=0, timeout=900) as client:
+
         async def one(prompt: str) -> None:
             async with slots:
                 t0 = time.perf_counter()
-                got = await client.chat.completions.create(model=TARGET, max_tokens=max_tokens,
-                                                           messages=[{"role": "user", "content": prompt}])
+                got = await client.chat.completions.create(
+                    model=TARGET, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
+                )
                 latencies.append(time.perf_counter() - t0)
                 if "bbwd" not in (got.model_extra or {}):
                     raise RuntimeError(f"no verdict in the answer to {prompt!r}")
@@ -161,36 +186,69 @@ def main() -> None:
 
     questions = [it.prompt for it in dataset_items("nq", args.rounds * sum(counts) + 2)]
     print("command: " + shlex.join(["python", *sys.argv]))
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average at start "
-          f"{os.getloadavg()[0]:.2f}; servers with OMP_NUM_THREADS=1")
-    print(f"K={args.k}, max_tokens={args.max_tokens}, target latency {args.latency * 1e3:.0f} ms/request (n ignored), "
-          f"API slots {args.concurrency} per server, cache off, batch wait {args.batch_wait_ms} ms")
+    print(
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average at start "
+        f"{os.getloadavg()[0]:.2f}; servers with OMP_NUM_THREADS=1"
+    )
+    print(
+        f"K={args.k}, max_tokens={args.max_tokens}, target latency {args.latency * 1e3:.0f} ms/request (n ignored), "
+        f"API slots {args.concurrency} per server, cache off, batch wait {args.batch_wait_ms} ms"
+    )
     logs = Path(tempfile.gettempdir())
     procs: list[subprocess.Popen] = []
     try:
-        target = subprocess.Popen([sys.executable, str(ROOT / "tests" / "api_support.py"), str(args.latency)],
-                                  stdout=subprocess.PIPE, text=True)
+        target = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "api_support.py"), str(args.latency)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         procs.append(target)
         base_url = f"http://{HOST}:{int(target.stdout.readline())}/v1"
         ports = {"reference (each request on its own)": free_port(), "bbwd serve": free_port()}
         ref_port, serve_port = ports.values()
-        start([sys.executable, str(_HERE / "serve.py"), "--reference-server", "--port", str(ref_port),
-               *settings_args(args, base_url)], ref_port, logs / "bench_serve_reference.log", procs)
-        start([sys.executable, "-m", "blackbox_wd", "serve", "--host", HOST, "--port", str(serve_port),
-               "--batch-wait-ms", str(args.batch_wait_ms), *settings_args(args, base_url)],
-              serve_port, logs / "bench_serve_bbwd.log", procs)
+        start(
+            [
+                sys.executable,
+                str(_HERE / "serve.py"),
+                "--reference-server",
+                "--port",
+                str(ref_port),
+                *settings_args(args, base_url),
+            ],
+            ref_port,
+            logs / "bench_serve_reference.log",
+            procs,
+        )
+        start(
+            [
+                sys.executable,
+                "-m",
+                "blackbox_wd",
+                "serve",
+                "--host",
+                HOST,
+                "--port",
+                str(serve_port),
+                "--batch-wait-ms",
+                str(args.batch_wait_ms),
+                *settings_args(args, base_url),
+            ],
+            serve_port,
+            logs / "bench_serve_bbwd.log",
+            procs,
+        )
         for port in ports.values():  # warm-up, untimed
             asyncio.run(drive(f"http://{HOST}:{port}/v1", questions[:1], 1, args.max_tokens))
         rows, ratios = [], {}
         start_at = 2
-        for level, n in zip(levels, counts):
+        for level, n in zip(levels, counts, strict=True):
             rates: dict[str, list[float]] = {name: [] for name in ports}
             latencies: dict[str, list[float]] = {name: [] for name in ports}
             passes = scored = 0.0
             for r in range(args.rounds):  # the servers take turns, first one then the other, on the same prompts
-                prompts = questions[start_at:start_at + n]
+                prompts = questions[start_at : start_at + n]
                 start_at += n
-                for name in (list(ports) if r % 2 == 0 else list(ports)[::-1]):
+                for name in list(ports) if r % 2 == 0 else list(ports)[::-1]:
                     port = ports[name]
                     before = batch_stats(port) if port == serve_port else None
                     seconds, lat = asyncio.run(drive(f"http://{HOST}:{port}/v1", prompts, level, args.max_tokens))
@@ -201,17 +259,41 @@ def main() -> None:
                         passes, scored = passes + after[0] - before[0], scored + after[1] - before[1]
             for name in ports:
                 per_pass = f"{scored / passes:.2f}" if ports[name] == serve_port else "1 (by design)"
-                rows.append([name, level, n * args.rounds, " ".join(f"{x:.2f}" for x in rates[name]),
-                             f"{np.median(rates[name]):.2f}", f"{np.percentile(latencies[name], 50):.2f}",
-                             f"{np.percentile(latencies[name], 95):.2f}", per_pass])
+                rows.append(
+                    [
+                        name,
+                        level,
+                        n * args.rounds,
+                        " ".join(f"{x:.2f}" for x in rates[name]),
+                        f"{np.median(rates[name]):.2f}",
+                        f"{np.percentile(latencies[name], 50):.2f}",
+                        f"{np.percentile(latencies[name], 95):.2f}",
+                        per_pass,
+                    ]
+                )
             ref, fast = ports
-            ratios[level] = [f / r for f, r in zip(rates[fast], rates[ref])]
+            ratios[level] = [f / r for f, r in zip(rates[fast], rates[ref], strict=True)]
         print()
-        print(table(["server", "in flight", "requests", "requests/s per round", "median requests/s", "p50 s",
-                     "p95 s", "requests per teacher pass"], rows))
+        print(
+            table(
+                [
+                    "server",
+                    "in flight",
+                    "requests",
+                    "requests/s per round",
+                    "median requests/s",
+                    "p50 s",
+                    "p95 s",
+                    "requests per teacher pass",
+                ],
+                rows,
+            )
+        )
         for level, values in ratios.items():
-            print(f"concurrency {level}: bbwd serve / reference requests/s per round "
-                  f"{' '.join(f'{v:.2f}' for v in values)}, median {np.median(values):.2f}x")
+            print(
+                f"concurrency {level}: bbwd serve / reference requests/s per round "
+                f"{' '.join(f'{v:.2f}' for v in values)}, median {np.median(values):.2f}x"
+            )
         print(f"load average at end {os.getloadavg()[0]:.2f}")
     finally:
         for proc in reversed(procs):

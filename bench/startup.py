@@ -30,8 +30,7 @@ from _common import table  # noqa: E402
 
 ROOT = _HERE.parent
 HELP = "bbwd --help"
-PREVIOUS = ("import blackbox_wd.pipeline, blackbox_wd.calibration\n"
-            "from blackbox_wd.cli import main\nmain(['--help'])")
+PREVIOUS = "import blackbox_wd.pipeline, blackbox_wd.calibration\nfrom blackbox_wd.cli import main\nmain(['--help'])"
 COMMANDS = {
     HELP: [sys.executable, "-m", "blackbox_wd", "--help"],
     "previous --help": [sys.executable, "-c", PREVIOUS],
@@ -55,19 +54,32 @@ def main() -> None:
     args = ap.parse_args()
     names = list(QUICK) if args.quick else list(COMMANDS)
     runs = 2 if args.quick else args.runs
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-           "COLUMNS": "100"}
-    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average at start "
-          f"{os.getloadavg()[0]:.2f}; {runs} runs of each after one warm-up round, alternating")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "COLUMNS": "100",
+    }
+    print(
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average at start "
+        f"{os.getloadavg()[0]:.2f}; {runs} runs of each after one warm-up round, alternating"
+    )
     for name in names:  # warm-up: file caches, .pyc files
         wall(COMMANDS[name], env)
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(runs):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             times[name].append(wall(COMMANDS[name], env))
     help_median = statistics.median(times[HELP])
-    rows = [(name, f"{statistics.median(t):.3f}", f"{min(t):.3f}", f"{max(t):.3f}",
-             f"{statistics.median(t) / help_median:.2f}") for name, t in times.items()]
+    rows = [
+        (
+            name,
+            f"{statistics.median(t):.3f}",
+            f"{min(t):.3f}",
+            f"{max(t):.3f}",
+            f"{statistics.median(t) / help_median:.2f}",
+        )
+        for name, t in times.items()
+    ]
     print(table(["command (new process)", "median s", "min s", "max s", "median / bbwd --help"], rows))
     print(f"load average at end {os.getloadavg()[0]:.2f}")
 

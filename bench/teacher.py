@@ -4,9 +4,9 @@ for every response) and a per-response full forward, measured in the same run.
 Workloads:
 - ``synthetic``: one 44-token prompt, K responses of ~80 tokens built from fixed sentences.
 - ``squad``, ``sciq`` (items with a support paragraph), ``nq``: the first ``--prompts`` items of each
-  shared set as ``bbwd eval --protocol zero-shot`` prompts them (SQuAD ~240 tokens, SciQ ~100-300); K responses per prompt sampled once (untimed) from the
-  teacher itself at T=0.5, up to ``--max-tokens`` tokens. All pairs go through one call, as a
-  ``bbwd batch`` group does.
+  shared set as ``bbwd eval --protocol zero-shot`` prompts them (SQuAD ~240 tokens, SciQ ~100-300); K responses
+  per prompt sampled once (untimed) from the teacher itself at T=0.5, up to ``--max-tokens`` tokens. All pairs
+  go through one call, as a ``bbwd batch`` group does.
 
 Paths, timed in alternating rounds on the same pairs (tokenisation excluded):
 - previous: ``bench/_reference.PreviousTeacher`` (prompt + response sequences, right-padded,
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import platform
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -77,7 +78,11 @@ def sampled_pairs(teacher: HFTeacher, items: list[Item], k: int, max_tokens: int
     """K responses per item drawn from the teacher itself (white-box), as token ids."""
     params = SamplingParams(k=k, temperature=0.5, max_tokens=max_tokens, seed=0)
     sets = LocalSampler(teacher).sample_many([(it.messages, k) for it in items], params)
-    return [(teacher.prompt_ids(it.messages), list(s.token_ids)) for it, ss in zip(items, sets) for s in ss.samples]
+    return [
+        (teacher.prompt_ids(it.messages), list(s.token_ids))
+        for it, ss in zip(items, sets, strict=True)
+        for s in ss.samples
+    ]
 
 
 @torch.inference_mode()
@@ -85,21 +90,23 @@ def full_forward(teacher: HFTeacher, pairs: Pairs) -> list[np.ndarray]:
     """Per response, one whole-model forward with all hidden states: projected states of the response."""
     out = []
     for prompt, response in pairs:
-        hs = teacher.model(input_ids=torch.tensor([prompt + response], device=teacher.device),
-                           output_hidden_states=True).hidden_states[teacher.layer]
-        out.append(hs[0, len(prompt):].float().cpu().double().numpy() @ teacher.projection)
+        hs = teacher.model(
+            input_ids=torch.tensor([prompt + response], device=teacher.device), output_hidden_states=True
+        ).hidden_states[teacher.layer]
+        out.append(hs[0, len(prompt) :].float().cpu().double().numpy() @ teacher.projection)
     return out
 
 
 def deviation(a: list[np.ndarray], b: list[np.ndarray]) -> str:
     """Largest |a - b| over all states, and relative to the largest |value|."""
-    diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
+    diff = max(float(np.max(np.abs(x - y))) for x, y in zip(a, b, strict=True))
     scale = max(float(np.max(np.abs(y))) for y in b)
     return f"{diff:.1e} ({diff / scale:.1e} of max |value| {scale:.0f})"
 
 
-def measure(name: str, teacher: HFTeacher, previous: PreviousTeacher, pairs: Pairs, rounds: int,
-            logprobs: bool) -> list:
+def measure(
+    name: str, teacher: HFTeacher, previous: PreviousTeacher, pairs: Pairs, rounds: int, logprobs: bool
+) -> list:
     """One table row: timings of both paths (and the full forward on synthetic), ratios, floor, deviation."""
     floor = token_floor(pairs)
     runs: dict[str, list[float]] = {"previous": [], "prefix": [], "full": []}
@@ -108,7 +115,7 @@ def measure(name: str, teacher: HFTeacher, previous: PreviousTeacher, pairs: Pai
         for path in order:
             tool = previous if path == "previous" else teacher
             before = tool.tokens.padded
-            ms, states = timed(lambda: tool.encode_ids(pairs, logprobs=logprobs))
+            ms, states = timed(partial(tool.encode_ids, pairs, logprobs=logprobs))
             runs[path].append(ms)
             tokens = tool.tokens.padded - before
             if path == "previous":
@@ -120,10 +127,21 @@ def measure(name: str, teacher: HFTeacher, previous: PreviousTeacher, pairs: Pai
     prev_ms, new_ms = np.median(runs["previous"]), np.median(runs["prefix"])
     full = f"{np.median(runs['full']):.0f} ({np.median(runs['full']) / new_ms:.2f}x)" if runs["full"] else "-"
     prompts = {tuple(p) for p, _ in pairs}
-    return [name, len(prompts), len(pairs), f"{np.mean([len(p) for p in prompts]):.0f}",
-            f"{np.mean([len(r) for _, r in pairs]):.0f}", floor, f"{prev_tokens / floor:.2f}", f"{new_tokens / floor:.2f}",
-            f"{prev_ms:.0f}", f"{new_ms:.0f}", f"{prev_ms / new_ms:.2f}x", full,
-            deviation([s.states for s in new_states], [s.states for s in prev_states])]
+    return [
+        name,
+        len(prompts),
+        len(pairs),
+        f"{np.mean([len(p) for p in prompts]):.0f}",
+        f"{np.mean([len(r) for _, r in pairs]):.0f}",
+        floor,
+        f"{prev_tokens / floor:.2f}",
+        f"{new_tokens / floor:.2f}",
+        f"{prev_ms:.0f}",
+        f"{new_ms:.0f}",
+        f"{prev_ms / new_ms:.2f}x",
+        full,
+        deviation([s.states for s in new_states], [s.states for s in prev_states]),
+    ]
 
 
 def main() -> None:
@@ -144,19 +162,42 @@ def main() -> None:
     teacher = load_teacher("smollm2-135m", device=args.device, dtype=args.dtype)
     previous = PreviousTeacher.wrap(teacher)
     names = ["synthetic", "squad", "sciq", "nq"] if args.workload == "all" else [args.workload]
-    workloads = {n: synthetic_pairs(teacher, args.k) if n == "synthetic" else
-                 sampled_pairs(teacher, dataset(n, args.prompts).items, args.k, args.max_tokens) for n in names}
+    workloads = {
+        n: synthetic_pairs(teacher, args.k)
+        if n == "synthetic"
+        else sampled_pairs(teacher, dataset(n, args.prompts).items, args.k, args.max_tokens)
+        for n in names
+    }
     for pairs in workloads.values():  # warm-up, untimed
         previous.encode_ids(pairs[:2], args.logprobs)
         teacher.encode_ids(pairs[:2], args.logprobs)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, python {platform.python_version()}; teacher "
-          f"smollm2-135m on {args.device} in {args.dtype}, layer {teacher.layer} of {teacher.n_layers}, "
-          f"{'whole model (logprobs)' if args.logprobs else 'cut after the layer'}; token budget "
-          f"{teacher.token_budget}; K={args.k}; {args.rounds} rounds; median ms")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, python {platform.python_version()}; teacher "
+        f"smollm2-135m on {args.device} in {args.dtype}, layer {teacher.layer} of {teacher.n_layers}, "
+        f"{'whole model (logprobs)' if args.logprobs else 'cut after the layer'}; token budget "
+        f"{teacher.token_budget}; K={args.k}; {args.rounds} rounds; median ms"
+    )
     rows = [measure(n, teacher, previous, pairs, args.rounds, args.logprobs) for n, pairs in workloads.items()]
-    print(table(["workload", "prompts", "responses", "prompt tok", "resp tok", "floor tok", "previous/floor",
-                 "prefix/floor", "previous ms", "prefix ms", "speed-up", "full forward ms", "max |prefix - previous|"],
-                rows))
+    print(
+        table(
+            [
+                "workload",
+                "prompts",
+                "responses",
+                "prompt tok",
+                "resp tok",
+                "floor tok",
+                "previous/floor",
+                "prefix/floor",
+                "previous ms",
+                "prefix ms",
+                "speed-up",
+                "full forward ms",
+                "max |prefix - previous|",
+            ],
+            rows,
+        )
+    )
 
 
 if __name__ == "__main__":

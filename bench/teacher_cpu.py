@@ -44,6 +44,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -67,8 +68,15 @@ SAC3 = "sac3_nq_open.jsonl"  # in the shared data folder ($BBWD_DATA_DIR or ../s
 WIKIBIO = "wikibio_gpt3_dev.jsonl"
 REFERENCE = "padded"
 VARIANTS = [REFERENCE, "fp32", "fp32-1t", "eager", "bf16", "compile", "int8", "int8-1t", "int8-rs", "int8-rs-1t", "ort"]
-LINEARS = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-           "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+LINEARS = [
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.o_proj",
+    "mlp.gate_proj",
+    "mlp.up_proj",
+    "mlp.down_proj",
+]
 warnings.filterwarnings("ignore", message=".*(deprecated|quantize_per_tensor).*")
 
 
@@ -92,6 +100,7 @@ def input_absmax(teacher: HFTeacher, pairs: Pairs) -> dict[str, torch.Tensor]:
         def record(_module: nn.Module, args: tuple) -> None:
             x = args[0].reshape(-1, args[0].shape[-1]).abs().amax(0)
             amax[name] = torch.maximum(amax[name], x) if name in amax else x
+
         return record
 
     modules = dict(teacher.model.named_modules())
@@ -175,13 +184,17 @@ def variant_model(name: str, teacher: HFTeacher, calibration: Pairs | None = Non
         model = model.to(torch.bfloat16)
     elif name == "compile":
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * teacher.layer)
-        for block in model.model.layers[:teacher.layer]:
+        for block in model.model.layers[: teacher.layer]:
             block.compile(dynamic=True)
     elif name == "int8":
         model = quantize(model, teacher.layer)
     elif name == "int8-rs":
-        model = quantize(smooth(model, input_absmax(teacher, calibration or []), teacher.layer), teacher.layer,
-                         per_channel=True, rows=True)
+        model = quantize(
+            smooth(model, input_absmax(teacher, calibration or []), teacher.layer),
+            teacher.layer,
+            per_channel=True,
+            rows=True,
+        )
     else:
         raise ValueError(f"unknown variant '{name}'")
     return model.eval()
@@ -191,8 +204,7 @@ def variant_teacher(name: str, teacher: HFTeacher, calibration: Pairs) -> HFTeac
     """The teacher with its model turned into variant ``name``."""
     model = variant_model(name, teacher, calibration)
     kind = PaddedTeacher if name == REFERENCE else HFTeacher
-    return kind(model, teacher.tokenizer, name=teacher.name, layer=teacher.layer,
-                     token_budget=teacher.token_budget)
+    return kind(model, teacher.tokenizer, name=teacher.name, layer=teacher.layer, token_budget=teacher.token_budget)
 
 
 def threads_for(name: str, default: int) -> int:
@@ -201,7 +213,8 @@ def threads_for(name: str, default: int) -> int:
 
 
 def deviation(states: list[np.ndarray], ref: list[np.ndarray]) -> tuple[float, float, float]:
-    """Max |a - b| over all projected states, that over the largest |value|, and the median per-token ||a - b|| / ||b||."""
+    """Max |a - b| over all projected states, that over the largest |value|, and the median per-token
+    ||a - b|| / ||b||."""
     a, b = np.concatenate(states), np.concatenate(ref)
     diff = float(np.max(np.abs(a - b)))
     rel = np.linalg.norm(a - b, axis=1) / np.linalg.norm(b, axis=1)
@@ -213,9 +226,9 @@ def time_variants(teachers: dict[str, HFTeacher], pairs: Pairs, rounds: int, thr
     names = list(teachers)
     runs: dict[str, list] = {n: [[], None] for n in names}
     for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             torch.set_num_threads(threads_for(name, threads))
-            ms, out = timed(lambda: teachers[name].encode_ids(pairs, logprobs=False))
+            ms, out = timed(partial(teachers[name].encode_ids, pairs, logprobs=False))
             runs[name][0].append(ms)
             runs[name][1] = [s.states for s in out]
     torch.set_num_threads(threads)
@@ -231,8 +244,19 @@ def rows_for(workload: str, pairs: Pairs, runs: dict[str, list]) -> list[list]:
         med = float(np.median(ms))
         ratio = float(np.median(np.asarray(ref_ms) / np.asarray(ms)))
         diff, rel, tok = deviation(states, ref_states)
-        out.append([workload, name, floor, f"{med:.0f}", f"{floor / med * 1e3:.0f}", f"{ratio:.2f}x",
-                    f"{diff:.1e}", f"{rel:.1e}", f"{tok:.1e}"])
+        out.append(
+            [
+                workload,
+                name,
+                floor,
+                f"{med:.0f}",
+                f"{floor / med * 1e3:.0f}",
+                f"{ratio:.2f}x",
+                f"{diff:.1e}",
+                f"{rel:.1e}",
+                f"{tok:.1e}",
+            ]
+        )
     return out
 
 
@@ -255,27 +279,39 @@ def ort_rows(teacher: HFTeacher, workloads: dict[str, Pairs], rounds: int, folde
     import onnxruntime as ort
 
     cut = Cut(teacher.model, teacher.layer).eval()
-    batches = {w: pad_batch([p + r for p, r in pairs], teacher.tokenizer.pad_token_id or 0) for w, pairs in workloads.items()}
+    pad = teacher.tokenizer.pad_token_id or 0
+    batches = {w: pad_batch([p + r for p, r in pairs], pad) for w, pairs in workloads.items()}
     ids, mask = next(iter(batches.values()))
     path = folder / "cut.onnx"
     dyn = {0: "batch", 1: "tokens"}
     with torch.inference_mode():
-        torch.onnx.export(cut, (ids, mask), str(path), input_names=["input_ids", "attention_mask"], output_names=["h"],
-                          dynamic_axes={"input_ids": dyn, "attention_mask": dyn, "h": dyn}, dynamo=False, opset_version=18)
+        torch.onnx.export(
+            cut,
+            (ids, mask),
+            str(path),
+            input_names=["input_ids", "attention_mask"],
+            output_names=["h"],
+            dynamic_axes={"input_ids": dyn, "attention_mask": dyn, "h": dyn},
+            dynamo=False,
+            opset_version=18,
+        )
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     rows = []
     for w, (ids, mask) in batches.items():
         feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
-        tools = {"torch": lambda: cut(ids, mask).numpy(), "ort": lambda: session.run(None, feed)[0]}
+        tools = {
+            "torch": lambda ids=ids, mask=mask: cut(ids, mask).numpy(),
+            "ort": lambda feed=feed: session.run(None, feed)[0],
+        }
         ms: dict[str, list[float]] = {"torch": [], "ort": []}
         out: dict[str, np.ndarray] = {}
         with torch.inference_mode():
             for name in tools:
                 tools[name]()  # warm-up
             for r in range(rounds):
-                for name in (["torch", "ort"] if r % 2 == 0 else ["ort", "torch"]):
+                for name in ["torch", "ort"] if r % 2 == 0 else ["ort", "torch"]:
                     t, out[name] = timed(tools[name])
                     ms[name].append(t)
         real = mask.numpy().astype(bool)
@@ -285,9 +321,19 @@ def ort_rows(teacher: HFTeacher, workloads: dict[str, Pairs], rounds: int, folde
         ratio = float(np.median(np.asarray(ms["torch"]) / np.asarray(ms["ort"])))
         for name in ("torch", "ort"):
             med = float(np.median(ms[name]))
-            rows.append([w, f"plain forward, {name}", tokens, f"{med:.0f}", f"{tokens / med * 1e3:.0f}",
-                         "1.00x" if name == "torch" else f"{ratio:.2f}x",
-                         "-" if name == "torch" else f"{diff:.1e}", "-" if name == "torch" else f"{diff / np.abs(b).max():.1e}", "-"])
+            rows.append(
+                [
+                    w,
+                    f"plain forward, {name}",
+                    tokens,
+                    f"{med:.0f}",
+                    f"{tokens / med * 1e3:.0f}",
+                    "1.00x" if name == "torch" else f"{ratio:.2f}x",
+                    "-" if name == "torch" else f"{diff:.1e}",
+                    "-" if name == "torch" else f"{diff / np.abs(b).max():.1e}",
+                    "-",
+                ]
+            )
     return rows
 
 
@@ -304,8 +350,10 @@ def bench(args: argparse.Namespace) -> None:
         if (data_dir() / file).exists():
             workloads[name] = recorded_pairs(teacher, file, args.prompts, args.k)
     calibration = workloads["synthetic"]
-    built = {b: teacher if b == "fp32" else variant_teacher(b, teacher, calibration)
-             for b in dict.fromkeys(n.removesuffix("-1t") for n in names if n != "ort")}
+    built = {
+        b: teacher if b == "fp32" else variant_teacher(b, teacher, calibration)
+        for b in dict.fromkeys(n.removesuffix("-1t") for n in names if n != "ort")
+    }
     teachers = {n: built[n.removesuffix("-1t")] for n in names if n != "ort"}  # -1t: same model, one thread
     for n, t in teachers.items():  # warm-up (and compilation), untimed
         torch.set_num_threads(threads_for(n, threads))
@@ -313,11 +361,23 @@ def bench(args: argparse.Namespace) -> None:
             t.encode_ids(pairs)
     torch.set_num_threads(threads)
     load = os.getloadavg()[0]
-    print(f"torch {torch.__version__}, {threads} threads, python {platform.python_version()}, {os.cpu_count()} CPUs, "
-          f"load average at start {load:.2f}; smollm2-135m on cpu, layer {teacher.layer} of {teacher.n_layers}, "
-          f"cut after the layer; K={args.k}; {args.rounds} rounds, order rotated each round; median ms", flush=True)
-    header = ["workload", "variant", "tokens", "median ms", "tokens/s", f"speed-up vs {REFERENCE}",
-              "max |d|", "max |d| / max |value|", "median token rel L2"]
+    print(
+        f"torch {torch.__version__}, {threads} threads, python {platform.python_version()}, {os.cpu_count()} CPUs, "
+        f"load average at start {load:.2f}; smollm2-135m on cpu, layer {teacher.layer} of {teacher.n_layers}, "
+        f"cut after the layer; K={args.k}; {args.rounds} rounds, order rotated each round; median ms",
+        flush=True,
+    )
+    header = [
+        "workload",
+        "variant",
+        "tokens",
+        "median ms",
+        "tokens/s",
+        f"speed-up vs {REFERENCE}",
+        "max |d|",
+        "max |d| / max |value|",
+        "median token rel L2",
+    ]
     for w, pairs in workloads.items():  # one table per workload, printed as soon as it is measured
         print(table(header, rows_for(w, pairs, time_variants(teachers, pairs, args.rounds, threads))), flush=True)
     if "ort" in names:
@@ -359,8 +419,17 @@ def compare(ref: Path, runs: list[Path], label: str = "label") -> None:
         for method, key in (("AvgWD", "avg_wd"), ("EigenWD", "eigen_wd")):
             a, b = [got[i][key] for i in ids], [base[i][key] for i in ids]
             d = paired_auroc_diff(y, a, b)
-            out.append([run.name, method, len(ids), f"{auroc(y, b):.3f}", f"{auroc(y, a):.3f}",
-                        f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]", d.verdict])
+            out.append(
+                [
+                    run.name,
+                    method,
+                    len(ids),
+                    f"{auroc(y, b):.3f}",
+                    f"{auroc(y, a):.3f}",
+                    f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]",
+                    d.verdict,
+                ]
+            )
     print(table(["run", "method", "n", f"AUROC {ref.name}", "AUROC run", "run - ref [95% CI]", "verdict"], out))
 
 

@@ -16,8 +16,13 @@ __version__ = "0.1.0"
 
 # The public names, imported on first use (PEP 562): ``import blackbox_wd.cli`` and ``bbwd --help``
 # must not pay for torch and transformers, which ``pipeline`` imports.
-_LAZY = {"BBWDError": "blackbox_wd.errors", "Calibration": "blackbox_wd.calibration",
-         "Detector": "blackbox_wd.pipeline", "Result": "blackbox_wd.pipeline", "Settings": "blackbox_wd.settings"}
+_LAZY = {
+    "BBWDError": "blackbox_wd.errors",
+    "Calibration": "blackbox_wd.calibration",
+    "Detector": "blackbox_wd.pipeline",
+    "Result": "blackbox_wd.pipeline",
+    "Settings": "blackbox_wd.settings",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -28,15 +28,31 @@ from pathlib import Path
 from typing import Any
 
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.groups import groups, sample_group, score_group, select_records, teacher_group
+from blackbox_wd.groups import groups, sample_group, score_group_in_stages, score_records, select_records, teacher_group
 from blackbox_wd.logs import LogRecord, line_hash, raw_lines, read_records
-from blackbox_wd.runlog import RunLog
-from blackbox_wd.pipeline import Detector, Result, Scorer
+from blackbox_wd.pipeline import Detector, Result, result_row
 from blackbox_wd.records import SampleSet, Usage
-from blackbox_wd.sentences import sentence_dicts
+from blackbox_wd.runlog import RunLog
 from blackbox_wd.sampling import Mode, draw_mode
 
 ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
+# the result's fields a batch row carries (``pipeline.result_row``), and with a calibration its verdict
+FIELDS = (
+    "avg_wd",
+    "eigen_wd",
+    "eigen_wd_fixed",
+    "answer_wd",
+    "sentences",
+    "sentence_wd",
+    "answer_unigram",
+    "baselines",
+    "n_samples",
+    "target_tokens",
+    "usage",
+    "token_counts",
+    "timings",
+)
+VERDICT = ("p_hallucination", "flag", "members")
 
 
 @dataclass
@@ -60,11 +76,13 @@ class BatchSummary:
     def line(self) -> str:
         """One human-readable summary line."""
         u = self.usage
-        return (f"{self.records} records ({self.resumed_from} already done, {self.retried} retried), "
-                f"{self.errors} errors, K={self.k} responses each ({self.k_source}), "
-                f"{self.prompts_per_s:.2f} prompts/s; API: {u.requests} requests, {u.cache_hits} cached, "
-                f"{u.retries} retries, {u.completion_tokens} completion tokens fresh, "
-                f"{u.cached_completion_tokens} cached")
+        return (
+            f"{self.records} records ({self.resumed_from} already done, {self.retried} retried), "
+            f"{self.errors} errors, K={self.k} responses each ({self.k_source}), "
+            f"{self.prompts_per_s:.2f} prompts/s; API: {u.requests} requests, {u.cache_hits} cached, "
+            f"{u.retries} retries, {u.completion_tokens} completion tokens fresh, "
+            f"{u.cached_completion_tokens} cached"
+        )
 
 
 def plan_k(src: Path, k: int | None, sample_missing: bool, default: int = 10) -> tuple[int, str]:
@@ -101,40 +119,42 @@ def read_done(dst: Path) -> list[dict[str, Any]]:
     return batch_log(dst).read()
 
 
-def check_resume(done: list[dict[str, Any]], fingerprint: str, src: Path, dst: Path,
-                 calibration: str | None = None) -> None:
+def check_resume(
+    done: list[dict[str, Any]], fingerprint: str, src: Path, dst: Path, calibration: str | None = None
+) -> None:
     """Raise BBWDError unless every done row has this run's fingerprint, calibration id and its input line's hash."""
     batch_log(dst).check_settings(done, fingerprint, calibration)
     hashes = {n: line_hash(raw) for n, raw in enumerate(islice(raw_lines(src), len(done)), start=1)}
     other = RunLog.other_input(done, "line", hashes)
     if other is not None and other[0] <= len(hashes):
         line = other[1]["line"]
-        raise BBWDError(f"{dst} line {line} was computed from another input than {src} line {line}: choose another "
-                        "-o for this input")
+        raise BBWDError(
+            f"{dst} line {line} was computed from another input than {src} line {line}: choose another "
+            "-o for this input"
+        )
     if len(done) > len(hashes):
         raise BBWDError(f"{dst} has {len(done)} lines, more than the input {src}: choose another -o")
 
 
-def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: bool, fingerprint: str,
-               calibration: str | None = None) -> dict[str, Any]:
+def output_row(
+    rec: LogRecord,
+    result: Result | BBWDError | None,
+    save_matrix: bool,
+    fingerprint: str,
+    calibration: str | None = None,
+) -> dict[str, Any]:
     """The JSON object written for one record (with a response: its answer_wd, sentences and sentence_wd); with a
     calibration (its id), also p_hallucination and flag."""
-    row: dict[str, Any] = {"id": rec.id, "line": rec.line}
-    if isinstance(result, Result):
-        row.update(avg_wd=result.avg_wd, eigen_wd=result.eigen_wd, answer_wd=result.answer_wd,
-                   sentences=sentence_dicts(result.sentences), sentence_wd=result.sentence_wd,
-                   n_samples=len(result.responses), token_counts=result.token_counts, timings=result.timings)
-        if save_matrix:
-            row["D"] = result.D.tolist()
-    else:
-        row.update(avg_wd=None, eigen_wd=None, answer_wd=None, sentences=None, sentence_wd=None, n_samples=0,
-                   token_counts=[], timings={})
-    if isinstance(result, Result) and result.answer_error is not None:
-        row["answer_error"] = result.answer_error
+    scored = result if isinstance(result, Result) else None
+    row: dict[str, Any] = {"id": rec.id, "line": rec.line, **result_row(scored, FIELDS)}
+    if scored is not None and save_matrix:
+        row["D"] = scored.D.tolist()
+    if scored is not None and scored.answer_error is not None:
+        row["answer_error"] = scored.answer_error
+    if scored is not None and scored.stages is not None:
+        row["stages"] = scored.stages
     if calibration is not None:
-        scored = isinstance(result, Result)
-        row.update(p_hallucination=result.p_hallucination if scored else None,
-                   flag=result.flag if scored else None, calibration=calibration)
+        row.update(result_row(scored, VERDICT), calibration=calibration)
     if rec.label is not None:
         row["label"] = rec.label
     row["error"] = rec.error or (None if isinstance(result, Result) else f"line {rec.line}: {result}")
@@ -143,21 +163,23 @@ def output_row(rec: LogRecord, result: Result | BBWDError | None, save_matrix: b
     return row
 
 
-def check_group_size(group_size: int) -> None:
-    """Raise BBWDError unless the group size is an integer >= 1."""
-    if not isinstance(group_size, int) or group_size < 1:
-        raise BBWDError(f"group_size must be an integer >= 1 (got {group_size})")
-
-
 Emit = Callable[[LogRecord, Result | BBWDError | None, SampleSet | BBWDError | None], None]
 # An engine: score the records of a log after its first N lines (only the given lines when a set
 # is given), in groups of consecutive records, calling emit for each in input order.
 Engine = Callable[[Path, int, "frozenset[int] | None", Emit], Awaitable[None]]
 
 
-async def resume_run(engine: Engine, src: Path, dst: Path, fingerprint: str, k: int, group_size: int,
-                     save_matrix: bool = False, progress: Callable[[int, int], None] | None = None,
-                     calibration: str | None = None) -> BatchSummary:
+async def resume_run(
+    engine: Engine,
+    src: Path,
+    dst: Path,
+    fingerprint: str,
+    k: int,
+    group_size: int,
+    save_matrix: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    calibration: str | None = None,
+) -> BatchSummary:
     """Score ``src`` into ``dst`` with an engine: retry the transient errors already there, then append what is
     missing. ``calibration``: the id of the calibration the engine applies (rows carry it)."""
     check_output_path(dst)
@@ -176,7 +198,7 @@ async def resume_run(engine: Engine, src: Path, dst: Path, fingerprint: str, k: 
         if progress:
             progress(summary.records, summary.errors)
 
-    retry = frozenset(row["line"] for row in done if row["error"] is not None and row.get("transient"))
+    retry = frozenset(row["line"] for row in RunLog.transient(done))
     if retry:
         redone: dict[int, dict[str, Any]] = {}
 
@@ -191,6 +213,7 @@ async def resume_run(engine: Engine, src: Path, dst: Path, fingerprint: str, k: 
 
     start = len(done) - len(done) % group_size
     with log.appending() as write:
+
         def append(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
             if rec.line <= len(done):  # done already: the unfinished group is recomputed from its start
                 return
@@ -206,12 +229,15 @@ async def resume_run(engine: Engine, src: Path, dst: Path, fingerprint: str, k: 
 class BatchRunner:
     """The local engine: scores a JSONL log with one detector; samples missing responses when it has a target."""
 
-    def __init__(self, detector: Detector, sample_missing: bool, group_size: int = 8, prefetch_groups: int = 2) -> None:
-        check_group_size(group_size)
+    def __init__(self, detector: Detector, sample_missing: bool, prefetch_groups: int = 2) -> None:
         self.detector = detector
         self.sample_missing = sample_missing
-        self.group_size = group_size
         self.prefetch_groups = prefetch_groups
+
+    @property
+    def group_size(self) -> int:
+        """Records per shared teacher pass (the wiring's)."""
+        return self.detector.group_size
 
     @property
     def k(self) -> int:
@@ -219,14 +245,22 @@ class BatchRunner:
         return self.detector.settings.k
 
     async def _group_samples(self, group: list[LogRecord]) -> list[SampleSet | BBWDError | None]:
-        """The group's samples (``groups.sample_group``)."""
-        return await sample_group(group, self.detector.teacher, self.detector.sampler, self.detector.settings.sampling(),
-                                  self.sample_missing)
+        """The group's samples (``groups.sample_group``); with ``-k auto`` its given responses only."""
+        settings = self.detector.settings
+        return await sample_group(
+            group,
+            self.detector.teacher,
+            self.detector.sampler,
+            settings.sampling(),
+            self.sample_missing,
+            draw=settings.stop is None,
+        )
 
-    def _score_group(self, scorer: Scorer, group: list[LogRecord],
-                     sets: list[SampleSet | BBWDError | None]) -> list[Result | BBWDError | None]:
-        """Teacher pass and OT for a group's records that have samples (``groups.teacher_group``, ``score_group``)."""
-        return score_group(scorer, teacher_group(scorer, group, sets), sets)
+    def _score_group(
+        self, group: list[LogRecord], sets: list[SampleSet | BBWDError | None]
+    ) -> list[Result | BBWDError | None]:
+        """Teacher pass and OT for a group's records that have samples (``groups.teacher_group``, ``score_records``)."""
+        return score_records(self.detector, teacher_group(self.detector, group, sets), sets)
 
     async def _process(self, records: Iterable[LogRecord], emit: Emit) -> None:
         """Sample, teacher-force and score records group by group, calling ``emit`` in input order."""
@@ -236,7 +270,6 @@ class BatchRunner:
         # teacher passes. An API target samples the next groups while this one is scored.
         local = self.sample_missing and draw_mode(self.detector.sampler) is Mode.BATCH
         ahead = 0 if local else self.prefetch_groups
-        scorer = self.detector.scorer
 
         def refill() -> None:
             while len(pending) < 1 + ahead:
@@ -251,18 +284,32 @@ class BatchRunner:
             sets = await task
             if ahead:
                 refill()
-            results = await asyncio.to_thread(self._score_group, scorer, group, sets)
+            if self.detector.settings.stop is not None:  # -k auto: draws in stages as it scores
+                sampler = self.detector.sampler if self.sample_missing else None
+                results = await score_group_in_stages(self.detector, group, sets, sampler)
+            else:
+                results = await asyncio.to_thread(self._score_group, group, sets)
             refill()
-            for rec, res, sset in zip(group, results, sets):
+            for rec, res, sset in zip(group, results, sets, strict=True):
                 emit(rec, res, sset)
 
     async def engine(self, src: Path, skip: int, lines: frozenset[int] | None, emit: Emit) -> None:
         """The records of ``src`` after ``skip`` lines (only ``lines`` when given), scored in input order."""
         await self._process(select_records(src, skip, lines), emit)
 
-    async def run(self, src: Path, dst: Path, save_matrix: bool = False,
-                  progress: Callable[[int, int], None] | None = None) -> BatchSummary:
+    async def run(
+        self, src: Path, dst: Path, save_matrix: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> BatchSummary:
         """Score ``src`` into ``dst``: retry the transient errors already there, then append what is missing."""
         cal = self.detector.calibration
-        return await resume_run(self.engine, src, dst, self.detector.fingerprint(), self.k, self.group_size,
-                                save_matrix, progress, cal.id if cal is not None else None)
+        return await resume_run(
+            self.engine,
+            src,
+            dst,
+            self.detector.fingerprint,
+            self.k,
+            self.group_size,
+            save_matrix,
+            progress,
+            cal.id if cal is not None else None,
+        )

@@ -12,9 +12,9 @@ import json
 import logging
 import os
 import sys
-from pathlib import Path
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -23,42 +23,105 @@ from rich.table import Table
 from rich.text import Text
 
 from blackbox_wd.errors import BBWDError, one_line
-from blackbox_wd.settings import Settings
+from blackbox_wd.settings import GROUP_SIZE, Settings, check_group_size
 
 if TYPE_CHECKING:
     from blackbox_wd.pipeline import Result
 
-app = typer.Typer(add_completion=False, invoke_without_command=True,
-                  help="Training-free hallucination detection with Wasserstein distances of teacher states.")
+app = typer.Typer(
+    add_completion=False,
+    invoke_without_command=True,
+    help="Training-free hallucination detection with Wasserstein distances of teacher states.",
+)
 
 # The options that set a Settings field: field -> (type, option names, help). Their defaults are the
 # Settings defaults, and ``with_settings`` adds them to a command once.
 SETTING_OPTIONS: dict[str, tuple[Any, tuple[str, ...], str]] = {
-    "k": (int, ("-k", "--k"), "Number of sampled responses per prompt."),
+    "k": (
+        str,
+        ("-k", "--k"),
+        "Sampled responses per prompt, or auto: draw 3, 5, 10, ... up to --k-max and stop once the verdict is settled.",
+    ),
+    "k_max": (int | None, ("--k-max",), "With -k auto: the most responses a prompt draws (default 10)."),
     "temperature": (float, ("--temperature",), "Sampling temperature."),
     "top_p": (float, ("--top-p",), "Nucleus sampling mass."),
     "max_tokens": (int, ("--max-tokens",), "Max new tokens per response."),
-    "seed": (Optional[int], ("--seed",), "Sampling seed."),
-    "layer": (Optional[int], ("--layer",), "Teacher layer (default floor(L/2))."),
+    "seed": (int | None, ("--seed",), "Sampling seed."),
+    "layer": (int | None, ("--layer",), "Teacher layer (default floor(L/2))."),
     "alpha": (float, ("--alpha",), "EigenWD diagonal shift (part of the result's settings)."),
-    "target": (Optional[str], ("--target",), "Target model: API preset (gpt-4o-mini, deepseek-chat), served model "
-               "name with --base-url, or a local model."),
+    "norm": (
+        str,
+        ("--norm",),
+        "Token states before transport: unit (each scaled to length 1), none (as the layer gives them) or auto "
+        "(the teacher's own: none for smollm2-135m, unit for the others).",
+    ),
+    "target": (
+        str | None,
+        ("--target",),
+        "Target model: API preset (gpt-4o-mini, deepseek-chat), served model name with --base-url, or a local model.",
+    ),
     "teacher": (str, ("--teacher",), "Teacher: registry name, hub id, model folder or .gguf file."),
-    "base_url": (Optional[str], ("--base-url",), "OpenAI-compatible endpoint of the target."),
-    "api_key_env": (Optional[str], ("--api-key-env",), "Environment variable that holds the API key."),
-    "cache": (bool, ("--cache/--no-cache",), "Read and write the API response cache, and in eval the teacher-state "
-                                              "cache (--no-cache: neither)."),
-    "cache_dir": (Optional[str], ("--cache-dir",), "API response cache directory (eval's teacher states: its "
-                                                   "states/ folder)."),
+    "base_url": (str | None, ("--base-url",), "OpenAI-compatible endpoint of the target."),
+    "api_key_env": (str | None, ("--api-key-env",), "Environment variable that holds the API key."),
+    "cache": (
+        bool,
+        ("--cache/--no-cache",),
+        "Read and write the API response cache, and in eval the teacher-state cache (--no-cache: neither).",
+    ),
+    "cache_dir": (
+        str | None,
+        ("--cache-dir",),
+        "API response cache directory (eval's teacher states: its states/ folder).",
+    ),
     "concurrency": (int, ("--concurrency",), "Max API requests in flight, shared by all prompts."),
     "device": (str, ("--device",), "auto, cpu, cuda or cuda:N."),
     "dtype": (str, ("--dtype",), "auto (bf16 on GPU, fp32 on CPU), float32, bfloat16, float16."),
     "token_budget": (int, ("--token-budget",), "Max padded tokens in one teacher forward pass."),
     "retry_budget": (float, ("--retry-budget",), "Seconds an API request may spend retrying 429/5xx/timeouts."),
+    "base_rate": (
+        float | None,
+        ("--base-rate",),
+        "Your share of hallucinated answers, in (0, 1): the risk is moved to it from the calibration's data by "
+        "Bayes' rule; the flag keeps the calibration's false-positive rate.",
+    ),
 }
-SETTING_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)}
-CalibrationFile = Annotated[Optional[Path], typer.Option("--calibration", help="Calibration file (bbwd calibrate): adds "
-                                                      "p_hallucination and flag; refused unless fitted for these settings.")]
+SETTING_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)} | {"k_max": None}
+K_MAX = 10  # -k auto without --k-max
+CalibrationFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--calibration",
+        help="Calibration file (bbwd calibrate) for the verdict (p_hallucination, flag); refused unless "
+        "fitted for these settings. Default: the one shipped for the teacher, when it applies.",
+    ),
+]
+Verdict = Annotated[
+    bool,
+    typer.Option(
+        "--verdict/--no-verdict",
+        help="Give the calibrated verdict (p_hallucination, flag); --no-verdict: the scores only.",
+    ),
+]
+
+
+def calibration_choice(path: Path | None, verdict: bool) -> Any:
+    """The wiring's calibration (``Detector.from_settings``): a file's, "auto" (the shipped one) or None (no
+    verdict)."""
+    if path is not None and not verdict:
+        raise BBWDError("give --calibration or --no-verdict, not both")
+    if not verdict:
+        return None
+    if path is None:
+        return "auto"
+    from blackbox_wd.calibration import Calibration
+
+    return Calibration.load(path)
+
+
+def say_note(note: str | None) -> None:
+    """The calibration's one-line note (fitted on other samples, none ships), on stderr."""
+    if note:
+        typer.echo(note, err=True)
 
 
 def with_settings(*, skip: tuple[str, ...] = ()) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -67,20 +130,33 @@ def with_settings(*, skip: tuple[str, ...] = ()) -> Callable[[Callable[..., None
     A parameter the command declares itself (another default or help) replaces the shared one and
     is passed to it as usual; it goes into the Settings through ``settings_from(options, name=value)``.
     """
+
     def wrap(command: Callable[..., None]) -> Callable[..., None]:
         signature = inspect.signature(command, eval_str=True)
-        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for name, p in signature.parameters.items()
-               if name != "options"]
+        own = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for name, p in signature.parameters.items()
+            if name != "options"
+        ]
         shared = [name for name in SETTING_OPTIONS if name not in skip and name not in signature.parameters]
-        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=SETTING_DEFAULTS[name],
-                                   annotation=Annotated[SETTING_OPTIONS[name][0], typer.Option(
-                                       *SETTING_OPTIONS[name][1], help=SETTING_OPTIONS[name][2])])
-                 for name in shared]
+        added = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=SETTING_DEFAULTS[name],
+                annotation=Annotated[
+                    SETTING_OPTIONS[name][0], typer.Option(*SETTING_OPTIONS[name][1], help=SETTING_OPTIONS[name][2])
+                ],
+            )
+            for name in shared
+        ]
 
         @functools.wraps(command)
         def run(**values: Any) -> None:
-            command(**{k: v for k, v in values.items() if k not in shared},
-                    options={k: v for k, v in values.items() if k in shared})
+            command(
+                **{k: v for k, v in values.items() if k not in shared},
+                options={k: v for k, v in values.items() if k in shared},
+            )
 
         required = [p for p in own if p.default is p.empty]  # arguments first, then the settings
         rest = [p for p in own if p.default is not p.empty]
@@ -90,7 +166,7 @@ def with_settings(*, skip: tuple[str, ...] = ()) -> Callable[[Callable[..., None
     return wrap
 
 
-class Engine(str, enum.Enum):
+class EngineOption(str, enum.Enum):
     """Where ``bbwd batch`` runs."""
 
     local = "local"
@@ -115,7 +191,28 @@ def quiet_libraries() -> None:
 
 def settings_from(options: dict[str, Any], **own: Any) -> Settings:
     """The Settings named by a command's shared options and its own (``own``); checked."""
-    return Settings(**options, **own)
+    return Settings(**setting_values({**options, **own}))
+
+
+def setting_values(options: dict[str, Any]) -> dict[str, Any]:
+    """The Settings fields of a command's options: ``-k``/``--k-max`` become k and stop (``parse_k``)."""
+    values = dict(options)
+    values.update(parse_k(values.pop("k", SETTING_DEFAULTS["k"]), values.pop("k_max", None)))
+    return values
+
+
+def parse_k(k: Any, k_max: int | None) -> dict[str, Any]:
+    """``-k N`` (always N samples) or ``-k auto`` (stages up to ``--k-max``) as the Settings fields k and stop."""
+    from blackbox_wd.adaptive import RULE
+
+    if str(k).strip().lower() == "auto":
+        return {"k": K_MAX if k_max is None else k_max, "stop": RULE}
+    if k_max is not None:
+        raise BBWDError("--k-max applies with -k auto")
+    try:
+        return {"k": int(k), "stop": None}
+    except ValueError:
+        raise BBWDError(f"k must be an integer >= 2 or auto (got {k})") from None
 
 
 def render(result: Result, console: Console) -> None:
@@ -124,7 +221,7 @@ def render(result: Result, console: Console) -> None:
     table.add_column("#", justify="right")
     table.add_column("tokens", justify="right")
     table.add_column("response")
-    for i, (text, n) in enumerate(zip(result.responses, result.token_counts)):
+    for i, (text, n) in enumerate(zip(result.responses, result.token_counts, strict=True)):
         table.add_row(str(i), str(n), text.replace("\n", " ")[:160])
     console.print(table)
     console.print("[bold]D[/bold] (W2 distances between the responses' token-state measures)")
@@ -133,23 +230,67 @@ def render(result: Result, console: Console) -> None:
         console.print(f"{i:>3} " + "".join(f"{v:7.1f}" for v in row), highlight=False)
     s = result.settings
     console.print(f"[bold]AvgWD[/bold]   {result.avg_wd:.6g}")
-    console.print(f"[bold]EigenWD[/bold] {result.eigen_wd:.6g}   (p={s['p']}, alpha={s['alpha']}, bandwidth={s['bandwidth']:.4g})")
+    console.print(
+        f"[bold]EigenWD[/bold] {result.eigen_wd:.6g}   (p={s['p']}, alpha={s['alpha']}, bandwidth={s['bandwidth']:.4g})"
+    )
+    if result.eigen_wd_fixed is not None:
+        console.print(f"EigenWD {result.eigen_wd_fixed:.6g}   (the teacher's fixed bandwidth)")
+    if result.baselines:
+        console.print("baselines: " + ", ".join(f"{k.upper()} {v:.4g}" for k, v in result.baselines.items()))
     render_answer(result, console)
     drawn = f" sampler={s['sampler']}" if s.get("sampler") else ""
-    console.print(f"target={s['target']}{drawn} teacher={s['teacher']} layer={s['layer']}/{s['n_layers']} K={s['k']} "
-                  f"T={s['temperature']} top_p={s['top_p']} seed={s['seed']} device={s['device']}")
+    console.print(
+        f"target={s['target']}{drawn} teacher={s['teacher']} layer={s['layer']}/{s['n_layers']} K={s['k']} "
+        f"T={s['temperature']} top_p={s['top_p']} seed={s['seed']} device={s['device']}"
+    )
     if result.p_hallucination is not None:
-        c = result.calibration or {}
-        op = c.get("operating_point", {})
-        console.print(f"calibration: {c.get('origin')} (label {c.get('label')}, fingerprint {c.get('fingerprint')})",
-                      highlight=False)
-        console.print(f"[bold]risk {result.p_hallucination:.2f}[/bold] - {'flagged' if result.flag else 'not flagged'} "
-                      f"(threshold {c.get('threshold', float('nan')):.2f}, FPR {op.get('fpr', float('nan')):.0%} on "
-                      f"{c.get('n')} labelled prompts)", highlight=False)
+        console.print(verdict_lines(result), highlight=False)
+    console.print(cost_line(result), highlight=False)
     u = result.usage
     if u.requests or u.cache_hits:
-        console.print(f"API: {u.requests} requests, {u.cache_hits} from cache, {u.retries} retries, "
-                      f"{u.completion_tokens} completion tokens fresh, {u.cached_completion_tokens} cached")
+        console.print(
+            f"API: {u.requests} requests, {u.cache_hits} from cache, {u.retries} retries, "
+            f"{u.completion_tokens} completion tokens fresh, {u.cached_completion_tokens} cached"
+        )
+
+
+def verdict_lines(result: Result) -> str:
+    """The calibrated verdict as a reader sees it: the calibration and the data it was fitted on, the risk and
+    flag with the threshold's false-positive rate, the members it rests on, and the base rate p is at."""
+    c = result.calibration or {}
+    op = c.get("operating_point", {})
+    data = ", ".join(f"{name} ({n})" for name, n in (c.get("data") or {}).items())
+    rate = c.get("base_rate") or {}
+    stated = rate.get("stated")
+    at = (
+        f"base rate {stated:g} (yours; {rate.get('fitted', float('nan')):.2f} in its data)"
+        if stated is not None
+        else f"base rate {rate.get('fitted', float('nan')):.2f} of its data (--base-rate for yours)"
+    )
+    members = ", ".join(c.get("members") or [])
+    return (
+        f"calibration: {c.get('origin')}, fitted on {data} (label {c.get('label')}, fingerprint "
+        f"{c.get('fingerprint')})\n"
+        f"[bold]risk {result.p_hallucination:.2f}[/bold] - {'flagged' if result.flag else 'not flagged'} "
+        f"(threshold {op.get('threshold', float('nan')):.2f} at FPR {op.get('fpr', float('nan')):.0%} on "
+        f"{c.get('n')} labelled prompts; p at {at})\n"
+        f"from: {members}"
+    )
+
+
+def cost_line(result: Result) -> str:
+    """What the verdict cost: the samples drawn of the most it may draw, the target's tokens, and with -k auto
+    each stage's p and whether it settled."""
+    s = result.settings
+    line = f"cost: {len(result.responses)} of {s['k']} samples, {result.target_tokens} target tokens"
+    if result.stages:
+        looked = ", ".join(
+            f"{st['k']}: p {'-' if st['p_hallucination'] is None else format(st['p_hallucination'], '.2f')}"
+            f" {'settled' if st['settled'] else 'open'}"
+            for st in result.stages
+        )
+        line += f" (-k auto: {looked})"
+    return line
 
 
 RISK_COLOURS = ("green", "yellow", "red")
@@ -158,8 +299,10 @@ RISK_COLOURS = ("green", "yellow", "red")
 def risk_colours(scores: list[float | None]) -> list[str | None]:
     """Each score's colour among these scores: lowest third green, middle yellow, highest red (None for None)."""
     known = [v for v in scores if v is not None]
-    return [None if v is None else RISK_COLOURS[min(2, int(3 * (sum(k < v for k in known) + 0.5) / len(known)))]
-            for v in scores]
+    return [
+        None if v is None else RISK_COLOURS[min(2, int(3 * (sum(k < v for k in known) + 0.5) / len(known)))]
+        for v in scores
+    ]
 
 
 def render_answer(result: Result, console: Console) -> None:
@@ -171,12 +314,28 @@ def render_answer(result: Result, console: Console) -> None:
     console.print(f"[bold]AnswerWD[/bold] {result.answer_wd:.6g}   (mean W2 from the answer to the K samples)")
     if not result.sentences:
         return
-    console.print("[bold]Sentences[/bold] of the answer: W2-like cost under the sample that explains each best "
-                  "(red: the highest third of this answer's sentences, green: the lowest)")
-    for sentence, colour in zip(result.sentences, risk_colours([x.score for x in result.sentences])):
+    judged = any(x.p_hallucination is not None for x in result.sentences)
+    console.print(
+        "[bold]Sentences[/bold] of the answer: "
+        + (
+            "risk (the sentence head's p; flagged in red), W2-like cost under the sample that explains it best, "
+            "surprise of its rarest word among the samples"
+            if judged
+            else "W2-like cost under the sample that explains each best (red: the highest third of this answer's "
+            "sentences, green: the lowest)"
+        )
+    )
+    colours = risk_colours([x.score for x in result.sentences])
+    for sentence, colour in zip(result.sentences, colours, strict=True):
         score = "-" if sentence.score is None else f"{sentence.score:.4g}"
         text = sentence.text.replace("\n", " ")
-        console.print(Text(f"{score:>9}  {text}", style=colour or "dim"))
+        if judged:
+            risk = "-" if sentence.p_hallucination is None else f"{sentence.p_hallucination:.2f}"
+            surprise = "-" if sentence.unigram is None else f"{sentence.unigram:.3g}"
+            style = "red" if sentence.flag else "green" if sentence.flag is False else "dim"
+            console.print(Text(f"{risk:>5} {score:>9} {surprise:>6}  {text}", style=style))
+        else:
+            console.print(Text(f"{score:>9}  {text}", style=colour or "dim"))
     console.print(f"[bold]SentenceWD[/bold] {result.sentence_wd:.6g}   (mean of the sentence scores)")
 
 
@@ -184,12 +343,15 @@ def render_answer(result: Result, console: Console) -> None:
 @with_settings(skip=("token_budget",))
 def score(
     prompt: Annotated[str, typer.Argument(help="The prompt to score.")],
-    response: Annotated[Optional[str], typer.Option(
-        "--response", help="The answer to check: its AnswerWD and per-sentence risk against the K samples.")] = None,
+    response: Annotated[
+        str | None,
+        typer.Option(
+            "--response", help="The answer to check: its AnswerWD and per-sentence risk against the K samples."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    calibration: Annotated[Optional[Path], typer.Option(
-        "--calibration", help="Calibration file (bbwd calibrate): adds the risk and a flag; refused unless fitted for "
-                              "these settings. Default: the embedded one for the teacher, when it matches.")] = None,
+    calibration: CalibrationFile = None,
+    verdict: Verdict = True,
     options: dict[str, Any] | None = None,
 ) -> None:
     """Score one prompt: sample K responses, teacher-force them, print D, AvgWD, EigenWD and, calibrated, the risk;
@@ -200,18 +362,12 @@ def score(
     from blackbox_wd.records import as_messages
 
     messages = as_messages(prompt)  # an empty prompt fails here, before torch loads
-    from blackbox_wd.calibration import Calibration, embedded_calibration
     from blackbox_wd.pipeline import Detector
 
+    choice = calibration_choice(calibration, verdict)
     quiet_libraries()
-    detector = Detector.from_settings(settings, Calibration.load(calibration) if calibration else None)
-    if calibration is None:
-        embedded, note = embedded_calibration(detector.reported_settings())
-        detector = detector.with_calibration(embedded)
-    else:
-        note = detector.calibration.sampling_note(detector.reported_settings())
-    if note:
-        typer.echo(note, err=True)
+    detector = Detector.from_settings(settings, choice)
+    say_note(detector.calibration_note)
     result = detector.score(messages, answer=response)
     if as_json:
         json.dump(result.to_dict(), sys.stdout)
@@ -225,27 +381,41 @@ def score(
 def batch(
     logs: Annotated[Path, typer.Argument(help="JSONL input: id?, prompt|messages, responses?, label?")],
     output: Annotated[Path, typer.Option("-o", "--output", help="JSONL output (appended; a rerun resumes it).")],
-    k: Annotated[Optional[int], typer.Option("-k", "--k", help="Responses per record (default: 10 with --target, "
-                                             "else the count of the first record with 2 or more).")] = None,
-    group_size: Annotated[int, typer.Option("--group-size", help="Records per shared teacher pass.")] = 8,
+    k: Annotated[
+        str | None,
+        typer.Option(
+            "-k",
+            "--k",
+            help="Responses per record (default: 10 with --target, else the count of the first record with 2 or "
+            "more), or auto: draw from --target in stages up to --k-max and stop once the verdict is settled.",
+        ),
+    ] = None,
+    group_size: Annotated[int, typer.Option("--group-size", help="Records per shared teacher pass.")] = GROUP_SIZE,
     save_matrix: Annotated[bool, typer.Option("--save-matrix", help="Add D to every output line.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 if any record had an error.")] = False,
     calibration: CalibrationFile = None,
-    engine: Annotated[Engine, typer.Option("--engine", help="local: this process; ray: a Ray cluster (needs the "
-                                           "'ray' extra), same output.")] = Engine.local,
-    ray_address: Annotated[Optional[str], typer.Option("--ray-address", help="Ray cluster for --engine ray "
-                                                       "(default: $RAY_ADDRESS, else a new local one).")] = None,
+    verdict: Verdict = True,
+    engine: Annotated[
+        EngineOption,
+        typer.Option("--engine", help="local: this process; ray: a Ray cluster (needs the 'ray' extra), same output."),
+    ] = EngineOption.local,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address", help="Ray cluster for --engine ray (default: $RAY_ADDRESS, else a new local one)."
+        ),
+    ] = None,
     options: dict[str, Any] | None = None,
 ) -> None:
-    """Score a JSONL log, one output line per input line; records with fewer than K responses are topped up from --target."""
+    """Score a JSONL log, one output line per input line; records with fewer than K responses are topped up from
+    --target."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if not logs.is_file():  # before torch loads
         raise BBWDError(f"input file not found: {logs}")
-    if ray_address is not None and engine is not Engine.ray:
+    if ray_address is not None and engine is not EngineOption.ray:
         raise BBWDError("--ray-address needs --engine ray")
-    from blackbox_wd.batch import BatchRunner, check_group_size, check_output_path, plan_k, read_done
-    from blackbox_wd.calibration import Calibration
+    from blackbox_wd.batch import BatchRunner, check_output_path, plan_k, read_done
     from blackbox_wd.pipeline import Detector
 
     quiet_libraries()
@@ -254,22 +424,37 @@ def batch(
     read_done(output)  # not bbwd output: refused before any model loads
     options = options or {}
     sample_missing = options.get("target") is not None
-    k, k_source = plan_k(logs, k, sample_missing)
-    settings = settings_from(options, k=k)
-    cal = Calibration.load(calibration) if calibration else None
+    parsed = None if k is None else parse_k(k, options.get("k_max"))
+    if parsed is not None and parsed["stop"] is not None:
+        settings, k_source = settings_from(options, k=k), "-k auto"
+    else:
+        planned, k_source = plan_k(logs, None if parsed is None else parsed["k"], sample_missing)
+        settings = settings_from(options, k=planned)
+    choice = calibration_choice(calibration, verdict)
     err = Console(stderr=True)
-    if engine is Engine.ray:
+    cluster: contextlib.AbstractContextManager[None]
+    if engine is EngineOption.ray:
         from blackbox_wd.ray_engine import RayRunner, ray_cluster
 
         cluster = ray_cluster(ray_address)
     else:
         cluster = contextlib.nullcontext()
     with cluster:
-        runner = RayRunner(settings, sample_missing, group_size, calibration=cal) if engine is Engine.ray else \
-            BatchRunner(Detector.from_settings(settings, cal), sample_missing, group_size=group_size)
-        with Progress(TextColumn("[bold]bbwd batch"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("{task.fields[rate]:.2f} rec/s, {task.fields[errors]} errors"),
-                      TimeElapsedColumn(), console=err, disable=not err.is_terminal) as bar:
+        runner = (
+            RayRunner(settings, sample_missing, group_size, calibration=choice)
+            if engine is EngineOption.ray
+            else BatchRunner(Detector.from_settings(settings, choice, group_size=group_size), sample_missing)
+        )
+        say_note(runner.detector.calibration_note)
+        with Progress(
+            TextColumn("[bold]bbwd batch"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]:.2f} rec/s, {task.fields[errors]} errors"),
+            TimeElapsedColumn(),
+            console=err,
+            disable=not err.is_terminal,
+        ) as bar:
             task = bar.add_task("score", total=None, rate=0.0, errors=0)
 
             def progress(done: int, errors: int) -> None:
@@ -285,37 +470,121 @@ def batch(
 
 @app.command("eval")
 @with_settings(skip=("token_budget",))
-def evaluate(
-    data: Annotated[str, typer.Option("--data", help="Dataset JSONL (../shared/data format) or a short name: nq, sciq, squad, math500.")],
+def eval_command(
+    data: Annotated[
+        str,
+        typer.Option("--data", help="Dataset JSONL (../shared/data format) or a short name: nq, sciq, squad, math500."),
+    ],
     output: Annotated[Path, typer.Option("-o", "--output", help="Report folder.")] = Path("report"),
-    limit: Annotated[Optional[int], typer.Option("--limit", help="Score the first N prompts (exemplars excluded).")] = None,
-    protocol: Annotated[str, typer.Option("--protocol", help="few-shot (5 exemplars of the data file as chat turns, short answers) or zero-shot. MATH is zero-shot under both.")] = "few-shot",
-    label_from: Annotated[str, typer.Option("--label-from", help="Judged answer: greedy (one extra answer at temperature 0) or first (the first of the K samples).")] = "greedy",
-    dse: Annotated[str, typer.Option("--dse", help="DSE judge: answer (QA: equal normalised answers; MATH: equivalent final answers), nli (needs --nli), teacher (the teacher LM's yes/no), none.")] = "answer",
-    nli: Annotated[Optional[str], typer.Option("--nli", help="NLI model for --dse nli: hub id or local folder (e.g. microsoft/deberta-large-mnli).")] = None,
-    require_context: Annotated[bool, typer.Option("--require-context", help="Score only records with a non-empty context (e.g. SciQ with its support).")] = False,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", help="Max new tokens per response (default 128; 512 when the data has MATH items).")] = None,
-    judge: Annotated[Optional[str], typer.Option("--judge", help="Also label with an LLM judge: API preset or model name (with --judge-base-url).")] = None,
-    judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")] = None,
-    judge_api_key_env: Annotated[Optional[str], typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")] = None,
-    lne: Annotated[bool, typer.Option("--lne/--no-lne", help="Run the LNE baseline. Without a target's log-probs it needs the teacher's: all its layers and its output head, 2.5x (SmolLM2) to 6x (Gemma-3) the teacher time of the other methods.")] = True,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Score the first N prompts (exemplars excluded).")
+    ] = None,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            help="few-shot (5 exemplars of the data file as chat turns, short answers) or zero-shot. "
+            "MATH is zero-shot under both.",
+        ),
+    ] = "few-shot",
+    label_from: Annotated[
+        str,
+        typer.Option(
+            "--label-from",
+            help="Judged answer: greedy (one extra answer at temperature 0) or first (the first of the K samples).",
+        ),
+    ] = "greedy",
+    dse: Annotated[
+        str,
+        typer.Option(
+            "--dse",
+            help="DSE judge: answer (QA: equal normalised answers; MATH: equivalent final answers), nli (needs --nli), "
+            "teacher (the teacher LM's yes/no), none.",
+        ),
+    ] = "answer",
+    nli: Annotated[
+        str | None,
+        typer.Option(
+            "--nli", help="NLI model for --dse nli: hub id or local folder (e.g. microsoft/deberta-large-mnli)."
+        ),
+    ] = None,
+    require_context: Annotated[
+        bool,
+        typer.Option(
+            "--require-context", help="Score only records with a non-empty context (e.g. SciQ with its support)."
+        ),
+    ] = False,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tokens", help="Max new tokens per response (default 128; 512 when the data has MATH items)."
+        ),
+    ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option("--judge", help="Also label with an LLM judge: API preset or model name (with --judge-base-url)."),
+    ] = None,
+    judge_base_url: Annotated[
+        str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
+    ] = None,
+    judge_api_key_env: Annotated[
+        str | None, typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")
+    ] = None,
+    lne: Annotated[
+        bool,
+        typer.Option(
+            "--lne/--no-lne",
+            help="Run the LNE baseline. Without a target's log-probs it needs the teacher's: all its layers and its "
+            "output head, 2.5x (SmolLM2) to 6x (Gemma-3) the teacher time of the other methods.",
+        ),
+    ] = True,
+    calibration: CalibrationFile = None,
+    verdict: Verdict = True,
     options: dict[str, Any] | None = None,
 ) -> None:
     """Score a dataset with AvgWD, EigenWD and the baselines; write results.jsonl, summary.md and plots."""
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from blackbox_wd.eval.main import execute, plan
 
     quiet_libraries()
-    request = plan(data, output, options or {}, limit=limit, protocol_name=protocol, label_from=label_from, dse=dse,
-                   nli=nli, require_context=require_context, max_tokens=max_tokens, judge=judge,
-                   judge_base_url=judge_base_url, judge_api_key_env=judge_api_key_env, lne=lne)
+    request = plan(
+        data,
+        output,
+        setting_values(options or {}),
+        limit=limit,
+        protocol_name=protocol,
+        label_from=label_from,
+        dse=dse,
+        nli=nli,
+        require_context=require_context,
+        max_tokens=max_tokens,
+        judge=judge,
+        judge_base_url=judge_base_url,
+        judge_api_key_env=judge_api_key_env,
+        lne=lne,
+        calibration=calibration_choice(calibration, verdict),
+    )
     err = Console(stderr=True)
-    with Progress(TextColumn("[bold]bbwd eval"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[rate]}, {task.fields[errors]} errors"), TimeElapsedColumn(),
-                  TextColumn("ETA"), TimeRemainingColumn(), console=err, disable=not err.is_terminal,
-                  speed_estimate_period=3600) as bar:
+    with Progress(
+        TextColumn("[bold]bbwd eval"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}, {task.fields[errors]} errors"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err,
+        disable=not err.is_terminal,
+        speed_estimate_period=3600,
+    ) as bar:
         task = bar.add_task("eval", total=len(request.dataset.items), rate="", errors=0)
         start = {"done": 0, "errors": 0}
 
@@ -334,35 +603,56 @@ def evaluate(
 
 @app.command()
 def calibrate(
-    results: Annotated[Path, typer.Argument(help="Labelled JSONL: bbwd eval's results.jsonl, or rows with avg_wd, "
-                                                 "eigen_wd and a 0/1 label (1 = hallucination).")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Calibration file to write; the report "
-                                         "(<name>.md, <name>.reliability.png) goes beside it.")] = Path("calibration.json"),
-    label: Annotated[str, typer.Option("--label", help="Label field: label, label_em, label_judge, ...")] = "label",
-    settings_from: Annotated[Optional[Path], typer.Option(
-        "--settings-from", help="The rows' reported settings (JSON object); default: settings.json beside RESULTS, "
-                                "which bbwd eval writes.")] = None,
-    target_fpr: Annotated[Optional[float], typer.Option(
-        "--target-fpr", help="Threshold: the smallest whose cross-validated FPR is at most this (default 0.1).")] = None,
-    max_f1: Annotated[bool, typer.Option("--max-f1", help="Threshold: the one of maximum F1 instead.")] = False,
-    with_baselines: Annotated[bool, typer.Option(
-        "--with-baselines", help="Also report the combined score with the baselines (not applied).")] = False,
-    folds: Annotated[int, typer.Option("--folds", help="Cross-validation folds (stratified).")] = 5,
-    samples: Annotated[Optional[str], typer.Option(
-        "--samples", help="Who drew the rows' samples, e.g. 'gpt-3.5-turbo at T=1.0, recorded in the data'; "
-                          "required when they came recorded with the data.")] = None,
+    results: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Labelled JSONL of one settings fingerprint: bbwd eval's results.jsonl (one or more), or rows "
+            "with the scores and a 0/1 label (1 = hallucination) or a human_score in [0, 1]."
+        ),
+    ],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Calibration file to write; the report (<name>.md, <name>.reliability.png) goes beside it.",
+        ),
+    ] = Path("calibration.json"),
+    label: Annotated[
+        str, typer.Option("--label", help="Label field: label, label_em, label_judge, ... (else human_score).")
+    ] = "label",
+    settings_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--settings-from",
+            help="The rows' reported settings (JSON object); default: settings.json beside the first RESULTS, "
+            "which bbwd eval writes.",
+        ),
+    ] = None,
+    target_fpr: Annotated[
+        float,
+        typer.Option("--target-fpr", help="Each threshold: the smallest whose cross-validated FPR is at most this."),
+    ] = 0.1,
+    folds: Annotated[int, typer.Option("--folds", help="Cross-validation folds (grouped by prompt).")] = 5,
+    samples: Annotated[
+        str | None,
+        typer.Option(
+            "--samples",
+            help="Who drew the rows' samples, e.g. 'gpt-3.5-turbo at T=1.0, recorded in the data'; "
+            "required when they came recorded with the data.",
+        ),
+    ] = None,
 ) -> None:
-    """Fit a calibration (probability of hallucination and a flag) on labelled results, with a report."""
+    """Fit a calibration (the combined verdict: a probability of hallucination and a flag, for answers and their
+    sentences) on labelled results, with a report."""
     from blackbox_wd.batch import check_output_path
-    from blackbox_wd.calibration.fit import fit_file
+    from blackbox_wd.calibration.fit import fit_files
     from blackbox_wd.calibration.report import summary_line, write_report
 
-    if max_f1 and target_fpr is not None:
-        raise BBWDError("give --target-fpr or --max-f1, not both")
     check_output_path(output)
-    fit = fit_file(results, label=label, settings_from=settings_from, folds=folds,
-                   target_fpr=0.1 if target_fpr is None else target_fpr, max_f1=max_f1, with_baselines=with_baselines,
-                   samples=samples)
+    fit = fit_files(
+        results, label=label, settings_from=settings_from, folds=folds, target_fpr=target_fpr, samples=samples
+    )
     fit.calibration.save(output)
     paths = write_report(fit, output)
     typer.echo(f"wrote {output}, {paths['report']}, {paths['reliability']}: {summary_line(fit)}", err=True)
@@ -376,10 +666,23 @@ SERVE_MODULES = {"fastapi", "starlette", "uvicorn", "prometheus_client", "pydant
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to bind (loopback by default).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8080,
-    server_key_env: Annotated[Optional[str], typer.Option("--server-key-env", help="Environment variable holding the bearer token clients must send (needed to bind a non-loopback address).")] = None,
-    calibration: Annotated[Optional[Path], typer.Option("--calibration", help="Calibration file: adds p_hallucination and flag to every verdict.")] = None,
-    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Largest request body accepted (413 above).")] = 4 * 1024 * 1024,
-    batch_wait_ms: Annotated[float, typer.Option("--batch-wait-ms", help="How long a lone request waits for others to share its teacher pass.")] = 5.0,
+    server_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--server-key-env",
+            help="Environment variable holding the bearer token clients must send (needed to bind a non-loopback "
+            "address).",
+        ),
+    ] = None,
+    calibration: CalibrationFile = None,
+    verdict: Verdict = True,
+    max_body_bytes: Annotated[
+        int, typer.Option("--max-body-bytes", help="Largest request body accepted (413 above).")
+    ] = 4 * 1024 * 1024,
+    batch_wait_ms: Annotated[
+        float,
+        typer.Option("--batch-wait-ms", help="How long a lone request waits for others to share its teacher pass."),
+    ] = 5.0,
     options: dict[str, Any] | None = None,
 ) -> None:
     """Serve an OpenAI-compatible /v1/chat/completions that answers every call and adds its bbwd verdict."""
@@ -388,13 +691,23 @@ def serve(
     except ModuleNotFoundError as exc:
         if exc.name not in SERVE_MODULES:
             raise
-        raise BBWDError(f"bbwd serve needs the 'serve' extra ({exc.name} is missing): "
-                        "pip install 'blackbox-wd[serve]'") from None
+        raise BBWDError(
+            f"bbwd serve needs the 'serve' extra ({exc.name} is missing): pip install 'blackbox-wd[serve]'"
+        ) from None
 
     quiet_libraries()
     settings = settings_from(options or {})
-    run(settings, ServeOptions(host=host, port=port, server_key_env=server_key_env, calibration=calibration,
-                               max_body_bytes=max_body_bytes, batch_wait_ms=batch_wait_ms))
+    run(
+        settings,
+        ServeOptions(
+            host=host,
+            port=port,
+            server_key_env=server_key_env,
+            calibration=calibration_choice(calibration, verdict),
+            max_body_bytes=max_body_bytes,
+            batch_wait_ms=batch_wait_ms,
+        ),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -423,7 +736,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - the CLI edge: one line, not a traceback
         if os.environ.get("BBWD_DEBUG"):
             raise
-        typer.echo(f"error: unexpected {type(exc).__name__}: {one_line(exc)} (set BBWD_DEBUG=1 for the traceback)",
-                   err=True)
+        typer.echo(
+            f"error: unexpected {type(exc).__name__}: {one_line(exc)} (set BBWD_DEBUG=1 for the traceback)", err=True
+        )
         code = 1
     sys.exit(code or 0)

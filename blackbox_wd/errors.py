@@ -33,7 +33,7 @@ class PromptTooLong(BBWDError):
     """A prompt that does not fit the teacher's context (found before any sampling)."""
 
 
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    """An exception's message on one line (whitespace collapsed), cut to ``limit`` characters."""
+def one_line(exc: BaseException | str, limit: int = 300) -> str:
+    """An exception's message (or a text) on one line (whitespace collapsed), cut to ``limit`` characters."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."

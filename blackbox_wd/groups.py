@@ -1,7 +1,7 @@
 """The batch stages over one group of consecutive log records, shared by the local and the Ray engine.
 
 A group goes: :func:`sample_group` (what each record needs, then the draw) -> :func:`teacher_group`
-(one shared-prefix teacher pass) -> :func:`score_group` (exact OT, AvgWD, EigenWD). Each takes and
+(one shared-prefix teacher pass) -> :func:`score_records` (exact OT, the scores, the verdict). Each takes and
 gives one slot per record: a record that did not parse stays None, a record that cannot go on
 carries its BBWDError, so that every input line ends as one output line. Groups are fixed by input
 position (:func:`groups`), so that both engines, and a resumed run, batch exactly alike.
@@ -16,9 +16,9 @@ from typing import Any, Protocol, TypeVar
 
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.logs import LogRecord, read_records
-from blackbox_wd.pipeline import PromptStates, Result, Scorer
+from blackbox_wd.pipeline import Detector, PromptStates, Result
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
-from blackbox_wd.sampling import Sampler, draw_group
+from blackbox_wd.sampling import Drawn, Sampler, draw_group
 
 T = TypeVar("T")
 Slot = Any  # one record's value at a stage: None (did not parse), a BBWDError, or the stage's output
@@ -47,55 +47,102 @@ def record_need(rec: LogRecord, teacher: Prompter, k: int, sample_missing: bool)
     """How many responses to draw for a record, why it cannot be scored, or None when it did not parse."""
     if rec.error:
         return None
+    assert rec.messages is not None, "a record that parsed has its messages"
     try:
         teacher.prompt_ids(rec.messages)  # caught before any sampling
     except BBWDError as exc:  # the chat template rejects the messages, or the prompt is over the context
         return BBWDError(f"field '{rec.prompt_field}': {exc}")
     given = min(len(rec.responses), k)
     if not sample_missing and given < k:
-        return BBWDError(f"field 'responses' has {len(rec.responses)} response(s); every record of this run is "
-                         f"scored on K={k} and there is no --target to sample more")
+        return BBWDError(
+            f"field 'responses' has {len(rec.responses)} response(s); every record of this run is "
+            f"scored on K={k} and there is no --target to sample more"
+        )
     return k - given
 
 
-async def sample_group(group: list[LogRecord], teacher: Prompter, sampler: Sampler | None, params: SamplingParams,
-                       sample_missing: bool) -> list[SampleSet | BBWDError | None]:
+async def sample_group(
+    group: list[LogRecord],
+    teacher: Prompter,
+    sampler: Sampler | None,
+    params: SamplingParams,
+    sample_missing: bool,
+    draw: bool = True,
+) -> list[SampleSet | BBWDError | None]:
     """Each record's given responses (the first K) topped up to K from the target (``sampling.draw_group``:
-    one batched draw for a local target, concurrent API calls else)."""
+    one batched draw for a local target, concurrent API calls else); ``draw`` False: the given responses only
+    (``-k auto`` draws in its stages: ``rounds``)."""
     needs = [record_need(rec, teacher, params.k, sample_missing) for rec in group]
-    todo = [n for n, need in enumerate(needs) if isinstance(need, int) and need > 0]
-    drawn = dict(zip(todo, await draw_group(sampler, [(group[n].messages, needs[n]) for n in todo], params))) \
-        if todo else {}
+    todo: dict[int, tuple[Messages, int]] = {}  # by position: what to draw for each record short of K
+    for n, (rec, need) in enumerate(zip(group, needs, strict=True)):
+        if draw and isinstance(need, int) and need > 0:
+            assert rec.messages is not None, "record_need counts responses only for a record that parsed"
+            todo[n] = (rec.messages, need)
+    drawn: dict[int, Drawn] = {}
+    if todo:
+        assert sampler is not None, "responses are drawn only with a target (sample_missing), whose sampler is given"
+        drawn = dict(zip(todo, await draw_group(sampler, list(todo.values()), params), strict=True))
     out: list[SampleSet | BBWDError | None] = []
-    for n, (rec, need) in enumerate(zip(group, needs)):
+    for n, (rec, need) in enumerate(zip(group, needs, strict=True)):
         if need is None or isinstance(need, BBWDError):
             out.append(need)
             continue
         got = drawn[n].samples if n in drawn else SampleSet([])
         if isinstance(got, SampleSet):
-            got.samples[:0] = [Sample(r) for r in rec.responses[:params.k]]
+            got.samples[:0] = [Sample(r) for r in rec.responses[: params.k]]
             got.answer = Sample(rec.response) if rec.response is not None else None  # for AnswerWD and its sentences
             got.answer_sentences = rec.sentences
         out.append(got)
     return out
 
 
-def teacher_group(scorer: Scorer, group: list[LogRecord], sets: list[Slot]) -> list[PromptStates | BBWDError | None]:
-    """One shared-prefix teacher pass over the group's records that have samples (``Scorer.teacher_pass``)."""
+def ready_items(group: list[LogRecord], sets: list[Slot]) -> tuple[list[int], list[tuple[Messages, SampleSet]]]:
+    """The positions of the group's records that have samples, and their (messages, samples)."""
     ready = [n for n, s in enumerate(sets) if isinstance(s, SampleSet)]
-    passed = scorer.teacher_pass([(group[n].messages, sets[n]) for n in ready])
+    items: list[tuple[Messages, SampleSet]] = []
+    for n in ready:
+        messages = group[n].messages
+        assert messages is not None, "a record with samples parsed"
+        items.append((messages, sets[n]))
+    return ready, items
+
+
+def teacher_group(
+    detector: Detector, group: list[LogRecord], sets: list[Slot]
+) -> list[PromptStates | BBWDError | None]:
+    """One shared-prefix teacher pass over the group's records that have samples (``Detector.teacher_pass``)."""
+    ready, items = ready_items(group, sets)
+    passed = detector.teacher_pass(items)
     out: list[PromptStates | BBWDError | None] = list(sets)  # errors and None pass through
-    for n, ps in zip(ready, passed):
+    for n, ps in zip(ready, passed, strict=True):
         out[n] = ps
     return out
 
 
-def score_group(scorer: Scorer, states: list[Slot], sets: list[Slot]) -> list[Result | BBWDError | None]:
-    """D, AvgWD and EigenWD of each record that has token states (``Scorer.outcome``); its sampling time
-    joins the timings."""
+async def score_group_in_stages(
+    detector: Detector, group: list[LogRecord], sets: list[Slot], sampler: Sampler | None
+) -> list[Result | BBWDError | None]:
+    """``-k auto`` over the group's records that have their given responses (``rounds.score_in_stages``): each drawn
+    from ``sampler`` (when there is a target) in stages until its verdict is settled; errors and None pass through."""
+    from blackbox_wd.rounds import sampler_draw, score_in_stages
+
+    ready, items = ready_items(group, sets)
+    draw = sampler_draw(sampler) if sampler is not None else None
+    scored = await score_in_stages(detector, items, draw) if items else []
+    out: list[Result | BBWDError | None] = list(sets)
+    for n, res in zip(ready, scored, strict=True):
+        if isinstance(res, Result):
+            res.timings = {"sample": sets[n].seconds, **res.timings}
+        out[n] = res
+    return out
+
+
+def score_records(detector: Detector, states: list[Slot], sets: list[Slot]) -> list[Result | BBWDError | None]:
+    """D, the scores and the verdict of each record that has token states (``Detector.outcome``); its sampling
+    time joins the timings."""
     out: list[Result | BBWDError | None] = []
-    for ps, sset in zip(states, sets):
-        res = scorer.outcome(ps) if isinstance(ps, PromptStates) else ps
+    for ps, sset in zip(states, sets, strict=True):
+        res = detector.outcome(ps) if isinstance(ps, PromptStates) else ps
         if isinstance(res, Result):
             res.timings = {"sample": sset.seconds, **res.timings}
         out.append(res)

@@ -69,16 +69,26 @@ def _messages(obj: dict, where: str) -> Messages:
     """The record's prompt as a message list, from 'prompt' or 'messages'."""
     if "messages" in obj:
         msgs = obj["messages"]
-        ok = isinstance(msgs, list) and msgs and all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-            for m in msgs)
+        ok = (
+            isinstance(msgs, list)
+            and msgs
+            and all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in msgs
+            )
+        )
         if not ok:
             raise BBWDError(f"{where}: field 'messages' must be a non-empty list of {{role, content}} strings")
         for i, m in enumerate(msgs):
             if not m["content"].strip():
                 raise BBWDError(f"{where}: field 'messages'[{i}].content is empty")
-        return [{"role": _text(m["role"], f"'messages'[{i}].role", where),
-                 "content": _text(m["content"], f"'messages'[{i}].content", where)} for i, m in enumerate(msgs)]
+        return [
+            {
+                "role": _text(m["role"], f"'messages'[{i}].role", where),
+                "content": _text(m["content"], f"'messages'[{i}].content", where),
+            }
+            for i, m in enumerate(msgs)
+        ]
     if "prompt" not in obj:
         raise BBWDError(f"{where}: missing field 'prompt' (or 'messages')")
     prompt = obj["prompt"]
@@ -151,26 +161,45 @@ def parse_line(text: str, line: int, input_hash: str = "") -> LogRecord:
     try:
         obj = strict_loads(text)
     except json.JSONDecodeError as exc:
-        return LogRecord(line, line, error=f"{where}: invalid JSON ({exc.msg} at column {exc.colno})",
-                         input_hash=input_hash)
+        return LogRecord(
+            line, line, error=f"{where}: invalid JSON ({exc.msg} at column {exc.colno})", input_hash=input_hash
+        )
     except NotJSON as exc:
         return LogRecord(line, line, error=f"{where}: invalid JSON ({exc})", input_hash=input_hash)
     except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits, nesting too deep
-        return LogRecord(line, line, error=f"{where}: invalid JSON ({type(exc).__name__}: {one_line(exc, 1000)})",
-                         input_hash=input_hash)
+        return LogRecord(
+            line,
+            line,
+            error=f"{where}: invalid JSON ({type(exc).__name__}: {one_line(exc, 1000)})",
+            input_hash=input_hash,
+        )
     if not isinstance(obj, dict):
-        return LogRecord(line, line, error=f"{where}: expected a JSON object, got {type(obj).__name__}",
-                         input_hash=input_hash)
+        return LogRecord(
+            line, line, error=f"{where}: expected a JSON object, got {type(obj).__name__}", input_hash=input_hash
+        )
     try:
         rid = _id(obj, line, where)
     except BBWDError as exc:
         return LogRecord(line, line, error=str(exc), input_hash=input_hash)
     field = "messages" if "messages" in obj else "prompt"
     try:
-        messages, responses, label, response = (_messages(obj, where), _responses(obj, where), _label(obj, where),
-                                                _response(obj, where))
-        return LogRecord(line, rid, messages, responses, label, input_hash=input_hash, prompt_field=field,
-                         response=response, sentences=_sentences(obj, where, response))
+        messages, responses, label, response = (
+            _messages(obj, where),
+            _responses(obj, where),
+            _label(obj, where),
+            _response(obj, where),
+        )
+        return LogRecord(
+            line,
+            rid,
+            messages,
+            responses,
+            label,
+            input_hash=input_hash,
+            prompt_field=field,
+            response=response,
+            sentences=_sentences(obj, where, response),
+        )
     except BBWDError as exc:
         label = obj.get("label")
         keep = int(label) if isinstance(label, bool) or (isinstance(label, (int, float)) and label in (0, 1)) else None
@@ -185,8 +214,12 @@ def decode_line(raw: bytes, line: int) -> LogRecord:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return LogRecord(line, line, error=f"line {line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset "
-                                           f"{exc.start})", input_hash=digest)
+        return LogRecord(
+            line,
+            line,
+            error=f"line {line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
+            input_hash=digest,
+        )
     return parse_line(text, line, digest)
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 from scipy.stats import pearsonr, rankdata, spearmanr
@@ -43,6 +44,9 @@ from sklearn.metrics import auc, average_precision_score, precision_recall_curve
 N_BOOTSTRAP = 1000
 SEED = 0
 LEVEL = 0.95
+
+Ints: TypeAlias = Sequence[int] | np.ndarray  # labels, severities, passage ids: a sequence or an array
+Floats: TypeAlias = Sequence[float] | np.ndarray  # scores and continuous labels (NaN: no score)
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class AurocResult:
     n_boot: int  # resamples actually used (those holding both classes)
 
 
-def _clean(labels: Sequence[int] | np.ndarray, *scores: Sequence[float] | np.ndarray) -> tuple[np.ndarray, ...]:
+def _clean(labels: Ints, *scores: Floats) -> tuple[np.ndarray, ...]:
     """Labels and score arrays on the prompts where every score is finite; ValueError on bad input."""
     y = np.asarray(labels, dtype=int).reshape(-1)
     arrays = [np.asarray(s, dtype=float).reshape(-1) for s in scores]
@@ -84,7 +88,7 @@ def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def auroc(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
+def auroc(labels: Ints, scores: Floats) -> float:
     """roc_auc_score(labels, scores) on the finite scores; NaN when only one class is present."""
     y, s = _clean(labels, scores)
     if y.size == 0 or y.min() == y.max():
@@ -105,8 +109,9 @@ def rank_auroc(y: np.ndarray, s: np.ndarray) -> np.ndarray:
     return ((ranks * y).sum(axis=1) - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
 
 
-def bootstrap_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray,
-                 n_boot: int = N_BOOTSTRAP, seed: int = SEED, level: float = LEVEL) -> tuple[float, float, int]:
+def bootstrap_ci(
+    labels: Ints, scores: Floats, n_boot: int = N_BOOTSTRAP, seed: int = SEED, level: float = LEVEL
+) -> tuple[float, float, int]:
     """(lo, hi, resamples used) of the percentile bootstrap CI of the AUROC."""
     y, s = _clean(labels, scores)
     if y.size == 0 or y.min() == y.max():
@@ -117,8 +122,9 @@ def bootstrap_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | n
     return (*_percentiles(rank_auroc(y[idx], s[idx]), level), int(idx.shape[0]))
 
 
-def auroc_with_ci(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray,
-                  n_boot: int = N_BOOTSTRAP, seed: int = SEED, level: float = LEVEL) -> AurocResult:
+def auroc_with_ci(
+    labels: Ints, scores: Floats, n_boot: int = N_BOOTSTRAP, seed: int = SEED, level: float = LEVEL
+) -> AurocResult:
     """AUROC and its bootstrap CI in one result."""
     y, s = _clean(labels, scores)
     lo, hi, used = bootstrap_ci(y, s, n_boot, seed, level)
@@ -143,9 +149,9 @@ class PairedDiff:
         return "better" if self.lo > 0 else "worse" if self.hi < 0 else "no difference"
 
 
-def paired_auroc_diff(labels: Sequence[int] | np.ndarray, scores_a: Sequence[float] | np.ndarray,
-                      scores_b: Sequence[float] | np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = SEED,
-                      level: float = LEVEL) -> PairedDiff:
+def paired_auroc_diff(
+    labels: Ints, scores_a: Floats, scores_b: Floats, n_boot: int = N_BOOTSTRAP, seed: int = SEED, level: float = LEVEL
+) -> PairedDiff:
     """AUROC(a) - AUROC(b) and the percentile CI of the difference over the same resamples for both."""
     y, a, b = _clean(labels, scores_a, scores_b)
     nan = float("nan")
@@ -159,7 +165,7 @@ def paired_auroc_diff(labels: Sequence[int] | np.ndarray, scores_a: Sequence[flo
     return PairedDiff(diff, *_percentiles(d, level), int(y.size), int(idx.shape[0]))
 
 
-def auprc(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
+def auprc(labels: Ints, scores: Floats) -> float:
     """Average precision with hallucination (1) the positive class, on the finite scores; NaN with one class."""
     y, s = _clean(labels, scores)
     if y.size == 0 or y.min() == y.max():
@@ -172,7 +178,7 @@ def rejection_area(quality: np.ndarray) -> float:
     return float(np.mean(np.cumsum(quality) / np.arange(1, quality.size + 1)))
 
 
-def prr(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
+def prr(labels: Ints, scores: Floats) -> float:
     """Prediction-rejection ratio (LM-Polygraph ``PredictionRejectionArea`` normalised by oracle and random).
 
     With quality q = 1 - label (correct = 1), prompts ordered by ascending score (most confident
@@ -220,9 +226,14 @@ def _row_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (xc * yc).sum(axis=1) / np.sqrt((xc**2).sum(axis=1) * (yc**2).sum(axis=1))
 
 
-def correlation_with_ci(labels: Sequence[float] | np.ndarray, scores: Sequence[float] | np.ndarray,
-                        method: str = "pearson", n_boot: int = N_BOOTSTRAP, seed: int = SEED,
-                        level: float = LEVEL) -> CorrelationResult:
+def correlation_with_ci(
+    labels: Floats,
+    scores: Floats,
+    method: str = "pearson",
+    n_boot: int = N_BOOTSTRAP,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> CorrelationResult:
     """Pearson's r or Spearman's rho of scores with a continuous label, on the prompts where both are finite,
     with the percentile bootstrap CI (resamples where either side is constant are skipped)."""
     if method not in CORRELATIONS:
@@ -236,7 +247,7 @@ def correlation_with_ci(labels: Sequence[float] | np.ndarray, scores: Sequence[f
     nan = float("nan")
     if y.size < 3 or np.ptp(y) == 0 or np.ptp(s) == 0:
         return CorrelationResult(method, nan, nan, nan, int(y.size), 0)
-    r = float((pearsonr if method == "pearson" else spearmanr)(s, y)[0])
+    r = float(pearsonr(s, y)[0] if method == "pearson" else spearmanr(s, y)[0])
     idx = np.random.default_rng(seed).integers(0, y.size, (n_boot, y.size))
     ys, ss = y[idx], s[idx]
     if method == "spearman":
@@ -248,11 +259,37 @@ def correlation_with_ci(labels: Sequence[float] | np.ndarray, scores: Sequence[f
     return CorrelationResult(method, r, lo, hi, int(y.size), int(varies.sum()))
 
 
+def paired_pearson_diff(
+    labels: Floats,
+    scores_a: Floats,
+    scores_b: Floats,
+    n_boot: int = N_BOOTSTRAP,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> tuple[float, float, float]:
+    """Pearson's r(a, labels) - r(b, labels) on the prompts where all three are finite, and the percentile CI of the
+    difference over the same prompt resamples for both (resamples where a side is constant are skipped)."""
+    y, a, b = (np.asarray(v, dtype=float).reshape(-1) for v in (labels, scores_a, scores_b))
+    keep = np.isfinite(y) & np.isfinite(a) & np.isfinite(b)
+    y, a, b = y[keep], a[keep], b[keep]
+    nan = float("nan")
+    if y.size < 3 or min(np.ptp(y), np.ptp(a), np.ptp(b)) == 0:
+        return nan, nan, nan
+    diff = float(pearsonr(a, y)[0] - pearsonr(b, y)[0])
+    idx = np.random.default_rng(seed).integers(0, y.size, (n_boot, y.size))
+    ys, as_, bs = y[idx], a[idx], b[idx]
+    varies = (np.ptp(ys, axis=1) > 0) & (np.ptp(as_, axis=1) > 0) & (np.ptp(bs, axis=1) > 0)
+    if not varies.any():
+        return diff, nan, nan
+    d = _row_pearson(as_[varies], ys[varies]) - _row_pearson(bs[varies], ys[varies])
+    return (diff, *_percentiles(d, level))
+
+
 ACCURATE, MINOR, MAJOR = 0, 1, 2  # sentence severities, in the order of eval.data.SENTENCE_LABELS
 SENTENCE_TASKS = ("nonfact", "nonfact_star", "factual")
 
 
-def auc_pr(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float:
+def auc_pr(labels: Ints, scores: Floats) -> float:
     """SelfCheckGPT's AUC-PR, ``auc(recall, precision)`` of ``precision_recall_curve`` (positive 1), on the
     finite scores; NaN with one class."""
     y, s = _clean(labels, scores)
@@ -301,8 +338,14 @@ class AucPr:
     n_boot: int  # resamples used (those holding both classes)
 
 
-def auc_pr_with_ci(labels: np.ndarray, scores: np.ndarray, passage: np.ndarray, n_boot: int = N_BOOTSTRAP,
-                   seed: int = SEED, level: float = LEVEL) -> AucPr:
+def auc_pr_with_ci(
+    labels: np.ndarray,
+    scores: np.ndarray,
+    passage: np.ndarray,
+    n_boot: int = N_BOOTSTRAP,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> AucPr:
     """:func:`auc_pr` with the percentile bootstrap CI over passages; NaN scores are left out and counted."""
     scores = np.asarray(scores, dtype=float)
     scored = np.isfinite(scores)
@@ -319,8 +362,9 @@ def auc_pr_with_ci(labels: np.ndarray, scores: np.ndarray, passage: np.ndarray, 
     return AucPr(auc_pr(y, s), lo, hi, random, *counts, int(w.shape[0]))
 
 
-def sentence_task(severity: np.ndarray, scores: np.ndarray, passage: np.ndarray,
-                  task: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def sentence_task(
+    severity: np.ndarray, scores: np.ndarray, passage: np.ndarray, task: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One task's sentences: (0/1 labels, the score that ranks its positives first, passage of each)."""
     if task == "nonfact":
         return (severity != ACCURATE).astype(int), scores, passage
@@ -343,9 +387,9 @@ class SentenceAucPr:
     factual: AucPr
 
 
-def sentence_auc_pr(severity: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray,
-                    passage: Sequence[int] | np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = SEED,
-                    level: float = LEVEL) -> SentenceAucPr:
+def sentence_auc_pr(
+    severity: Ints, scores: Floats, passage: Ints, n_boot: int = N_BOOTSTRAP, seed: int = SEED, level: float = LEVEL
+) -> SentenceAucPr:
     """NonFact, NonFact* and Factual AUC-PR of sentence scores (NaN: unscored) with severities and passage ids."""
     v = np.asarray(severity, dtype=int).reshape(-1)
     s = np.asarray(scores, dtype=float).reshape(-1)
@@ -354,5 +398,6 @@ def sentence_auc_pr(severity: Sequence[int] | np.ndarray, scores: Sequence[float
         raise ValueError(f"{v.size} severities, {s.size} scores and {p.size} passage ids")
     if not np.isin(v, (ACCURATE, MINOR, MAJOR)).all():
         raise ValueError("severities must be 0 (accurate), 1 (minor) or 2 (major inaccurate)")
-    return SentenceAucPr(*(auc_pr_with_ci(*sentence_task(v, s, p, task), n_boot, seed, level)
-                           for task in SENTENCE_TASKS))
+    return SentenceAucPr(
+        *(auc_pr_with_ci(*sentence_task(v, s, p, task), n_boot, seed, level) for task in SENTENCE_TASKS)
+    )

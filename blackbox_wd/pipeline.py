@@ -1,30 +1,35 @@
-"""The one path from a prompt to scores: samples -> token states -> D -> AvgWD, EigenWD.
+"""The one path from a prompt to a verdict: samples -> token states -> D -> scores -> verdict.
 
 Two stage functions carry it: :func:`teacher_pass` (the model: a prompt's samples to their
 projected token states, one shared-prefix pass for many prompts) and :func:`score_states` (CPU:
-states to D, AvgWD, EigenWD, the baselines, the calibrated probability). :class:`Scorer` wires them
-for a run (teacher, reported settings, calibration), and every front door scores through it:
-``Detector`` (``score``, ``eval``), ``batch``'s local and Ray engines, and the server.
+states to D, AvgWD, EigenWD, the baselines, the calibrated probability). :class:`Detector` is a run's
+wiring (teacher, sampler, reported settings, calibration, group size), built once by
+:meth:`Detector.from_settings`, and every door scores through it: ``score``, ``batch``'s local and Ray
+engines, ``eval``, the server and the Python API. :func:`result_row` is the one serialization of a result.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy
+from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy, exact_match_entails
 from blackbox_wd.calibration import Calibration
+from blackbox_wd.calibration.model import MEMBERS
 from blackbox_wd.errors import BBWDError, one_line
-from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, TokenStates, Usage, as_messages
-from blackbox_wd.scores import answer_wd, avg_wd, eigen_wd, median_bandwidth, sentence_wd
-from blackbox_wd.sampling import RecordedSamples, Sampler, endpoint_host, sampler_name, shares_model
-from blackbox_wd.sentences import SentenceScore, score_sentences
-from blackbox_wd.settings import ReportedSettings, Settings
+from blackbox_wd.lexical import answer_unigram, unigram_surprise
+from blackbox_wd.records import Messages, Sample, SampleSet, TokenStates, Usage, as_messages
+from blackbox_wd.sampling import RecordedSamples, endpoint_host, sampler_name, shares_model
+from blackbox_wd.scores import answer_wd, avg_wd, eigen_wd, median_bandwidth, sentence_wd, unit_states
+from blackbox_wd.sentences import SentenceScore, score_sentences, sentence_dicts
+from blackbox_wd.settings import GROUP_SIZE, ReportedSettings, Settings, check_group_size
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
+from blackbox_wd.teachers.registry import reference_bandwidth
 from blackbox_wd.teachers.statecache import StateCache
 from blackbox_wd.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs
 
@@ -40,6 +45,7 @@ class Result:
     avg_wd: float
     eigen_wd: float
     settings: dict[str, Any]
+    eigen_wd_fixed: float | None = None  # EigenWD with the teacher's reference bandwidth (when it has one)
     usage: Usage = field(default_factory=Usage)
     timings: dict[str, float] = field(default_factory=dict)
     baselines: dict[str, float] = field(default_factory=dict)
@@ -51,12 +57,75 @@ class Result:
     answer_error: str | None = None  # why a judged answer given has no AnswerWD (e.g. over the context)
     sentences: list[SentenceScore] | None = None  # with a judged answer: its sentences, each scored (``sentences``)
     sentence_wd: float | None = None  # with a judged answer: the mean of its sentences' scores that are not None
+    answer_unigram: float | None = None  # with a judged answer: the mean of its sentences' lexical surprises
+    settled: bool | None = None  # -k auto, with a calibration: the verdict at these samples stops drawing
+    stages: list[dict[str, Any]] | None = None  # -k auto: each stage looked at (``rounds.stage_entry``)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (D as nested lists)."""
-        out = asdict(self)
-        out["D"] = self.D.tolist()
-        return out
+        """Every field, JSON-ready (``result_row`` of RESULT_FIELDS)."""
+        return result_row(self, (*RESULT_FIELDS, "n_samples", "target_tokens"))
+
+    @property
+    def target_tokens(self) -> int:
+        """Tokens the target generated for the samples scored: the API's completion tokens (fresh and from the
+        cache) when it was called, else the samples' tokens by the teacher's tokenizer (a local target's own)."""
+        u = self.usage
+        if u.requests or u.cache_hits:
+            return u.completion_tokens + u.cached_completion_tokens
+        return int(sum(self.token_counts))
+
+
+# The one serialization of a result: each field a door may write, and its value for a record that has no result.
+# Each door (score --json, batch, eval, serve) selects its fields and adds its own keys (ids, labels, errors).
+ROW_FIELDS: dict[str, tuple[Callable[[Result], Any], Any]] = {
+    "prompt": (lambda r: r.prompt, None),
+    "responses": (lambda r: r.responses, []),
+    "token_counts": (lambda r: r.token_counts, []),
+    "n_samples": (lambda r: len(r.responses), 0),
+    "target_tokens": (lambda r: r.target_tokens, 0),
+    "D": (lambda r: r.D.tolist(), None),
+    "avg_wd": (lambda r: float(r.avg_wd), None),
+    "eigen_wd": (lambda r: float(r.eigen_wd), None),
+    "eigen_wd_fixed": (lambda r: r.eigen_wd_fixed, None),
+    "answer_wd": (lambda r: r.answer_wd, None),
+    "answer_error": (lambda r: r.answer_error, None),
+    "sentences": (lambda r: sentence_dicts(r.sentences), None),
+    "sentence_wd": (lambda r: r.sentence_wd, None),
+    "answer_unigram": (lambda r: r.answer_unigram, None),
+    "baselines": (lambda r: dict(r.baselines), {}),
+    "lne_source": (lambda r: r.lne_source, None),
+    "p_hallucination": (lambda r: r.p_hallucination, None),
+    "flag": (lambda r: r.flag, None),
+    "settled": (lambda r: r.settled, None),
+    "stages": (lambda r: r.stages, None),
+    "members": (lambda r: (r.calibration or {}).get("members"), None),
+    "calibration": (lambda r: r.calibration, None),
+    "settings": (lambda r: r.settings, None),
+    "fingerprint": (lambda r: r.settings.get("fingerprint"), None),
+    "usage": (lambda r: asdict(r.usage), None),
+    "timings": (lambda r: r.timings, {}),
+}
+RESULT_FIELDS = tuple(f.name for f in fields(Result))
+
+
+def result_row(result: Result | None, names: Sequence[str]) -> dict[str, Any]:
+    """The JSON-ready values of ``names`` (keys of ROW_FIELDS) for a result; for None (a record that failed or did
+    not parse) each field's empty value.
+
+    Parameters
+    ----------
+    result : Result or None
+    names : sequence of str
+        The fields, in the order the row lists them.
+
+    Returns
+    -------
+    dict
+        ``{name: value}`` in the order of ``names``.
+    """
+    if result is None:
+        return {name: ROW_FIELDS[name][1] for name in names}
+    return {name: ROW_FIELDS[name][0](result) for name in names}
 
 
 def token_floor(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> int:
@@ -66,166 +135,304 @@ def token_floor(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> int:
     return sum(map(len, prompts)) + sum(len(r) for _, r in responses)
 
 
-def scores_from_states(states: list[TokenStates], alpha: float, p: float) -> tuple[np.ndarray, float, float]:
-    """D, AvgWD and EigenWD from the projected token states of the K responses."""
-    d = pairwise_w2([s.states for s in states])
-    return d, avg_wd(d), eigen_wd(d, alpha, p)
+AUTO = "auto"  # the builder's calibration: the one shipped for the teacher, when it applies
 
 
 @dataclass(frozen=True)
-class Scorer:
-    """A run's scoring wiring, the one object every front door scores with.
+class Detector:
+    """A run's wiring, built once and used by every door (``score``, ``batch``, ``eval``, ``serve``, Ray, Python).
 
-    It holds the teacher (None where only the CPU stage runs: Ray's score tasks), whether the
-    samples' token ids are reused (``own_ids``: the sampler shares the teacher's model), the typed
-    reported settings with their fingerprint (and so alpha and p), and the calibration, checked
-    against those settings. A per-prompt output is added in :meth:`score` alone.
+    Parameters
+    ----------
+    teacher : HFTeacher or TeacherCard or None
+        The model that forces the samples. A ``TeacherCard`` (tokenizer and shape, no weights) where only
+        the CPU stage runs (Ray's driver and score tasks); None where nothing is reported (tests).
+    sampler : object or None
+        Draws the target's samples (``sampling.Sampler``, ``AsyncSampler`` or ``BatchSampler``);
+        ``RecordedSamples`` for data that carries them; None where this process draws nothing (the
+        reported sampler and endpoint then follow from the settings).
+    settings : Settings
+        The run's settings.
+    calibration : Calibration or None
+        Maps scores to a probability of hallucination and a flag; checked against the reported
+        settings on creation (BBWDError unless fitted for them).
+    cache : StateCache or None
+        Teacher states kept on disk (``bbwd eval``); None: every response is forced.
+    lne : bool, default=True
+        Run the teacher's upper layers and output head for LNE where the target gave no log-probs of its
+        own (``bbwd eval``); False: LNE only from the target's. ``from_settings`` defaults to False, so that
+        ``score``, ``batch``, ``serve`` and the Python API stop the teacher at the layer.
+    group_size : int
+        Records per shared-prefix teacher pass in ``batch``, ``eval`` and Ray.
+    device : str or None
+        The resolved device; None: the teacher's own.
+    calibration_note : str or None
+        One line about the calibration, said once per run (fitted on other samples; none ships).
+
+    ``reported`` (the typed reported settings with their fingerprint) is computed once, from the
+    teacher's shape, the device and the sampler (or the settings where there is no sampler).
     """
 
-    reported: ReportedSettings
-    teacher: HFTeacher | None = None
-    own_ids: bool = False
+    teacher: Any
+    sampler: Any
+    settings: Settings
     calibration: Calibration | None = None
-    cache: StateCache | None = None  # teacher states kept on disk (``bbwd eval``); None: every response forced
-    lne: bool = True  # with baselines, run the teacher's upper layers and output head for LNE
+    cache: StateCache | None = None
+    lne: bool = True
+    group_size: int = GROUP_SIZE
+    device: str | None = None
+    calibration_note: str | None = None
 
     def __post_init__(self) -> None:
+        check_group_size(self.group_size)
         if self.calibration is not None:
             self.calibration.check(self.reported.as_dict())
+            self.check_members(self.calibration)
 
-    @classmethod
-    def wire(cls, teacher: HFTeacher, sampler: object, settings: Settings, calibration: Calibration | None = None,
-             cache: StateCache | None = None, lne: bool = True) -> "Scorer":
-        """The wiring of a teacher and a sampler under these settings (the calibration checked against them)."""
-        reported = ReportedSettings.of(settings, teacher, endpoint_host(sampler), str(teacher.device),
-                                       recorded=isinstance(sampler, RecordedSamples), sampler=sampler_name(sampler))
-        return cls(reported, teacher, shares_model(sampler, teacher), calibration, cache, lne)
+    def computable(self) -> set[str]:
+        """The members this run can give a result (``calibration.model.MEMBERS``); LNE only where log-probs come
+        (a local llama.cpp sampler's, or the teacher's with ``lne``), EigenWD's fixed bandwidth only with a
+        teacher that has one, the answer's members only for results with a judged answer."""
+        out = set(MEMBERS) - {"lne", "log_eigen_wd_fixed"}
+        if self.reference_bandwidth is not None:
+            out.add("log_eigen_wd_fixed")
+        if self.lne or self.reported.sampler == "llama.cpp" or isinstance(self.sampler, RecordedSamples):
+            out.add("lne")  # recorded samples may carry log-probs; a head without LNE serves those that do not
+        return out
+
+    def check_members(self, calibration: Calibration) -> None:
+        """Raise BBWDError naming the members when no head of the calibration can be computed by this run."""
+        can = self.computable()
+        if not any(set(head.members) <= can for head in calibration.heads):
+            missing = sorted({m for head in calibration.heads for m in head.members} - can)
+            name = f"calibration {calibration.origin}" if calibration.origin else "the calibration"
+            raise BBWDError(f"{name} needs members this run cannot compute: {', '.join(missing)}")
 
     @property
-    def settings(self) -> Settings:
-        """The run's settings."""
-        return self.reported.settings
+    def reference_bandwidth(self) -> float | None:
+        """The teacher's fixed EigenWD bandwidth for the run's norm (``teachers.registry``), or None."""
+        return reference_bandwidth(self.settings.teacher, self.settings.resolved_norm)
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        calibration: Calibration | str | None = AUTO,
+        *,
+        recorded: bool = False,
+        weights: bool = True,
+        sample: bool = True,
+        lne: bool = False,
+        cache: StateCache | None = None,
+        group_size: int = GROUP_SIZE,
+        cuda: bool | None = None,
+    ) -> Detector:
+        """The one builder: load the teacher and build the sampler the settings name, resolve the device, and
+        choose the calibration.
+
+        Parameters
+        ----------
+        settings : Settings
+            What to run.
+        calibration : Calibration, "auto" or None
+            "auto": the calibration shipped for the teacher and the kind of run, when its meaning settings
+            match (else none, with a note); None: no verdict.
+        recorded : bool
+            The samples come with the data (``RecordedSamples``): no target is reached.
+        weights : bool
+            Load the teacher's weights; False: its card only (a driver that scores states forced elsewhere).
+        sample : bool
+            Build the target's sampler; False where another process draws (Ray's teacher actors, API target).
+        lne, cache, group_size
+            As the fields of the same names.
+        cuda : bool or None
+            Whether a GPU is there for ``device="auto"``; None: this process's torch says.
+
+        Returns
+        -------
+        Detector
+        """
+        from blackbox_wd.clients import api_sampler_for, local_sampler_for, target_kind
+        from blackbox_wd.teachers.card import load_card
+        from blackbox_wd.teachers.hf import resolve_device
+
+        # a missing key fails before any model loads
+        api = api_sampler_for(settings) if sample and not recorded else None
+        if weights:
+            teacher: Any = load_teacher(
+                settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget
+            )
+            device = str(teacher.device)
+        else:
+            teacher, device = load_card(settings.teacher, settings.layer), resolve_device(settings.device, cuda)
+        sampler: Any = (
+            RecordedSamples()
+            if recorded
+            else api
+            if api is not None
+            else local_sampler_for(settings, teacher)
+            if sample and weights and target_kind(settings) != "api"
+            else None
+        )
+        built = cls(teacher, sampler, settings, None, cache, lne, group_size, device)
+        return built.with_calibration(calibration)
+
+    def with_calibration(self, calibration: Calibration | str | None) -> Detector:
+        """The same wiring with another calibration: a file's (checked, with its sampling note), "auto" (the shipped
+        one when it applies) or None (no verdict)."""
+        from blackbox_wd.calibration import embedded_calibration
+
+        chosen: Calibration | None
+        if isinstance(calibration, str):
+            if calibration != AUTO:
+                raise BBWDError(f"calibration must be a Calibration, {AUTO!r} or None (got {calibration!r})")
+            chosen, note = embedded_calibration(self.reported.as_dict())
+        elif calibration is None:
+            chosen, note = None, None
+        else:
+            chosen, note = calibration, calibration.sampling_note(self.reported.as_dict())
+        if self.settings.stop is not None and (chosen is None or not chosen.stages):
+            why = "no calibration" if chosen is None else "the calibration has no stages"
+            note = "; ".join(
+                filter(None, [note, f"note: -k auto with {why}: no verdict can settle, so every prompt draws K"])
+            )
+        return replace(self, calibration=chosen, calibration_note=note)
+
+    @cached_property
+    def reported(self) -> ReportedSettings:
+        """The settings as run (resolved layer and projection, device, API endpoint host, local sampler)."""
+        recorded = isinstance(self.sampler, RecordedSamples)
+        if self.sampler is not None:
+            endpoint, drawn = endpoint_host(self.sampler), sampler_name(self.sampler)
+        else:
+            from blackbox_wd.clients import api_host, local_sampler_name
+
+            endpoint, drawn = (
+                api_host(self.settings),
+                local_sampler_name(self.settings, self.resolved_device.split(":")[0]),
+            )
+        return ReportedSettings.of(
+            self.settings, self.teacher, endpoint, self.resolved_device, recorded=recorded, sampler=drawn
+        )
+
+    @property
+    def resolved_device(self) -> str:
+        """The device the teacher runs on."""
+        return self.device if self.device is not None else str(self.teacher.device)
+
+    @property
+    def own_ids(self) -> bool:
+        """True when the sampler shares the teacher's model, so that the samples' token ids are reused."""
+        return shares_model(self.sampler, self.teacher)
 
     @property
     def fingerprint(self) -> str:
         """The fingerprint of the settings that change a prompt's score (``settings.fingerprint``)."""
         return self.reported.fingerprint
 
-    def teacher_pass(self, items: Sequence[tuple[Messages, SampleSet]], *, logprobs: bool = False,
-                     failed: str = "scoring failed") -> list[PromptStates | BBWDError]:
+    def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
+        """The settings as run, as results carry them (with the fingerprint; D's bandwidth when given)."""
+        out = self.reported.as_dict()
+        if d is not None:
+            out["bandwidth"] = median_bandwidth(d)
+        return out
+
+    def teacher_pass(
+        self,
+        items: Sequence[tuple[Messages, SampleSet]],
+        *,
+        logprobs: bool = False,
+        failed: str = "scoring failed",
+        cache: Any = None,
+    ) -> list[PromptStates | BBWDError]:
         """One shared-prefix teacher pass over the items (``teacher_pass_isolated``); an exception of the pass
-        becomes the error ``failed: ...`` of the item that raised it."""
-        return teacher_pass_isolated(self.teacher, items, own_ids=self.own_ids, logprobs=logprobs,
-                                     failed=lambda exc: scoring_failed(exc, failed), cache=self.cache)
+        becomes the error ``failed: ...`` of the item that raised it. ``cache``: where forced states are kept
+        (``rounds.KeptStates``), else the wiring's."""
+        return teacher_pass_isolated(
+            self.teacher,
+            items,
+            own_ids=self.own_ids,
+            logprobs=logprobs,
+            failed=lambda exc: scoring_failed(exc, failed),
+            cache=self.cache if cache is None else cache,
+        )
 
-    def score(self, ps: PromptStates, *, baselines: bool = False, judge: Entails | None = None) -> Result:
+    def score_states(self, ps: PromptStates, *, judge: Entails | None = exact_match_entails) -> Result:
         """The Result of one prompt's token states (``score_states``); raises on failure."""
-        return score_states(ps, self, baselines=baselines, judge=judge)
+        return score_states(ps, self, judge=judge)
 
-    def outcome(self, ps: PromptStates | BBWDError, *, baselines: bool = False,
-                judge: Entails | None = None) -> Result | BBWDError:
-        """:meth:`score` with errors as values: a BBWDError as it is, anything else as ``scoring failed: ...``."""
+    def outcome(
+        self, ps: PromptStates | BBWDError, *, judge: Entails | None = exact_match_entails
+    ) -> Result | BBWDError:
+        """:meth:`score_states` with errors as values: a BBWDError as it is, anything else as ``scoring failed:
+        ...``."""
         if isinstance(ps, BBWDError):
             return ps
         try:
-            return self.score(ps, baselines=baselines, judge=judge)
+            return self.score_states(ps, judge=judge)
         except BBWDError as exc:  # e.g. scores the calibration cannot map
             return exc
         except Exception as exc:  # noqa: BLE001 - this prompt's error; the others keep their results
             return scoring_failed(exc)
 
-    def score_many(self, items: list[tuple[Messages, SampleSet]], baselines: bool = False,
-                   judges: Sequence[Entails | None] | None = None) -> list[Result | BBWDError]:
+    def score_many(
+        self, items: list[tuple[Messages, SampleSet]], judges: Sequence[Entails | None] | None = None
+    ) -> list[Result | BBWDError]:
         """Score several prompts with one shared-prefix teacher pass over all their responses.
 
         A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response),
-        or whose part of the pass raised, gets its BBWDError in its slot; the others are scored.
-        With ``baselines`` the pass runs the full model (LNE needs log-probs; not without ``lne``) and LNE, LS, ES, ER
-        (and DSE where ``judges`` gives an entailment judge for the prompt) are computed on the same
-        samples; the timings hold ``baselines`` (LNE, LS, ES, ER) and ``dse`` apart.
+        or whose part of the pass raised, gets its BBWDError in its slot; the others are scored
+        (``score_states``: every signal, and the verdict). With ``lne`` the pass runs the full model where
+        the target gave no log-probs; ``judges`` gives DSE's entailment judge of each prompt, None for no DSE
+        (``judges`` None: equal normalised answers for every prompt). The timings hold ``baselines`` (LNE, LS,
+        ES, ER) and ``dse`` apart.
         """
-        passed = self.teacher_pass(items, logprobs=baselines and lne_logprobs(self.lne, [s for _, s in items]))
-        return [self.outcome(ps, baselines=baselines, judge=judges[n] if judges else None)
-                for n, ps in enumerate(passed)]
-
-
-class Detector:
-    """Scores prompts with a teacher and a target sampler under fixed settings.
-
-    With a ``calibration`` (refused unless it was fitted for these settings) every result also
-    gets its probability of hallucination and flag.
-    """
-
-    def __init__(self, teacher: HFTeacher, sampler: Sampler, settings: Settings,
-                 calibration: Calibration | None = None, cache: StateCache | None = None, lne: bool = True) -> None:
-        self.teacher = teacher
-        self.sampler = sampler
-        self.settings = settings
-        self.calibration = calibration
-        self.cache = cache  # the teacher-state cache (``bbwd eval``), see ``Scorer.cache``
-        self.lne = lne
-        if calibration is not None:
-            Scorer.wire(teacher, sampler, settings, calibration)  # refused unless fitted for these settings
-
-    @classmethod
-    def from_settings(cls, settings: Settings, calibration: Calibration | None = None) -> "Detector":
-        """Load the teacher and build the sampler the settings name."""
-        from blackbox_wd.clients import api_sampler_for, local_sampler_for
-
-        api = api_sampler_for(settings)  # first: a missing API key fails before any model loads
-        teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget)
-        return cls(teacher, api or local_sampler_for(settings, teacher), settings, calibration)
-
-    @classmethod
-    def for_recorded(cls, settings: Settings) -> "Detector":
-        """Load the teacher only: the samples come recorded with the data (``RecordedSamples``)."""
-        teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget)
-        return cls(teacher, RecordedSamples(), settings)
-
-    def with_calibration(self, calibration: Calibration | None) -> "Detector":
-        """The same teacher and sampler with another calibration (checked against the settings)."""
-        return Detector(self.teacher, self.sampler, self.settings, calibration, self.cache, self.lne)
-
-    @property
-    def scorer(self) -> Scorer:
-        """The scoring wiring of this detector's teacher, sampler, settings and calibration."""
-        return Scorer.wire(self.teacher, self.sampler, self.settings, self.calibration, self.cache, self.lne)
-
-    def reported_settings(self, d: np.ndarray | None = None) -> dict[str, Any]:
-        """The settings as run (resolved layer, projection, API endpoint, fingerprint; D's bandwidth when given)."""
-        out = Scorer.wire(self.teacher, self.sampler, self.settings).reported.as_dict()
-        if d is not None:
-            out["bandwidth"] = median_bandwidth(d)
-        return out
-
-    def fingerprint(self) -> str:
-        """The fingerprint of the settings that change a prompt's score (``settings.fingerprint``)."""
-        return self.reported_settings()["fingerprint"]
+        passed = self.teacher_pass(items, logprobs=lne_logprobs(self.lne, [s for _, s in items]))
+        return [
+            self.outcome(ps, judge=exact_match_entails if judges is None else judges[n]) for n, ps in enumerate(passed)
+        ]
 
     def score(self, prompt: str | Messages, responses: list[str] | None = None, answer: str | None = None) -> Result:
         """Sample K responses (unless given), teacher-force them, and score; with ``answer`` (the answer to check)
-        also its AnswerWD and its sentences' scores."""
+        also its AnswerWD and its sentences' scores. Raises BBWDError when the prompt cannot be scored."""
         messages = as_messages(prompt)
+        if self.settings.stop is not None:
+            return self.score_staged(messages, responses, answer)
         t0 = time.perf_counter()
-        sample_set = SampleSet([Sample(r) for r in responses]) if responses is not None else \
-            self.sampler.sample(messages, self.settings.sampling())
+        sample_set = (
+            SampleSet([Sample(r) for r in responses])
+            if responses is not None
+            else self.sampler.sample(messages, self.settings.sampling())
+        )
         if answer is not None:
             sample_set.answer = Sample(answer)
         return self.score_samples(messages, sample_set, {"sample": time.perf_counter() - t0})
 
-    def score_samples(self, messages: Messages, sample_set: SampleSet,
-                      timings: dict[str, float] | None = None) -> Result:
-        """Teacher-force and score samples that are already drawn."""
+    def score_staged(self, messages: Messages, responses: list[str] | None = None, answer: str | None = None) -> Result:
+        """``-k auto``: the samples drawn (or given) in stages until the verdict is settled (``rounds``); raises
+        BBWDError when the prompt cannot be scored."""
+        import asyncio
+
+        from blackbox_wd.rounds import sampler_draw, score_in_stages
+
+        t0 = time.perf_counter()
+        given = SampleSet([Sample(r) for r in responses or []], answer=None if answer is None else Sample(answer))
+        draw = sampler_draw(self.sampler) if responses is None else None
+        result = asyncio.run(score_in_stages(self, [(messages, given)], draw))[0]
+        if isinstance(result, BBWDError):
+            raise result
+        result.timings = {"total": time.perf_counter() - t0, **result.timings}
+        return result
+
+    def score_samples(
+        self, messages: Messages, sample_set: SampleSet, timings: dict[str, float] | None = None
+    ) -> Result:
+        """Teacher-force and score samples that are already drawn; raises BBWDError when they cannot be scored."""
         result = self.score_many([(messages, sample_set)])[0]
         if isinstance(result, BBWDError):
             raise result
         result.timings = {**(timings or {}), **result.timings}
         return result
-
-    def score_many(self, items: list[tuple[Messages, SampleSet]], baselines: bool = False,
-                   judges: Sequence[Entails | None] | None = None) -> list[Result | BBWDError]:
-        """:meth:`Scorer.score_many` with this detector's wiring."""
-        return self.scorer.score_many(items, baselines, judges)
 
 
 @dataclass
@@ -243,8 +450,9 @@ class PromptStates:
     answer_offsets: np.ndarray | None = None  # (m, 2) character spans of the answer's tokens in its text
 
 
-def prompt_pairs(teacher: HFTeacher, messages: Messages, samples: Sequence[Sample],
-                 own_ids: bool = False) -> list[tuple[list[int], list[int]]]:
+def prompt_pairs(
+    teacher: HFTeacher, messages: Messages, samples: Sequence[Sample], own_ids: bool = False
+) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, response ids) for each sample, checked against the teacher's limits.
 
     ``own_ids``: the samples come from the teacher's own model, so their token ids are reused as
@@ -264,15 +472,23 @@ def sample_ids(teacher: HFTeacher, sample: Sample, own_ids: bool = False) -> lis
     return teacher.response_ids(sample.token_ids if own_ids and sample.token_ids is not None else sample.text)
 
 
-def answer_pair(teacher: HFTeacher, prompt: list[int], answer: Sample, own_ids: bool = False) -> tuple[list[int], list[int]]:
+def answer_pair(
+    teacher: HFTeacher, prompt: list[int], answer: Sample, own_ids: bool = False
+) -> tuple[list[int], list[int]]:
     """(prompt ids, the judged answer's ids), checked as the samples are; its errors name the judged answer."""
     pair = (prompt, sample_ids(teacher, answer, own_ids))
     teacher.check(0, *pair, name="judged answer")
     return pair
 
 
-def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]], *, logprobs: bool = False,
-                 own_ids: bool = False, cache: StateCache | None = None) -> list[PromptStates | BBWDError]:
+def teacher_pass(
+    teacher: HFTeacher,
+    items: Sequence[tuple[Messages, SampleSet]],
+    *,
+    logprobs: bool = False,
+    own_ids: bool = False,
+    cache: StateCache | None = None,
+) -> list[PromptStates | BBWDError]:
     """Teacher-force several prompts' samples in one shared-prefix pass; an unusable prompt gets its BBWDError.
 
     The stage between sampling and scoring: it holds the model, and hands on only the projected
@@ -304,20 +520,33 @@ def teacher_pass(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]]
     fresh = [ts is None for ts in states]
     forced = [i for i, f in enumerate(fresh) if f]
     t0 = time.perf_counter()
-    for i, ts in zip(forced, teacher.encode_ids([pairs[i] for i in forced], logprobs=logprobs) if forced else []):
+    for i, ts in zip(
+        forced, teacher.encode_ids([pairs[i] for i in forced], logprobs=logprobs) if forced else [], strict=True
+    ):
         states[i] = ts
         if cache is not None:
             cache.put(*pairs[i], ts)
     seconds = time.perf_counter() - t0
+    done = [ts for ts in states if ts is not None]
+    assert len(done) == len(states)  # every pair forced or read from the cache
     floors = {n: token_floor([pairs[i] for i in range(span.start, span.stop) if fresh[i]]) for n, span in spans.items()}
     total = sum(floors.values()) or 1
     for n, span in spans.items():
         messages, sample_set = items[n]
-        got, answer, why, offsets = states[span], None, answers.get(n), None
+        got, answer, why, offsets = done[span], None, answers.get(n), None
         if isinstance(why, np.ndarray):
             got, answer, why, offsets = got[:-1], got[-1], None, why
-        out[n] = PromptStates(messages, sample_set, got, floors[n], seconds * floors[n] / total, answer, why,  # type: ignore[arg-type]
-                              cached=fresh[span].count(False), answer_offsets=offsets)
+        out[n] = PromptStates(
+            messages,
+            sample_set,
+            got,
+            floors[n],
+            seconds * floors[n] / total,
+            answer,
+            why,
+            cached=fresh[span].count(False),
+            answer_offsets=offsets,
+        )
     return out  # type: ignore[return-value]
 
 
@@ -340,9 +569,15 @@ def scoring_failed(exc: Exception, what: str = "scoring failed") -> BBWDError:
     return err
 
 
-def teacher_pass_isolated(teacher: HFTeacher, items: Sequence[tuple[Messages, SampleSet]], *, own_ids: bool,
-                          failed: Callable[[Exception], BBWDError], logprobs: bool = False,
-                          cache: StateCache | None = None) -> list[PromptStates | BBWDError]:
+def teacher_pass_isolated(
+    teacher: HFTeacher,
+    items: Sequence[tuple[Messages, SampleSet]],
+    *,
+    own_ids: bool,
+    failed: Callable[[Exception], BBWDError],
+    logprobs: bool = False,
+    cache: StateCache | None = None,
+) -> list[PromptStates | BBWDError]:
     """``teacher_pass`` over all items; if the shared pass raises, each item alone, so that an unexpected
     exception becomes ``failed(exc)`` in the slot of the item that raised it and the others keep their states."""
     try:
@@ -357,56 +592,108 @@ def teacher_pass_isolated(teacher: HFTeacher, items: Sequence[tuple[Messages, Sa
         return out
 
 
-def judged_answer_scores(ps: PromptStates) -> tuple[float | None, list[SentenceScore] | None, float | None]:
-    """AnswerWD of the judged answer, its sentences' scores and their mean, all from one exact plan per sample
-    (``transport.token_costs_to_each``); Nones without a forced answer."""
-    if ps.answer is None:
-        return None, None, None
-    costs = token_costs_to_each(ps.answer.states, [s.states for s in ps.states])
+def judged_answer_scores(
+    ps: PromptStates, samples: list[np.ndarray], answer_states: np.ndarray | None
+) -> tuple[float | None, list[SentenceScore] | None, float | None, float | None]:
+    """AnswerWD of the judged answer, its sentences (each with its OT score and lexical surprise), their mean OT
+    score and their mean surprise, all OT from one exact plan per sample (``transport.token_costs_to_each``);
+    Nones without a forced answer. ``samples`` and ``answer_states`` are the states as transported."""
+    if answer_states is None or ps.samples.answer is None:
+        return None, None, None, None
+    costs = token_costs_to_each(answer_states, samples)
     answer = answer_wd(w2_from_token_costs(costs))
     if ps.answer_offsets is None:
-        return answer, None, None
-    sentences = score_sentences(ps.samples.answer.text, ps.answer_offsets, costs, ps.samples.answer_sentences)
-    return answer, sentences, sentence_wd([s.score for s in sentences])
+        return answer, None, None, None
+    text = ps.samples.answer.text
+    sentences = score_sentences(text, ps.answer_offsets, costs, ps.samples.answer_sentences)
+    surprise = unigram_surprise([x.text for x in sentences], [x.text for x in ps.samples.samples], text)
+    sentences = [replace(x, unigram=u) for x, u in zip(sentences, surprise, strict=True)]
+    return answer, sentences, sentence_wd([x.score for x in sentences]), answer_unigram(surprise)
 
 
-def score_states(ps: PromptStates, scorer: Scorer, *, baselines: bool = False,
-                 judge: Entails | None = None) -> Result:
-    """D, AvgWD and EigenWD (and with ``baselines`` LNE, LS, ES, ER, and DSE when a ``judge`` is given,
-    timed apart) of one prompt's token states, under the scorer's settings; with a judged answer its
-    AnswerWD, sentence scores and sentence_wd (``judged_answer_scores``).
+def transported(states: np.ndarray, norm: str) -> np.ndarray:
+    """Token states as the transport sees them under ``Settings.norm``."""
+    return unit_states(states) if norm == "unit" else states
 
-    With the scorer's calibration the result also gets its probability of hallucination and flag;
-    scores it cannot map raise BBWDError.
+
+def score_states(ps: PromptStates, detector: Detector, *, judge: Entails | None = exact_match_entails) -> Result:
+    """Every signal of one prompt's token states, under the wiring's settings, and its verdict.
+
+    D, AvgWD, EigenWD (the paper's per-prompt bandwidth) and EigenWD with the teacher's fixed bandwidth (when it
+    has one); the baselines LS, ES, ER, DSE (with ``judge``, by default equal normalised answers) and LNE (from
+    the target's log-probs, else from the teacher's when the pass computed them: ``Detector.lne``), timed apart;
+    with a judged answer its AnswerWD, its sentences' OT scores and lexical surprises, and their means.
+
+    With the wiring's calibration the result gets its probability of hallucination, flag and the members it
+    rests on, and each sentence its own (with a sentence head); scores it cannot map raise BBWDError.
     """
-    settings, calibration = scorer.settings, scorer.calibration
+    settings, calibration = detector.settings, detector.calibration
     alpha, p = settings.alpha, settings.p
-    reported = scorer.reported.as_dict()
+    reported = detector.reported.as_dict()
     t0 = time.perf_counter()
-    d, avg, eig = scores_from_states(ps.states, alpha, p)
-    answer, sentences, passage = judged_answer_scores(ps)
-    timings = {"teacher": ps.teacher_seconds, "teacher_tokens": ps.teacher_tokens,
-               **({"teacher_cached": ps.cached} if ps.cached else {}), "transport": time.perf_counter() - t0}
+    states = [transported(s.states, settings.resolved_norm) for s in ps.states]
+    d = pairwise_w2(states)
+    eig = eigen_wd(d, alpha, p)
+    fixed = detector.reference_bandwidth
+    answer_states = None if ps.answer is None else transported(ps.answer.states, settings.resolved_norm)
+    answer, sentences, passage, lexical = judged_answer_scores(ps, states, answer_states)
+    timings = {
+        "teacher": ps.teacher_seconds,
+        "teacher_tokens": ps.teacher_tokens,
+        **({"teacher_cached": ps.cached} if ps.cached else {}),
+        "transport": time.perf_counter() - t0,
+    }
     samples = ps.samples.samples
-    result = Result(prompt=ps.messages, responses=[s.text for s in samples],
-                    token_counts=[s.n_tokens for s in ps.states], D=d, avg_wd=avg, eigen_wd=eig,
-                    settings={**reported, "bandwidth": median_bandwidth(d)}, usage=ps.samples.usage, timings=timings,
-                    answer_wd=answer, answer_error=ps.answer_error, sentences=sentences, sentence_wd=passage)
-    if baselines:
-        t1 = time.perf_counter()
-        target = scorer.lne and target_logprobs(ps.samples)
-        teacher = all(s.logprobs is not None for s in ps.states)  # forced only when asked (``lne_logprobs``)
-        logprobs = [s.token_logprobs for s in samples] if target else [s.logprobs for s in ps.states] if teacher else None
-        result.baselines = compute_baselines(result.responses, logprobs=logprobs,
-                                             embeddings=[s.last for s in ps.states])
-        result.lne_source = "target" if target else "teacher" if teacher else None
-        timings["baselines"] = time.perf_counter() - t1
-        if judge is not None:
-            t2 = time.perf_counter()
-            result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
-            timings["dse"] = time.perf_counter() - t2
+    result = Result(
+        prompt=ps.messages,
+        responses=[s.text for s in samples],
+        token_counts=[s.n_tokens for s in ps.states],
+        D=d,
+        avg_wd=avg_wd(d),
+        eigen_wd=eig,
+        eigen_wd_fixed=None if fixed is None else eigen_wd(d, alpha, p, bandwidth=fixed),
+        settings={**reported, "bandwidth": median_bandwidth(d)},
+        usage=ps.samples.usage,
+        timings=timings,
+        answer_wd=answer,
+        answer_error=ps.answer_error,
+        sentences=sentences,
+        sentence_wd=passage,
+        answer_unigram=lexical,
+    )
+    t1 = time.perf_counter()
+    target = target_logprobs(ps.samples)
+    teacher = all(s.logprobs is not None for s in ps.states)  # forced only when asked (``lne_logprobs``)
+    logprobs: list[Any] | None = (
+        [s.token_logprobs for s in samples] if target else [s.logprobs for s in ps.states] if teacher else None
+    )
+    result.baselines = compute_baselines(result.responses, logprobs=logprobs, embeddings=[s.last for s in ps.states])
+    result.lne_source = "target" if target else "teacher" if teacher else None
+    timings["baselines"] = time.perf_counter() - t1
+    if judge is not None:
+        t2 = time.perf_counter()
+        result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
+        timings["dse"] = time.perf_counter() - t2
     if calibration is not None:
-        result.p_hallucination = calibration.predict(result)
-        result.flag = calibration.flag(result.p_hallucination)
-        result.calibration = calibration.summary()
+        judge_result(result, calibration, settings.base_rate, staged=settings.stop is not None)
     return result
+
+
+def judge_result(
+    result: Result, calibration: Calibration, base_rate: float | None = None, *, staged: bool = False
+) -> None:
+    """Set the result's verdict (p, flag, the calibration's summary with the members used) and, with a sentence
+    head, each sentence's p and flag; ``staged`` (``-k auto``): the heads of the stage of its sample count, and
+    whether it is settled there."""
+    k = len(result.responses) if staged else None
+    verdict = calibration.verdict(result, base_rate, k=k)
+    result.p_hallucination, result.flag = verdict.p, verdict.flag
+    if k is not None:
+        result.settled = calibration.settled(verdict, k)
+    result.calibration = calibration.summary(verdict, base_rate)
+    if result.sentences is not None and calibration.sentence is not None:
+        judged = calibration.sentence_verdicts(result.sentences, base_rate)
+        result.sentences = [
+            x if v is None else replace(x, p_hallucination=v.p, flag=v.flag)
+            for x, v in zip(result.sentences, judged, strict=True)
+        ]

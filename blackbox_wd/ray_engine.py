@@ -29,28 +29,29 @@ does, so a killed driver is resumed by the same rules.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
 import pickle
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from blackbox_wd.batch import BatchSummary, Emit, check_group_size, resume_run
+from blackbox_wd.batch import BatchSummary, Emit, resume_run
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.clients import local_sampler_for, local_sampler_name, target_kind
+from blackbox_wd.clients import target_kind
 from blackbox_wd.clients.api import api_endpoint, api_timeout, make_api_sampler
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.groups import groups, sample_group, score_group, teacher_group
+from blackbox_wd.groups import groups, sample_group, score_group_in_stages, score_records, teacher_group
 from blackbox_wd.logs import LogRecord, line_offsets, read_span
-from blackbox_wd.pipeline import Scorer
-from blackbox_wd.settings import ReportedSettings, Settings
+from blackbox_wd.pipeline import AUTO, Detector
+from blackbox_wd.settings import GROUP_SIZE, Settings
 from blackbox_wd.teachers.card import load_card
 
 try:
@@ -108,15 +109,16 @@ class LogGroups(Datasource):
         """Unknown before reading."""
         return None
 
-    def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None,
-                       data_context: Any = None) -> list[ReadTask]:
+    def get_read_tasks(
+        self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None
+    ) -> list[ReadTask]:
         """One task per group: its lines read, numbered and parsed (a bad line becomes an error record)."""
         src = self.src
 
         def read(offset: int, numbers: tuple[int, ...]) -> Iterator[Block]:
             yield BlockAccessor.batch_to_block(pack([Group(read_span(src, offset, numbers))]))
 
-        meta = BlockMetadata(num_rows=1, size_bytes=None, input_files=[str(src)], exec_stats=None)
+        meta = BlockMetadata(num_rows=1, size_bytes=None, input_files=(str(src),), exec_stats=None)
         return [ReadTask(functools.partial(read, *span), meta) for span in self.spans]
 
 
@@ -144,10 +146,8 @@ class RequestSlots:
                     self.issued += 1
                     self.held[self.issued] = now + self.lease
                     return self.issued
-                try:
+                with suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.changed.wait(), min(self.held.values()) - now)
-                except asyncio.TimeoutError:
-                    pass
 
     async def release(self, lease: int) -> None:
         """Give a slot back."""
@@ -187,54 +187,81 @@ class SampleStage:
         out = unpack(batch)
         for g in out:
             g.sets = self.loop.run_until_complete(
-                sample_group(g.records, self.card, self.sampler, self.params, self.sample_missing))
+                sample_group(g.records, self.card, self.sampler, self.params, self.sample_missing)
+            )
         return pack(out)
 
 
 class TeacherStage:
-    """Teacher-forces each group: the model loads once per actor; a local target samples here first."""
+    """Teacher-forces each group: the model loads once per actor; a local target samples here first. With
+    ``-k auto`` (``staged``: the driver's calibration, the API slots and key) the actor runs the group's stages
+    (``groups.score_group_in_stages``), drawing from the target (an API one through the cluster's slots) as it
+    goes, and the group leaves scored."""
 
-    def __init__(self, settings: Settings, sample_missing: bool, threads: int) -> None:
+    def __init__(
+        self, settings: Settings, sample_missing: bool, threads: int, staged: tuple[Any, Any, dict] | None = None
+    ) -> None:
         import torch
         from threadpoolctl import threadpool_limits
         from transformers.utils import logging as hf_logging
-
-        from blackbox_wd.teachers.hf import load_teacher
 
         torch.set_num_threads(threads)  # float reductions round as in a local run with as many threads,
         threadpool_limits(threads)  # and the states' projection (numpy BLAS; Ray set OMP_NUM_THREADS to our CPUs)
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
-        self.teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer,
-                                    settings.token_budget)
-        self.sampler = None if target_kind(settings) == "api" else local_sampler_for(settings, self.teacher)
-        self.scorer = Scorer.wire(self.teacher, self.sampler, settings)  # its teacher pass
+        # the teacher, and a local target's sampler (an API target is drawn by the sampling actors)
+        api = target_kind(settings) == "api"
+        self.detector = Detector.from_settings(settings, None, sample=not api)
+        if staged is not None:
+            calibration, limiter, key = staged
+            os.environ.update(key)
+            sampler = make_api_sampler(settings, shared_slot=lambda: ClusterSlot(limiter)) if api else None
+            self.detector = dataclasses.replace(
+                self.detector, sampler=sampler or self.detector.sampler
+            ).with_calibration(calibration)
+        self.staged = staged is not None
         self.params = settings.sampling()
         self.sample_missing = sample_missing
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Each group with its token states (``groups.sample_group`` when not sampled yet, ``groups.teacher_group``)."""
+        """Each group with its token states (``groups.sample_group`` when not sampled yet, ``groups.teacher_group``);
+        with ``-k auto``, scored stage by stage."""
         out = unpack(batch)
         for g in out:
+            if self.staged:
+                d = self.detector
+                g.sets = asyncio.run(
+                    sample_group(g.records, d.teacher, d.sampler, self.params, self.sample_missing, False)
+                )
+                sampler = d.sampler if self.sample_missing else None
+                g.results = asyncio.run(score_group_in_stages(d, g.records, g.sets, sampler))
+                continue
             if g.sets is None:
-                g.sets = asyncio.run(sample_group(g.records, self.teacher, self.sampler, self.params,
-                                                  self.sample_missing))
-            g.states = teacher_group(self.scorer, g.records, g.sets)
+                g.sets = asyncio.run(
+                    sample_group(
+                        g.records, self.detector.teacher, self.detector.sampler, self.params, self.sample_missing
+                    )
+                )
+            g.states = teacher_group(self.detector, g.records, g.sets)
         return pack(out)
 
 
-def score_stage(batch: dict[str, np.ndarray], scorer: Scorer) -> dict[str, np.ndarray]:
-    """Each group with its results (``groups.score_group``); the token states stop here."""
+def score_stage(batch: dict[str, np.ndarray], detector: Detector) -> dict[str, np.ndarray]:
+    """Each group with its results (``groups.score_records``, with the driver's wiring); the token states stop here."""
     out = unpack(batch)
     for g in out:
-        g.results = score_group(scorer, g.states, g.sets)
+        if g.results is not None:  # -k auto: scored stage by stage in the teacher stage
+            continue
+        assert g.states is not None and g.sets is not None, "the sample and teacher stages ran before scoring"
+        g.results = score_records(detector, g.states, g.sets)
         g.states = None
     return pack(out)
 
 
 @contextmanager
 def ray_cluster(address: str | None = None) -> Iterator[None]:
-    """Connected to Ray for the block: the running connection, else ``address`` (None: $RAY_ADDRESS or a new local cluster)."""
+    """Connected to Ray for the block: the running connection, else ``address`` (None: $RAY_ADDRESS or a new local
+    cluster)."""
     logging.getLogger("ray.data").setLevel(logging.ERROR)  # bbwd reports what it did
     if ray.is_initialized():
         yield
@@ -247,7 +274,8 @@ def ray_cluster(address: str | None = None) -> Iterator[None]:
 
 
 class RayRunner:
-    """The Ray engine: scores a JSONL log on the connected cluster, with the output of :class:`~blackbox_wd.batch.BatchRunner`.
+    """The Ray engine: scores a JSONL log on the connected cluster, with the output of
+    :class:`~blackbox_wd.batch.BatchRunner`.
 
     ``teacher_workers`` teacher actors (default: one per GPU of the cluster, else one), each with
     ``teacher_gpus`` GPUs (default: 1 on a cluster with GPUs unless the device is cpu) and
@@ -256,28 +284,36 @@ class RayRunner:
     driver's torch threads), so that its states round as a local run's on the same kind of machine.
     """
 
-    def __init__(self, settings: Settings, sample_missing: bool, group_size: int = 8, *,
-                 teacher_workers: int | None = None, teacher_gpus: float | None = None, teacher_cpus: float = 1.0,
-                 sample_workers: int = 2, score_cpus: float = 1.0, threads: int | None = None,
-                 calibration: Calibration | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sample_missing: bool,
+        group_size: int = GROUP_SIZE,
+        *,
+        teacher_workers: int | None = None,
+        teacher_gpus: float | None = None,
+        teacher_cpus: float = 1.0,
+        sample_workers: int = 2,
+        score_cpus: float = 1.0,
+        threads: int | None = None,
+        calibration: Calibration | str | None = AUTO,
+    ) -> None:
         import torch
 
-        check_group_size(group_size)
         self.settings = settings
         self.sample_missing = sample_missing
-        self.group_size = group_size
-        card = load_card(settings.teacher, settings.layer)  # a bad teacher or layer fails here, not in an actor
         self.api = target_kind(settings) == "api"
-        endpoint = api_endpoint(settings) if self.api else None  # a missing key too
+        endpoint = api_endpoint(settings) if self.api else None  # a missing key fails here
         key_env = endpoint.key_env if endpoint is not None else None  # the sampling actors get the key from here
         self.key = {key_env: os.environ[key_env]} if key_env and key_env in os.environ else {}
-        # the CPU stage's wiring (no teacher); the calibration is checked here, before the cluster works
         gpus = ray.cluster_resources().get("GPU", 0) if settings.device != "cpu" else 0
         self.teacher_gpus = (1 if gpus else 0) if teacher_gpus is None else teacher_gpus
-        device = "cuda" if settings.device == "auto" and self.teacher_gpus else settings.device.replace("auto", "cpu")
-        self.scorer = Scorer(ReportedSettings.of(settings, card, endpoint.host if endpoint else None, settings.device,
-                                                 sampler=local_sampler_name(settings, device.split(":")[0])),
-                             calibration=calibration)
+        # the driver's wiring (the teacher's card: a bad teacher or layer fails here, not in an actor), the device
+        # resolved for the cluster's teacher actors; the calibration is checked here, before the cluster works
+        self.detector = Detector.from_settings(
+            settings, calibration, weights=False, sample=False, group_size=group_size, cuda=bool(self.teacher_gpus)
+        )
+        _ = self.detector.reported  # resolved on the driver, where the API key is, before the wiring is shipped
         self.teacher_workers = teacher_workers or max(1, int(gpus))
         self.teacher_cpus, self.sample_workers, self.score_cpus = teacher_cpus, sample_workers, score_cpus
         self.threads = threads or torch.get_num_threads()
@@ -287,50 +323,74 @@ class RayRunner:
         """Responses scored per record."""
         return self.settings.k
 
-    def fingerprint(self) -> str:
-        """The fingerprint of the settings (``settings.fingerprint``), as the local engine reports it."""
-        return self.scorer.fingerprint
+    @property
+    def group_size(self) -> int:
+        """Records per shared teacher pass (the wiring's)."""
+        return self.detector.group_size
 
-    def dataset(self, src: Path, spans: list[Span], limiter: Any = None) -> "ray.data.Dataset":
+    def dataset(self, src: Path, spans: list[Span], limiter: Any = None) -> ray.data.Dataset:
         """The pipeline over the groups of ``src`` at ``spans``; its rows are the scored groups, in order."""
         env = {"env_vars": {k: v for k, v in os.environ.items() if k.startswith("BBWD_")}}
         here = {"ray.io/node-id": ray.get_runtime_context().get_node_id()}  # the node that holds the log
-        ds = ray.data.read_datasource(LogGroups(src, spans), override_num_blocks=len(spans), num_cpus=0,
-                                      concurrency=2, label_selector=here)
+        ds = ray.data.read_datasource(
+            LogGroups(src, spans), override_num_blocks=len(spans), num_cpus=0, concurrency=2, label_selector=here
+        )
         ds.context.execution_options.preserve_order = True  # rows leave in input order
         ds.context.enable_progress_bars = False
         ds.context.print_on_execution_start = False
-        if self.api:  # beside the log and the API cache; API calls need no more than one node's network
-            ds = ds.map_batches(SampleStage, batch_size=1, compute=ActorPoolStrategy(size=self.sample_workers),
-                                fn_constructor_args=(self.settings, self.sample_missing, limiter, self.key), num_cpus=0,
-                                label_selector=here, runtime_env=env)
-        ds = ds.map_batches(TeacherStage, batch_size=1, compute=ActorPoolStrategy(size=self.teacher_workers),
-                            fn_constructor_args=(self.settings, self.sample_missing, self.threads),
-                            num_cpus=self.teacher_cpus, num_gpus=self.teacher_gpus, runtime_env=env)
-        return ds.map_batches(score_stage, batch_size=1, num_cpus=self.score_cpus,
-                              fn_kwargs={"scorer": self.scorer})
+        staged = (self.detector.calibration, limiter, self.key) if self.settings.stop is not None else None
+        if self.api and staged is None:  # beside the log and the API cache (-k auto: the teacher actors draw)
+            ds = ds.map_batches(
+                SampleStage,
+                batch_size=1,
+                compute=ActorPoolStrategy(size=self.sample_workers),
+                fn_constructor_args=(self.settings, self.sample_missing, limiter, self.key),
+                num_cpus=0,
+                label_selector=here,
+                runtime_env=env,
+            )
+        ds = ds.map_batches(
+            TeacherStage,
+            batch_size=1,
+            compute=ActorPoolStrategy(size=self.teacher_workers),
+            fn_constructor_args=(self.settings, self.sample_missing, self.threads, staged),
+            num_cpus=self.teacher_cpus,
+            num_gpus=self.teacher_gpus,
+            runtime_env=env,
+        )
+        return ds.map_batches(
+            score_stage, batch_size=1, num_cpus=self.score_cpus, fn_kwargs={"detector": self.detector}
+        )
 
     async def engine(self, src: Path, skip: int, lines: frozenset[int] | None, emit: Emit) -> None:
-        """Score the records of ``src`` after ``skip`` lines (only ``lines`` when given) on the cluster, emitting in input order."""
+        """Score the records of ``src`` after ``skip`` lines (only ``lines`` when given) on the cluster, emitting in
+        input order."""
         spans = group_spans(src, skip, lines, self.group_size)
         if not spans:
             return
         concurrency = self.settings.concurrency
-        limiter = ray.remote(RequestSlots).options(
-            max_concurrency=4 * self.sample_workers * concurrency + 16, num_cpus=0,
-        ).remote(concurrency, 2 * api_timeout() + 30) if self.api else None
+        limiter = (
+            ray.remote(RequestSlots)
+            .options(max_concurrency=4 * self.sample_workers * concurrency + 16, num_cpus=0)
+            .remote(concurrency, 2 * api_timeout() + 30)
+            if self.api
+            else None
+        )
         try:
             for row in self.dataset(src, spans, limiter).iter_rows():
                 g = pickle.loads(row["group"])
-                for rec, res, sset in zip(g.records, g.results, g.sets):
+                for rec, res, sset in zip(g.records, g.results, g.sets, strict=True):
                     emit(rec, res, sset)
         finally:
             if limiter is not None:
-                ray.kill(limiter)
+                # ray types remote()'s result as "ActorHandle or the class" (its ActorProxy): it is the handle
+                ray.kill(cast("ray.actor.ActorHandle[RequestSlots]", limiter))
 
-    async def run(self, src: Path, dst: Path, save_matrix: bool = False,
-                  progress: Callable[[int, int], None] | None = None) -> BatchSummary:
+    async def run(
+        self, src: Path, dst: Path, save_matrix: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> BatchSummary:
         """Score ``src`` into ``dst``: retry the transient errors already there, then append what is missing."""
-        cal = self.scorer.calibration.id if self.scorer.calibration is not None else None
-        return await resume_run(self.engine, src, dst, self.fingerprint(), self.k, self.group_size, save_matrix,
-                                progress, cal)
+        cal = self.detector.calibration.id if self.detector.calibration is not None else None
+        return await resume_run(
+            self.engine, src, dst, self.detector.fingerprint, self.k, self.group_size, save_matrix, progress, cal
+        )

@@ -39,13 +39,19 @@ class Sample:
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """How the K responses are drawn from the target."""
+    """How the K responses are drawn from the target: samples ``start`` to ``start + k - 1`` of the prompt.
+
+    Sample i depends on the prompt, the settings, the seed and i only, so that samples 0-2 drawn alone and then
+    3-4 (two stages of ``-k auto``) are samples 0-4 drawn at once (for llama.cpp, up to the rounding of its
+    batches: see ``clients.llamacpp``).
+    """
 
     k: int = 10
     temperature: float = 0.5
     top_p: float = 1.0
     max_tokens: int = 128
     seed: int | None = 0
+    start: int = 0  # the index of the first sample drawn: a stage of ``-k auto`` draws samples start .. start + k - 1
 
 
 @dataclass
@@ -59,7 +65,7 @@ class Usage:
     cache_hits: int = 0
     retries: int = 0
 
-    def add(self, other: "Usage") -> None:
+    def add(self, other: Usage) -> None:
         """Accumulate ``other`` into this object."""
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name) + getattr(other, name))

@@ -29,8 +29,10 @@ class RunLog:
         self.path, self.kind, self.row, self.is_row = path, kind, row, is_row
 
     def _refused(self, why: str) -> BBWDError:
-        return BBWDError(f"{self.path} is not bbwd {self.kind} output ({why}): refusing to resume into it; "
-                         "remove it or choose another -o")
+        return BBWDError(
+            f"{self.path} is not bbwd {self.kind} output ({why}): refusing to resume into it; "
+            "remove it or choose another -o"
+        )
 
     def read(self) -> list[Row]:
         """The complete rows of an earlier run; a torn last line is cut off.
@@ -63,18 +65,29 @@ class RunLog:
         """Raise BBWDError unless every row has this run's fingerprint and calibration id."""
         for row in rows:
             if row["fingerprint"] != fingerprint:
-                raise BBWDError(f"{self.path} was written with other settings (fingerprint {row['fingerprint']}, this "
-                                f"run {fingerprint}): resume with the same settings, or choose another -o")
+                raise BBWDError(
+                    f"{self.path} was written with other settings (fingerprint {row['fingerprint']}, this "
+                    f"run {fingerprint}): resume with the same settings, or choose another -o"
+                )
             if row.get("calibration") != calibration:
-                raise BBWDError(f"{self.path} was written with another calibration ({row.get('calibration') or 'none'}, "
-                                f"this run {calibration or 'none'}): resume with the same --calibration, or choose "
-                                "another -o")
+                raise BBWDError(
+                    f"{self.path} was written with another calibration "
+                    f"({row.get('calibration') or 'none'}, "
+                    f"this run {calibration or 'none'}): resume with the same --calibration, or choose "
+                    "another -o"
+                )
+
+    @staticmethod
+    def transient(rows: list[Row]) -> list[Row]:
+        """The rows whose error was transient (network, 5xx, 429): a resume recomputes them in place."""
+        return [row for row in rows if row.get("error") is not None and row.get("transient")]
 
     @staticmethod
     def other_input(rows: list[Row], key: str, hashes: Mapping[Any, str]) -> tuple[int, Row] | None:
         """The first row (with its line number) whose ``input_hash`` is not that of its input ``hashes[row[key]]``."""
-        return next(((n, row) for n, row in enumerate(rows, start=1)
-                     if hashes.get(row[key]) != row["input_hash"]), None)
+        return next(
+            ((n, row) for n, row in enumerate(rows, start=1) if hashes.get(row[key]) != row["input_hash"]), None
+        )
 
     def rewrite(self, rows: list[Row]) -> None:
         """Replace the file by ``rows`` atomically (a crash leaves the old file or the new one)."""
@@ -89,6 +102,7 @@ class RunLog:
     def appending(self) -> Iterator[Callable[[Row], None]]:
         """A function that appends one row, flushed and fsynced, for the block."""
         with open(self.path, "a", encoding="utf-8") as out:
+
             def append(row: Row) -> None:
                 out.write(json.dumps(row) + "\n")
                 out.flush()

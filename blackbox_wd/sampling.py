@@ -60,8 +60,9 @@ class BatchSampler(ABC):
         """K samples for one prompt."""
 
     @abstractmethod
-    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams,
-                    answers: bool = False) -> list[SampleSet]:
+    def sample_many(
+        self, requests: Sequence[tuple[Messages, int]], params: SamplingParams, answers: bool = False
+    ) -> list[SampleSet]:
         """``k`` samples for each (messages, k); with ``answers``, each prompt's greedy answer too."""
 
 
@@ -95,17 +96,17 @@ def draw_mode(sampler: object) -> Mode:
 
 def shares_model(sampler: object, teacher: object) -> bool:
     """True when the sampler draws from the teacher's own model, so that its token ids are reused."""
-    return draw_mode(sampler) is Mode.BATCH and sampler.teacher is teacher  # type: ignore[attr-defined]
+    return isinstance(sampler, BatchSampler) and sampler.teacher is teacher
 
 
 def sampler_name(sampler: object) -> str | None:
     """What draws a local target ("llama.cpp" or "transformers"); None for an API target or recorded samples."""
-    return sampler.name if draw_mode(sampler) is Mode.BATCH else None  # type: ignore[attr-defined]
+    return sampler.name if isinstance(sampler, BatchSampler) else None
 
 
 def endpoint_host(sampler: object) -> str | None:
     """The host of an API sampler's endpoint (part of the reported settings), else None."""
-    return sampler.endpoint.host if draw_mode(sampler) is Mode.ASYNC else None  # type: ignore[attr-defined]
+    return sampler.endpoint.host if isinstance(sampler, AsyncSampler) else None
 
 
 @dataclass
@@ -117,9 +118,13 @@ class Drawn:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-async def draw_group(sampler: Sampler | AsyncSampler | BatchSampler, requests: Sequence[tuple[Messages, int]],
-                     params: SamplingParams, greedy: SamplingParams | None = None,
-                     executor: Executor | None = None) -> list[Drawn]:
+async def draw_group(
+    sampler: Sampler | AsyncSampler | BatchSampler,
+    requests: Sequence[tuple[Messages, int]],
+    params: SamplingParams,
+    greedy: SamplingParams | None = None,
+    executor: Executor | None = None,
+) -> list[Drawn]:
     """Each request's ``k`` samples (and with ``greedy``, one more answer drawn with those parameters).
 
     A :class:`BatchSampler` draws the whole group in one call on ``executor`` (the answers as extra
@@ -128,12 +133,12 @@ async def draw_group(sampler: Sampler | AsyncSampler | BatchSampler, requests: S
     every prompt's); each SampleSet's ``seconds`` is its sampling time.
     """
     loop = asyncio.get_running_loop()
-    mode = draw_mode(sampler)
-    if mode is Mode.BATCH:
+    if isinstance(sampler, BatchSampler):  # draw_mode's Mode.BATCH
         t0 = time.perf_counter()
         try:
-            sets = await loop.run_in_executor(executor, lambda: sampler.sample_many(  # type: ignore[union-attr]
-                list(requests), params, answers=greedy is not None))
+            sets = await loop.run_in_executor(
+                executor, lambda: sampler.sample_many(list(requests), params, answers=greedy is not None)
+            )
         except BBWDError as exc:  # one draw for the group: its failure is each prompt's error
             return [Drawn(exc, exc if greedy is not None else None) for _ in requests]
         share = (time.perf_counter() - t0) / max(len(requests), 1)
@@ -144,8 +149,11 @@ async def draw_group(sampler: Sampler | AsyncSampler | BatchSampler, requests: S
     async def timed(messages: Messages, p: SamplingParams) -> tuple[SampleSet | BBWDError, float]:
         t = time.perf_counter()
         try:
-            got = await (sampler.asample(messages, p) if mode is Mode.ASYNC  # type: ignore[union-attr]
-                         else loop.run_in_executor(executor, sampler.sample, messages, p))
+            got = await (
+                sampler.asample(messages, p)
+                if isinstance(sampler, AsyncSampler)  # draw_mode's Mode.ASYNC
+                else loop.run_in_executor(executor, sampler.sample, messages, p)
+            )
         except BBWDError as exc:
             return exc, time.perf_counter() - t
         got.seconds = time.perf_counter() - t
@@ -157,7 +165,10 @@ async def draw_group(sampler: Sampler | AsyncSampler | BatchSampler, requests: S
         if not rest:
             return Drawn(samples, None, {"sample": seconds})
         answer, answer_seconds = rest[0]
-        return Drawn(samples, answer.samples[0] if isinstance(answer, SampleSet) else answer,
-                     {"sample": seconds, "greedy": answer_seconds})
+        return Drawn(
+            samples,
+            answer.samples[0] if isinstance(answer, SampleSet) else answer,
+            {"sample": seconds, "greedy": answer_seconds},
+        )
 
     return list(await asyncio.gather(*(one(messages, k) for messages, k in requests)))

@@ -44,10 +44,14 @@ class SentenceScore:
     start: int
     end: int
     score: float | None
+    unigram: float | None = None  # the surprise of its rarest word among the samples (``lexical``)
+    p_hallucination: float | None = None  # with a calibration's sentence head: its probability
+    flag: bool | None = None  # with a calibration's sentence head: p_hallucination reaches its threshold
 
 
 def sentence_dicts(sentences: Sequence[SentenceScore] | None) -> list[dict[str, Any]] | None:
-    """Scored sentences as JSON objects ``{"text", "start", "end", "score"}`` (None stays None)."""
+    """Scored sentences as JSON objects ``{"text", "start", "end", "score", "unigram", "p_hallucination", "flag"}``
+    (None stays None)."""
     return None if sentences is None else [asdict(s) for s in sentences]
 
 
@@ -65,7 +69,7 @@ def split(text: str) -> list[Span]:
     """The sentences of a text by spaCy's rule-based sentencizer, without the whitespace around them."""
     out = []
     for sent in _sentencizer()(text).sents:
-        inner = text[sent.start_char:sent.end_char]
+        inner = text[sent.start_char : sent.end_char]
         start = sent.start_char + len(inner) - len(inner.lstrip())
         end = sent.start_char + len(inner.rstrip())
         if end > start:
@@ -96,9 +100,10 @@ def token_sentence(offsets: np.ndarray, spans: Sequence[Span]) -> np.ndarray:
     return np.where(overlap[np.arange(len(offsets)), best] > 0, best, -1)
 
 
-def score_sentences(text: str, offsets: np.ndarray, token_costs: np.ndarray,
-                    sentences: Sequence[str] | None = None) -> list[SentenceScore]:
+def score_sentences(
+    text: str, offsets: np.ndarray, token_costs: np.ndarray, sentences: Sequence[str] | None = None
+) -> list[SentenceScore]:
     """The answer's sentences (its own ``sentences``, else spaCy's) scored from its tokens' transport costs."""
     spans = split(text) if sentences is None else locate(text, sentences)
     scores = sentence_scores(token_costs, token_sentence(offsets, spans), len(spans))
-    return [SentenceScore(s.text, s.start, s.end, v) for s, v in zip(spans, scores)]
+    return [SentenceScore(s.text, s.start, s.end, v) for s, v in zip(spans, scores, strict=True)]

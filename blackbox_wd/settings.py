@@ -9,27 +9,115 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from blackbox_wd.adaptive import RULE
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
 from blackbox_wd.scores import DEFAULT_ALPHA, P_NORM
 from blackbox_wd.teachers.registry import EMBEDDED
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
+NORMS = ("auto", "none", "unit")  # the teacher's own, token states as the layer gives them, or each of unit length
 RECORDED = "recorded"  # the reported target of samples that came with the data
+GROUP_SIZE = 8  # records drawn together and teacher-forced in one shared-prefix pass (batch, eval, Ray)
 
 # What changes the score of a given prompt; ``fingerprint`` hashes exactly these (as run: the
 # resolved layer, the API endpoint's host, the local sampler) plus the prompt protocol where one applies.
-SCORE_FIELDS = ("teacher", "target", "sampler", "endpoint", "layer", "k", "temperature", "top_p", "max_tokens", "seed",
-                "alpha", "p", "proj_dim", "proj_seed", "protocol")
+SCORE_FIELDS = (
+    "teacher",
+    "target",
+    "sampler",
+    "endpoint",
+    "layer",
+    "k",
+    "stop",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "seed",
+    "alpha",
+    "p",
+    "proj_dim",
+    "proj_seed",
+    "norm",
+    "protocol",
+)
+# Score fields added after the first fingerprints were stored, with the value that gives the behaviour from before
+# them: a field at that value is left out of the hash, so that stored fingerprints (calibrations, resumed runs) hold.
+LATER_FIELDS = {"norm": "none", "stop": None}
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything that determines a score, and how to reach the models; checked on creation."""
+    """Everything that determines a score, and how to reach the models; checked on creation.
+
+    Frozen: derive a variant with ``dataclasses.replace``. The fields that change a prompt's score are
+    hashed by :func:`fingerprint` (``SCORE_FIELDS``, as run: see :class:`ReportedSettings`).
+
+    Parameters
+    ----------
+    teacher : str, default="smollm2-135m"
+        The teacher: a registry name, a hub id, a model folder or a ``.gguf`` file.
+    target : str or None, default=None
+        The model whose answers are checked: an API preset, a served model name with ``base_url``, or a
+        local model; None (or the teacher's own name without ``base_url``): white-box, the teacher samples.
+    k : int, default=10
+        Responses sampled per prompt, >= 2; with ``stop``, the most a prompt may draw (``--k-max``).
+    stop : str or None, default=None
+        "settle" (``-k auto``): draw in stages of 3, 5, 10, ... samples up to ``k`` and stop once the verdict is
+        settled (``adaptive``; it needs a calibration fitted with stages); None: always K.
+    temperature : float, default=0.5
+        Sampling temperature, finite and >= 0.
+    top_p : float, default=1.0
+        Nucleus sampling mass, in (0, 1].
+    max_tokens : int, default=128
+        New tokens per response, >= 1.
+    seed : int or None, default=0
+        Sampling seed, >= 0; None: unseeded.
+    layer : int or None, default=None
+        The teacher layer whose states are read, >= 1; None: floor(L / 2) of an L-layer teacher.
+    alpha : float, default=1e-3
+        EigenWD's diagonal shift (``scores.DEFAULT_ALPHA``), finite and >= 0.
+    p : float, default=0.1
+        EigenWD's norm order (``scores.P_NORM``), finite and > 0.
+    norm : str, default="auto"
+        The token states' scale before transport: "unit" (each token's state scaled to length 1,
+        ``scores.unit_states``: no token's massive activation dominates the cost), "none" (as the layer
+        gives them, the paper's) or "auto": the teacher's own (``teachers.registry.default_norm``: "none" for
+        SmolLM2, measured better so, "unit" for every other). Results report and fingerprint the resolved one.
+    device : str, default="auto"
+        "auto", "cpu", "cuda" or "cuda:N".
+    dtype : str, default="auto"
+        The teacher's dtype: "auto" (bfloat16 on GPU, float32 on CPU), "float32", "bfloat16" or "float16".
+    base_url : str or None, default=None
+        An OpenAI-compatible endpoint of the target.
+    api_key_env : str or None, default=None
+        The environment variable holding the endpoint's API key (None: the preset's).
+    cache : bool, default=True
+        Read and write the API response cache (and, in eval, the teacher-state cache).
+    cache_dir : str or None, default=None
+        The API response cache's folder; None: the default under the cache directory.
+    concurrency : int, default=16
+        API requests in flight at most, shared by all prompts, >= 1.
+    token_budget : int, default=16384
+        Padded tokens in one teacher forward pass at most, >= 1.
+    retry_budget : float, default=300.0
+        Seconds an API request may spend retrying transient failures, finite and >= 0.
+    base_rate : float or None, default=None
+        The share of hallucinated answers where the run scores, in (0, 1): each calibrated p is moved to it from
+        the base rate of the calibration's data by Bayes' rule (``calibration.model.shift_prior``); the flag
+        keeps the calibration's false-positive rate. None: p at the calibration's own base rate. Not a score
+        setting: it changes how p reads, not the scores.
+
+    Raises
+    ------
+    BBWDError
+        On creation, naming the first field out of its range (``check_settings``).
+    """
 
     teacher: str = EMBEDDED
     target: str | None = None  # None: white-box, sample from the teacher itself
     k: int = 10
+    stop: str | None = None  # "settle": -k auto, up to k samples
     temperature: float = 0.5
     top_p: float = 1.0
     max_tokens: int = 128
@@ -37,6 +125,7 @@ class Settings:
     layer: int | None = None  # None: floor(L / 2)
     alpha: float = DEFAULT_ALPHA
     p: float = P_NORM
+    norm: str = "auto"
     device: str = "auto"
     dtype: str = "auto"
     base_url: str | None = None
@@ -46,9 +135,17 @@ class Settings:
     concurrency: int = 16
     token_budget: int = 16384
     retry_budget: float = 300.0  # seconds an API request may spend retrying transient failures
+    base_rate: float | None = None  # the user's share of hallucinations, for p (not a score setting)
 
     def __post_init__(self) -> None:
         check_settings(self)
+
+    @property
+    def resolved_norm(self) -> str:
+        """The norm the transport uses: ``norm``, or for "auto" the teacher's own."""
+        from blackbox_wd.teachers.registry import default_norm
+
+        return default_norm(self.teacher) if self.norm == "auto" else self.norm
 
     @property
     def white_box(self) -> bool:
@@ -56,8 +153,16 @@ class Settings:
         return self.target is None or (self.target == self.teacher and self.base_url is None)
 
     def sampling(self) -> SamplingParams:
-        """The sampling part of the settings."""
+        """The sampling part of the settings (K: the most a prompt draws)."""
         return SamplingParams(self.k, self.temperature, self.top_p, self.max_tokens, self.seed)
+
+    @property
+    def stages(self) -> tuple[int, ...]:
+        """The sample counts at which a prompt's verdict is looked at: ``adaptive.stages(k)`` with ``stop``, else
+        (k,)."""
+        from blackbox_wd.adaptive import stages
+
+        return stages(self.k) if self.stop is not None else (self.k,)
 
 
 class TeacherShape(Protocol):
@@ -89,22 +194,48 @@ class ReportedSettings:
     sampler: str | None = None
 
     @classmethod
-    def of(cls, settings: Settings, teacher: TeacherShape, endpoint: str | None, device: str,
-           recorded: bool = False, sampler: str | None = None) -> "ReportedSettings":
+    def of(
+        cls,
+        settings: Settings,
+        teacher: TeacherShape,
+        endpoint: str | None,
+        device: str,
+        recorded: bool = False,
+        sampler: str | None = None,
+    ) -> ReportedSettings:
         """The reported settings of a run with this teacher (or its card), API endpoint host and local sampler."""
-        return cls(settings, endpoint, teacher.layer, teacher.n_layers, teacher.proj_dim, teacher.proj_seed, device,
-                   recorded, sampler)
+        return cls(
+            settings,
+            endpoint,
+            teacher.layer,
+            teacher.n_layers,
+            teacher.proj_dim,
+            teacher.proj_seed,
+            device,
+            recorded,
+            sampler,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object results carry: every setting, as run, then the fingerprint."""
         s = self.settings
         out = asdict(s)
-        out.update(target=s.target or s.teacher, white_box=s.white_box, endpoint=self.endpoint, layer=self.layer,
-                   n_layers=self.n_layers, proj_dim=self.proj_dim, proj_seed=self.proj_seed, device=self.device,
-                   sampler=self.sampler)
+        out.update(
+            norm=s.resolved_norm,
+            target=s.target or s.teacher,
+            white_box=s.white_box,
+            endpoint=self.endpoint,
+            layer=self.layer,
+            n_layers=self.n_layers,
+            proj_dim=self.proj_dim,
+            proj_seed=self.proj_seed,
+            device=self.device,
+            sampler=self.sampler,
+        )
         if self.recorded:
-            out.update(target=RECORDED, white_box=False, sampler=None, temperature=None, top_p=None, max_tokens=None,
-                       seed=None)
+            out.update(
+                target=RECORDED, white_box=False, sampler=None, temperature=None, top_p=None, max_tokens=None, seed=None
+            )
         out["fingerprint"] = fingerprint(out)
         return out
 
@@ -130,10 +261,17 @@ def check_k(k: Any) -> None:
         raise BBWDError(f"k must be at least 2 (got {k}): a distance needs two responses")
 
 
+def check_group_size(group_size: Any) -> None:
+    """Raise BBWDError unless the group size is an integer >= 1."""
+    if not _whole(group_size) or group_size < 1:
+        raise BBWDError(f"group_size must be an integer >= 1 (got {group_size})")
+
+
 def check_settings(s: Settings) -> None:
     """Raise BBWDError naming the first setting out of its range."""
     check_k(s.k)
     rules = [
+        ("stop", s.stop in (None, RULE), f"None or {RULE!r}"),
         ("temperature", _finite(s.temperature) and s.temperature >= 0, "a number >= 0"),
         ("top_p", _finite(s.top_p) and 0 < s.top_p <= 1, "in (0, 1]"),
         ("max_tokens", _whole(s.max_tokens) and s.max_tokens >= 1, "an integer >= 1"),
@@ -141,10 +279,12 @@ def check_settings(s: Settings) -> None:
         ("layer", s.layer is None or (_whole(s.layer) and s.layer >= 1), "an integer >= 1"),
         ("alpha", _finite(s.alpha) and s.alpha >= 0, "a number >= 0"),
         ("p", _finite(s.p) and s.p > 0, "a number > 0"),
+        ("norm", s.norm in NORMS, f"one of {', '.join(NORMS)}"),
         ("dtype", s.dtype in DTYPES, f"one of {', '.join(DTYPES)}"),
         ("concurrency", _whole(s.concurrency) and s.concurrency >= 1, "an integer >= 1"),
         ("token_budget", _whole(s.token_budget) and s.token_budget >= 1, "an integer >= 1"),
         ("retry_budget", _finite(s.retry_budget) and s.retry_budget >= 0, "a number of seconds >= 0"),
+        ("base_rate", s.base_rate is None or (_finite(s.base_rate) and 0 < s.base_rate < 1), "a number in (0, 1)"),
     ]
     for name, ok, want in rules:
         if not ok:
@@ -157,6 +297,10 @@ def fingerprint(reported: Mapping[str, Any], *, seed: bool = True) -> str:
     Batch and eval resume, calibration files and served responses all compare this value; a
     calibration passes ``seed=False``: the seed changes which samples are drawn, not their law.
     """
-    fields = {name: reported.get(name) for name in SCORE_FIELDS if seed or name != "seed"}
+    fields = {
+        name: reported.get(name)
+        for name in SCORE_FIELDS
+        if (seed or name != "seed") and not (name in LATER_FIELDS and reported.get(name) in (None, LATER_FIELDS[name]))
+    }
     payload = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]

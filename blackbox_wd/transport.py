@@ -21,7 +21,6 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
-from typing import TypeVar
 
 import numpy as np
 import ot
@@ -40,7 +39,6 @@ GRAM_POINTS = 2048  # all cost blocks from one Gram matrix up to this many point
 _OPTIMAL = 1  # POT's ProblemType: 0 infeasible, 1 optimal, 2 unbounded, 3 max_iter reached
 _THREAD_WORK = 1024  # mean m_i * m_j per pair below which the solver's GIL-held overhead defeats threads
 _REDUCE_WORK = 4096  # m * n from which reducing the cost block pays for its copy
-T = TypeVar("T")
 
 
 @cache
@@ -92,42 +90,34 @@ def _simplex(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray
     else:
         plan, value, _, _, code = _emd_c(a, b, cost, MAX_ITER, 1, None, None)
     if code != _OPTIMAL:
-        raise BBWDError(f"exact OT solver stopped without an optimal plan (code {code}) on a {cost.shape[0]}x"
-                        f"{cost.shape[1]} problem")
+        raise BBWDError(
+            f"exact OT solver stopped without an optimal plan (code {code}) on a {cost.shape[0]}x"
+            f"{cost.shape[1]} problem"
+        )
     return plan, float(value)
 
 
-def _emd2(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
-    """Exact optimal transport cost between uniform weights ``a`` on the rows and ``b`` on the columns."""
-    n, m = cost.shape
-    if n == 1 or m == 1:  # the only plan spreads the single point's mass evenly
-        return float(cost.mean())
-    solver_cost, reduced = _solver_cost(cost)
-    if n == m:  # Birkhoff: some optimal plan is a permutation scaled by 1/n
-        rows, cols = linear_sum_assignment(solver_cost)
-        return float(cost[rows, cols].mean())
-    plan, value = _simplex(solver_cost, a, b)
-    return float(np.vdot(plan, cost)) if reduced else value
+def _solve(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, np.ndarray]:
+    """Exact optimal transport between weights ``a`` on the rows and ``b`` on the columns (uniform): the plan's
+    cost, and each row's cost in it per unit of its mass, sum_j P_ij C_ij / a_i (their mean is the cost).
 
-
-def _row_costs(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Each row's transport cost in an exact optimal plan P, per unit of its mass: sum_j P_ij C_ij / a_i.
-
-    Their mean is the EMD2 of :func:`_emd2` (the rows have equal mass), from the same solvers.
+    The one dispatch of the solvers: a single row or column has one plan; equal sizes go to
+    linear_sum_assignment (Birkhoff: some optimal plan is a permutation scaled by 1/n); others to POT's
+    network simplex. Values are always taken on the original cost, whatever block the solver ran on.
     """
     n, m = cost.shape
-    if n == 1:  # the single row spreads its mass evenly
-        return np.array([cost.mean()])
-    if m == 1:  # every row sends all its mass to the single column
-        return cost[:, 0].copy()
-    solver_cost, _ = _solver_cost(cost)
+    if n == 1 or m == 1:  # the single row spreads its mass evenly, or every row sends all of it to the column
+        return float(cost.mean()), cost.mean(axis=1)
+    solver_cost, reduced = _solver_cost(cost)
     if n == m:  # a permutation: each row pays its one entry
-        out = np.empty(n)
         rows, cols = linear_sum_assignment(solver_cost)
-        out[rows] = cost[rows, cols]
-        return out
-    plan, _ = _simplex(solver_cost, a, b)
-    return np.einsum("ij,ij->i", plan, cost) / a
+        paid = cost[rows, cols]
+        per_row = np.empty(n)
+        per_row[rows] = paid
+        return float(paid.mean()), per_row
+    plan, value = _simplex(solver_cost, a, b)
+    per_row = np.einsum("ij,ij->i", plan, cost) / a
+    return (float(np.vdot(plan, cost)) if reduced else value), per_row
 
 
 def _prepare(clouds: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -148,9 +138,9 @@ def _blocks(points: np.ndarray, starts: np.ndarray, gram: bool) -> Callable[[int
     norms = np.einsum("ij,ij->i", points, points)
     if gram and len(points) <= GRAM_POINTS:
         full = _cost(points, points, norms, norms)
-        return lambda i, j: full[starts[i]:starts[i + 1], starts[j]:starts[j + 1]]
-    xs = [points[starts[i]:starts[i + 1]] for i in range(len(starts) - 1)]
-    ns = [norms[starts[i]:starts[i + 1]] for i in range(len(starts) - 1)]
+        return lambda i, j: full[starts[i] : starts[i + 1], starts[j] : starts[j + 1]]
+    xs = [points[starts[i] : starts[i + 1]] for i in range(len(starts) - 1)]
+    ns = [norms[starts[i] : starts[i + 1]] for i in range(len(starts) - 1)]
     return lambda i, j: _cost(xs[i], xs[j], ns[i], ns[j])
 
 
@@ -181,7 +171,36 @@ def w2(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def pairwise_w2(clouds: Sequence[np.ndarray], workers: int | None = None) -> np.ndarray:
-    """The symmetric K x K matrix of exact W2 distances, zero on the diagonal."""
+    """The symmetric K x K matrix of exact W2 distances between K point clouds, zero on the diagonal.
+
+    Entry (i, j) is sqrt(EMD2) between the uniform measures on the rows of cloud i and cloud j, with the
+    squared-Euclidean ground cost: the value of ``sqrt(ot.emd2(a, b, ot.dist(x, y)))``, to 1e-9 relative
+    or better. Clouds with equal points are exactly 0 apart.
+
+    Parameters
+    ----------
+    clouds : sequence of K array-like of shape (m_k, dim)
+        The point clouds (a response's token states): any real dtype, computed in float64; each cloud
+        non-empty, all of one ``dim``; the sizes m_k may differ.
+    workers : int or None, default=None
+        Threads for the pairs large enough to pay for them; None: the CPUs this process may use, at most
+        ``OMP_NUM_THREADS``. The values do not depend on it.
+
+    Returns
+    -------
+    D : ndarray of shape (K, K), dtype float64
+        The distances: symmetric, non-negative, 0 on the diagonal; shape (0, 0) for no clouds.
+
+    Raises
+    ------
+    BBWDError
+        A cloud is empty or not 2-d, or the clouds' dimensions differ.
+
+    Examples
+    --------
+    >>> pairwise_w2([np.zeros((1, 2)), np.array([[3.0, 4.0]]), np.array([[0.0, 0.0], [6.0, 8.0]])]).round(6).tolist()
+    [[0.0, 5.0, 7.071068], [5.0, 0.0, 5.0], [7.071068, 5.0, 0.0]]
+    """
     k = len(clouds)
     return _w2_pairs(clouds, [(i, j) for i in range(k) for j in range(i + 1, k)], workers)
 
@@ -202,13 +221,33 @@ def w2_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: int | None 
 
 
 def token_costs_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: int | None = None) -> np.ndarray:
-    """Each point's transport cost from the cloud ``x`` to each of ``clouds``: shape (len(clouds), len(x)).
+    """Each point's transport cost from the cloud ``x`` to each of ``clouds``, in the exact optimal plans.
 
     Entry (k, t) is c_kt = m * sum_j P^k_tj C_tj, with P^k the exact optimal plan between the uniform
     measures on ``x`` (m points) and on cloud k (the solve of :func:`w2_to_each`, one plan per cloud)
     and C the squared-Euclidean cost on the centred points. Row k's mean is EMD2(x, cloud k), so
     :func:`w2_from_token_costs` gives :func:`w2_to_each`'s distances. A cloud identical to ``x`` has a
     row of zeros.
+
+    Parameters
+    ----------
+    x : array-like of shape (m, dim)
+        The cloud whose points are costed (a judged answer's token states); any real dtype, computed in
+        float64.
+    clouds : sequence of K array-like of shape (m_k, dim)
+        The clouds it is transported to (the samples' token states), each non-empty, of the same ``dim``.
+    workers : int or None, default=None
+        Threads for large pairs, as in :func:`pairwise_w2`; the values do not depend on it.
+
+    Returns
+    -------
+    costs : ndarray of shape (K, m), dtype float64
+        Squared-distance units, non-negative up to rounding; shape (0, m) for no clouds.
+
+    Raises
+    ------
+    BBWDError
+        A cloud is empty or not 2-d, or the dimensions differ.
 
     Examples
     --------
@@ -218,9 +257,8 @@ def token_costs_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: in
     out = np.zeros((len(clouds), len(x)))
     if not clouds:
         return out
-    for (_, j), rows in _each_pair([x, *clouds], [(0, j) for j in range(1, len(clouds) + 1)], workers,
-                                   _row_costs).items():
-        out[j - 1] = rows
+    for (_, j), (_, per_row) in _each_pair([x, *clouds], [(0, j) for j in range(1, len(clouds) + 1)], workers).items():
+        out[j - 1] = per_row
     return out
 
 
@@ -233,15 +271,16 @@ def _w2_pairs(clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], worke
     """The K x K matrix of exact W2 distances on the ``wanted`` pairs (i < j) and their mirrors, 0 elsewhere."""
     k = len(clouds)
     d = np.zeros((k, k))
-    for (i, j), value in _each_pair(clouds, wanted, workers, _emd2).items():
+    for (i, j), (value, _) in _each_pair(clouds, wanted, workers).items():
         d[i, j] = d[j, i] = value
     return np.sqrt(np.maximum(d, 0.0), out=d)
 
 
-def _each_pair(clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], workers: int | None,
-               solve: Callable[[np.ndarray, np.ndarray, np.ndarray], T]) -> dict[tuple[int, int], T]:
-    """``solve(cost block, a, b)`` on each ``wanted`` pair (i, j) of clouds that differ; identical clouds are
-    exactly 0 apart, not their cost block's rounding, and are left out."""
+def _each_pair(
+    clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], workers: int | None
+) -> dict[tuple[int, int], tuple[float, np.ndarray]]:
+    """:func:`_solve` on the cost block of each ``wanted`` pair (i, j) of clouds that differ; identical clouds
+    are exactly 0 apart, not their cost block's rounding, and are left out."""
     k = len(clouds)
     if k < 2 or not wanted:
         return {}
@@ -250,7 +289,7 @@ def _each_pair(clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], work
     weights = [np.full(m, 1.0 / m) for m in sizes]
     totals = [w.sum() for w in weights]
     first: dict[bytes, int] = {}
-    same = [first.setdefault(points[starts[i]:starts[i + 1]].tobytes(), i) for i in range(k)]
+    same = [first.setdefault(points[starts[i] : starts[i + 1]].tobytes(), i) for i in range(k)]
     # Largest problems first, so the last ones to finish are short.
     pairs = sorted(((i, j) for i, j in wanted if same[i] != same[j]), key=lambda p: -sizes[p[0]] * sizes[p[1]])
     if not pairs:
@@ -259,11 +298,11 @@ def _each_pair(clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], work
     small = sum(sizes[i] * sizes[j] for i, j in pairs) / len(pairs) < _THREAD_WORK
     n = 1 if small else _workers() if workers is None else workers
     block = _blocks(points, starts, gram=small)
-    out: dict[tuple[int, int], T] = {}
+    out: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
 
     def one(i: int, j: int) -> None:
         # b scaled to a's total mass to the last bit, as ot.emd2 does
-        out[i, j] = solve(block(i, j), weights[i], weights[j] * (totals[i] / totals[j]))
+        out[i, j] = _solve(block(i, j), weights[i], weights[j] * (totals[i] / totals[j]))
 
     if small:
         for pair in pairs:

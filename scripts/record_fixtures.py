@@ -3,6 +3,7 @@
     python scripts/record_fixtures.py            # both servers
     python scripts/record_fixtures.py transformers
     python scripts/record_fixtures.py llamacpp   # needs: pip install xllamacpp
+    python scripts/record_fixtures.py auto       # -k auto: a batch drawn in stages from llama.cpp
 
 ``transformers serve`` runs the embedded model's HF folder (it ignores ``n`` and sends no
 logprobs); llama.cpp (xllamacpp) runs the embedded GGUF, honours ``n`` and sends logprobs, and is
@@ -29,11 +30,20 @@ PROMPTS = ["What is the capital of France?", "Who wrote the novel Moby-Dick?"]
 PARAMS = SamplingParams(k=4, temperature=0.7, top_p=1.0, max_tokens=24, seed=0)
 
 
-def record(path: Path, server: str, model: str, base_url: str, key: str, honours_n: bool | None,
-           extra: dict | None = None) -> Cassette:
+def record(
+    path: Path, server: str, model: str, base_url: str, key: str, honours_n: bool | None, extra: dict | None = None
+) -> Cassette:
     """Sample every prompt once through a recording transport, one prompt at a time."""
-    cassette = Cassette(meta={"server": server, "model": model, "prompts": PROMPTS, "params": asdict(PARAMS),
-                              "concurrency": 4, **(extra or {})})
+    cassette = Cassette(
+        meta={
+            "server": server,
+            "model": model,
+            "prompts": PROMPTS,
+            "params": asdict(PARAMS),
+            "concurrency": 4,
+            **(extra or {}),
+        }
+    )
     path.unlink(missing_ok=True)
     endpoint = Endpoint(model, base_url, key, None, honours_n=None)
     sampler = APISampler(endpoint, concurrency=4, transport=lambda: RecordingTransport(path, cassette, (key,)))
@@ -53,8 +63,10 @@ def record(path: Path, server: str, model: str, base_url: str, key: str, honours
 def record_unauthorized(path: Path, cassette: Cassette, model: str, base_url: str) -> None:
     """Append one real 401 (wrong key) exchange to a cassette."""
     wrong = RECORDING_KEY + "-wrong"
-    sampler = APISampler(Endpoint(model, base_url, wrong, None),
-                         transport=lambda: RecordingTransport(path, cassette, (wrong, RECORDING_KEY)))
+    sampler = APISampler(
+        Endpoint(model, base_url, wrong, None),
+        transport=lambda: RecordingTransport(path, cassette, (wrong, RECORDING_KEY)),
+    )
     try:
         sampler.sample([{"role": "user", "content": "unauthorized"}], SamplingParams(k=1, max_tokens=4, seed=0))
         print("warning: expected a 401", file=sys.stderr)
@@ -64,6 +76,42 @@ def record_unauthorized(path: Path, cassette: Cassette, model: str, base_url: st
         cassette.save(path)
     finally:
         sampler.close()
+
+
+AUTO_PROMPTS = [
+    "What is 2 + 2? Answer with the number only.",
+    "What is the capital of France? Answer in one word.",
+    "Invent the name of a fictional planet.",
+    "Write one sentence about anything you like.",
+]
+AUTO_ARGS = ["-k", "auto", "--temperature", "0.7", "--max-tokens", "16", "--seed", "0", "--no-cache", "--device", "cpu"]
+
+
+def record_auto(path: Path) -> None:
+    """``bbwd batch -k auto`` against llama.cpp (no key), every exchange recorded: the stages' requests."""
+    import json
+    import os
+    import subprocess
+    import tempfile
+
+    from blackbox_wd.teachers.embedded import ensure_gguf
+
+    # slots for every sample of the largest stage, so that each stage is one request with n (no fan-out race)
+    with LlamaCppServer(ensure_gguf(), n_parallel=8) as srv, tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
+        src.write_text("".join(json.dumps({"id": f"a{i}", "prompt": p}) + "\n" for i, p in enumerate(AUTO_PROMPTS)))
+        path.unlink(missing_ok=True)
+        env = {**os.environ, "BBWD_API_RECORD": str(path)}
+        args = ["--target", srv.model, "--base-url", srv.base_url, *AUTO_ARGS]
+        cmd = [sys.executable, "-m", "blackbox_wd", "batch", str(src), "-o", str(dst), *args]
+        subprocess.run(cmd, check=True, env=env)
+        rows = [json.loads(line) for line in dst.read_text().splitlines()]
+        for row in rows:
+            print(f"auto: {row['id']}: {row['n_samples']} samples, {row['usage']['requests']} requests")
+        body = json.loads(path.read_text())
+        drawn = {row["id"]: [row["n_samples"], row["usage"]["requests"]] for row in rows}
+        body["meta"].update(prompts=AUTO_PROMPTS, model=srv.model, args=AUTO_ARGS, drawn=drawn)
+        path.write_text(json.dumps(body, indent=1) + "\n")
 
 
 def main() -> None:
@@ -79,16 +127,30 @@ def main() -> None:
 
         folder = sampling_folder(ensure_hf_folder())
         with TransformersServer(folder) as srv:
-            record(args.out / "transformers_serve.json", f"transformers serve {transformers.__version__}",
-                   srv.model, srv.base_url, RECORDING_KEY, honours_n=False)
+            record(
+                args.out / "transformers_serve.json",
+                f"transformers serve {transformers.__version__}",
+                srv.model,
+                srv.base_url,
+                RECORDING_KEY,
+                honours_n=False,
+            )
     if "llamacpp" in args.which:
         import xllamacpp
 
         with LlamaCppServer(ensure_gguf(), api_key=RECORDING_KEY) as srv:
             path = args.out / "llamacpp.json"
-            cassette = record(path, f"llama.cpp via xllamacpp {xllamacpp.__version__}", srv.model,
-                              srv.base_url, RECORDING_KEY, honours_n=True)
+            cassette = record(
+                path,
+                f"llama.cpp via xllamacpp {xllamacpp.__version__}",
+                srv.model,
+                srv.base_url,
+                RECORDING_KEY,
+                honours_n=True,
+            )
             record_unauthorized(path, cassette, srv.model, srv.base_url)
+    if "auto" in args.which:
+        record_auto(args.out / "llamacpp_auto.json")
 
 
 if __name__ == "__main__":

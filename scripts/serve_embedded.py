@@ -22,8 +22,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--port", type=int, default=0, help="0: any free port (a run resumes only on the same endpoint)")
     args = ap.parse_args()
-    with LlamaCppServer(ensure_gguf(), n_parallel=args.parallel, n_threads=args.threads,
-                        port=args.port) as server:
+    with LlamaCppServer(ensure_gguf(), n_parallel=args.parallel, n_threads=args.threads, port=args.port) as server:
         print(server.base_url, flush=True)
         while True:
             time.sleep(3600)

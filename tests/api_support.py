@@ -14,6 +14,7 @@ whose body carries a field named in ``rejects`` is answered 400 naming that fiel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import math
@@ -43,9 +44,19 @@ def recorded_error(status: int, name: str = "llamacpp.json") -> dict[str, Any]:
     return {"error": {"message": f"injected HTTP {status}", "type": "invalid_request_error", "code": status}}
 
 
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-           408: "Request Timeout", 409: "Conflict", 422: "Unprocessable Entity", 429: "Too Many Requests",
-           500: "Internal Server Error", 503: "Service Unavailable"}
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    409: "Conflict",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 EMPTY_CONTENT = {"nullcontent": None, "blankcontent": "", "spacecontent": " \n\t "}
 
 
@@ -81,7 +92,7 @@ class FaultServer:
         """The OpenAI base URL."""
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def __enter__(self) -> "FaultServer":
+    def __enter__(self) -> FaultServer:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         self._ready.wait(10)
@@ -163,8 +174,14 @@ class FaultServer:
             request = json.loads(raw or b"{}")
             action = self._next_action(request)
             with self._lock:
-                self.received.append({"path": lines[0].split()[1], "body": request,
-                                      "authorization": headers.get("authorization", ""), "t": time.monotonic()})
+                self.received.append(
+                    {
+                        "path": lines[0].split()[1],
+                        "body": request,
+                        "authorization": headers.get("authorization", ""),
+                        "t": time.monotonic(),
+                    }
+                )
                 self.actions.append(action)
             if self.latency:
                 await asyncio.sleep(self.latency)
@@ -174,8 +191,12 @@ class FaultServer:
                 await self._send(writer, 200, self._ok_body(request))
             elif action.startswith("429date:"):
                 when = math.ceil(time.time() + float(action.split(":", 1)[1]))
-                await self._send(writer, 429, {"error": {"message": "rate limited", "type": "rate_limit"}},
-                                 {"Retry-After": email.utils.formatdate(when, usegmt=True)})
+                await self._send(
+                    writer,
+                    429,
+                    {"error": {"message": "rate limited", "type": "rate_limit"}},
+                    {"Retry-After": email.utils.formatdate(when, usegmt=True)},
+                )
             elif action.startswith("429"):
                 wait = {"Retry-After": action.split(":", 1)[1]} if ":" in action else {}
                 await self._send(writer, 429, {"error": {"message": "rate limited", "type": "rate_limit"}}, wait)
@@ -183,11 +204,24 @@ class FaultServer:
                 await self._send(writer, 200, self._empty_body(request, action))
             elif action.startswith("reject:"):
                 name = action.split(":", 1)[1]
-                await self._send(writer, 400, {"error": {"message": f"Unrecognized request argument supplied: {name}",
-                                                         "type": "invalid_request_error", "param": name}})
+                await self._send(
+                    writer,
+                    400,
+                    {
+                        "error": {
+                            "message": f"Unrecognized request argument supplied: {name}",
+                            "type": "invalid_request_error",
+                            "param": name,
+                        }
+                    },
+                )
             elif action == "noretry500":
-                await self._send(writer, 500, {"error": {"message": "injected server error", "type": "server_error"}},
-                                 {"x-should-retry": "false"})
+                await self._send(
+                    writer,
+                    500,
+                    {"error": {"message": "injected server error", "type": "server_error"}},
+                    {"x-should-retry": "false"},
+                )
             elif action == "retry400":
                 await self._send(writer, 400, recorded_error(400), {"x-should-retry": "true"})
             elif action.startswith("stall"):
@@ -196,14 +230,19 @@ class FaultServer:
                 return False
             elif action == "drop":
                 data = json.dumps(self._ok_body(request)).encode()
-                writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n"
-                             "\r\n".encode() + data[: len(data) // 2])
+                writer.write(
+                    f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+                    + data[: len(data) // 2]
+                )
                 await writer.drain()
                 return False
             else:
                 status = int(action)
-                default = {"error": {"message": "injected server error", "type": "server_error"}} \
-                    if status >= 500 else recorded_error(status)
+                default = (
+                    {"error": {"message": "injected server error", "type": "server_error"}}
+                    if status >= 500
+                    else recorded_error(status)
+                )
                 await self._send(writer, status, self.error_bodies.get(status, default))
             return True
         finally:
@@ -211,17 +250,18 @@ class FaultServer:
                 self._in_flight -= 1
 
     @staticmethod
-    async def _send(writer: asyncio.StreamWriter, status: int, body: dict[str, Any],
-                    extra: dict[str, str] | None = None) -> None:
+    async def _send(
+        writer: asyncio.StreamWriter, status: int, body: dict[str, Any], extra: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(body).encode()
-        head = f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}\r\nContent-Type: application/json\r\n" \
-               f"Content-Length: {len(data)}\r\n"
+        head = (
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n"
+        )
         head += "".join(f"{k}: {v}\r\n" for k, v in (extra or {}).items())
         writer.write(head.encode() + b"\r\n" + data)
-        try:
+        with contextlib.suppress(ConnectionError):
             await writer.drain()
-        except ConnectionError:
-            pass
 
 
 def main() -> None:

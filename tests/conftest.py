@@ -20,19 +20,50 @@ def tiny_llama():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    words = ["<pad>", "<eos>", "<user>", "<assistant>", "<end>"] + \
-        "what is the capital of france paris it rome city a an big small yes no".split()
+    words = ["<pad>", "<eos>", "<user>", "<assistant>", "<end>"] + [
+        "what",
+        "is",
+        "the",
+        "capital",
+        "of",
+        "france",
+        "paris",
+        "it",
+        "rome",
+        "city",
+        "a",
+        "an",
+        "big",
+        "small",
+        "yes",
+        "no",
+    ]
     vocab = {w: i for i, w in enumerate(words)}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>",
-                                  additional_special_tokens=["<user>", "<assistant>", "<end>"])
-    tok.chat_template = ("{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} <end> {% endfor %}"
-                         "{% if add_generation_prompt %}<assistant> {% endif %}")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        eos_token="<eos>",
+        additional_special_tokens=["<user>", "<assistant>", "<end>"],
+    )
+    tok.chat_template = (
+        "{% for m in messages %}<{{ m['role'] }}> {{ m['content'] }} <end> {% endfor %}"
+        "{% if add_generation_prompt %}<assistant> {% endif %}"
+    )
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(words), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                         pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    config = LlamaConfig(
+        vocab_size=len(words),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
     model = LlamaForCausalLM(config).eval()
     model.generation_config.eos_token_id = [1, vocab["<end>"]]
     model.generation_config.pad_token_id = 0
@@ -46,15 +77,39 @@ def save_tiny_nli(folder, entailment_bias: float = 0.0):
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
     folder.mkdir(parents=True, exist_ok=True)
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + \
-        "what is the capital of france paris it rome city a an big small yes no london".split()
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [
+        "what",
+        "is",
+        "the",
+        "capital",
+        "of",
+        "france",
+        "paris",
+        "it",
+        "rome",
+        "city",
+        "a",
+        "an",
+        "big",
+        "small",
+        "yes",
+        "no",
+        "london",
+    ]
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
     BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64, initializer_range=1.0,
-                        id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
-                        label2id={"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2})
+    config = BertConfig(
+        vocab_size=len(words),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        initializer_range=1.0,
+        id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
+        label2id={"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2},
+    )
     model = BertForSequenceClassification(config).eval()
     with torch.no_grad():
         model.classifier.bias[2] += entailment_bias

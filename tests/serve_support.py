@@ -43,7 +43,7 @@ class BbwdServe:
         """The OpenAI base URL."""
         return self.url + "/v1"
 
-    def __enter__(self) -> "BbwdServe":
+    def __enter__(self) -> BbwdServe:
         self.port = free_port()
         # one torch thread: on a shared 2-core machine, OpenMP's spinning threads slow a forward 10-30x
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **self.env}
@@ -51,8 +51,20 @@ class BbwdServe:
         if self.token is not None:
             env[TOKEN_ENV] = self.token
             key = ["--server-key-env", TOKEN_ENV]
-        cmd = [sys.executable, "-m", "blackbox_wd", "serve", "--host", HOST, "--port", str(self.port),
-               "--device", "cpu", *key, *self.args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "blackbox_wd",
+            "serve",
+            "--host",
+            HOST,
+            "--port",
+            str(self.port),
+            "--device",
+            "cpu",
+            *key,
+            *self.args,
+        ]
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         try:
@@ -93,8 +105,11 @@ class BbwdServe:
         """Every sample of /metrics as {(name, sorted labels): value}."""
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         text = httpx.get(self.url + "/metrics", headers=headers, timeout=30).raise_for_status().text
-        return {(s.name, tuple(sorted(s.labels.items()))): s.value
-                for family in text_string_to_metric_families(text) for s in family.samples}
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
 
 
 def metric(samples: dict, name: str, **labels: str) -> float:
@@ -104,8 +119,9 @@ def metric(samples: dict, name: str, **labels: str) -> float:
 
 def passes_with_company(samples: dict) -> float:
     """Teacher passes that held more than one request: all passes less those of one (bucket le=1)."""
-    return metric(samples, "bbwd_teacher_batch_requests_count") - \
-        metric(samples, "bbwd_teacher_batch_requests_bucket", le="1.0")
+    return metric(samples, "bbwd_teacher_batch_requests_count") - metric(
+        samples, "bbwd_teacher_batch_requests_bucket", le="1.0"
+    )
 
 
 class CuttingProxy:
@@ -127,8 +143,9 @@ class CuttingProxy:
             raw = await request.body()
             body = json.loads(raw)
             client = httpx.AsyncClient(timeout=300)
-            sent = client.build_request("POST", upstream + "/chat/completions", content=raw,
-                                        headers={"Content-Type": "application/json"})
+            sent = client.build_request(
+                "POST", upstream + "/chat/completions", content=raw, headers={"Content-Type": "application/json"}
+            )
             response = await client.send(sent, stream=True)
             cut = body.get("stream") and "[cut]" in str(body["messages"][-1].get("content"))
 
@@ -159,7 +176,7 @@ class CuttingProxy:
         """The OpenAI base URL."""
         return f"http://{HOST}:{self.port}/v1"
 
-    def __enter__(self) -> "CuttingProxy":
+    def __enter__(self) -> CuttingProxy:
         import time
 
         self._thread.start()

@@ -198,8 +198,9 @@ def test_an_empty_cached_sample_is_a_miss(tmp_path):
     params = SamplingParams(k=1, seed=0)
     with FaultServer() as server:
         sampler = sampler_for(server, tmp_path)
-        sampler.cache.put(sample_key(sampler.endpoint.host, "served-model", MESSAGES, params, 0),
-                          CachedSample("  ", None, "stop", 3))
+        sampler.cache.put(
+            sample_key(sampler.endpoint.host, "served-model", MESSAGES, params, 0), CachedSample("  ", None, "stop", 3)
+        )
         out = sampler.sample(MESSAGES, params)
         assert out.usage.cache_hits == 0 and out.usage.requests == 1 and out.samples[0].text.strip()
         assert cached_texts(sampler, params) == {0: out.samples[0].text}
@@ -213,8 +214,9 @@ def test_persistent_empty_content_names_the_sample_and_keeps_the_rest(tmp_path):
         with pytest.raises(SamplingError) as err:
             sampler.sample(MESSAGES, PARAMS)
         e = err.value
-        assert re.fullmatch(rf"sample 2: {re.escape(server.base_url)} \(served-model\) returned empty content 4 times",
-                            str(e))
+        assert re.fullmatch(
+            rf"sample 2: {re.escape(server.base_url)} \(served-model\) returned empty content 4 times", str(e)
+        )
         assert e.transient is True
         assert e.usage.requests == 1 + 2 + 4 == len(server.received) and e.usage.retries == 3
         assert e.usage.completion_tokens > 0 and e.usage.prompt_tokens > 0
@@ -276,8 +278,11 @@ def test_retry_after_beyond_the_budget_stops_at_once():
     with FaultServer(script=["429:900"]) as server:
         sampler = sampler_for(server, retry=RetryPolicy(budget=300.0, initial=0.01, cap=0.02))
         t0 = time.monotonic()
-        with pytest.raises(SamplingError, match=r"answered HTTP 429: rate limited \(retry after 900 s is beyond "
-                                                r"the retry budget of 300 s, 300 s left\)") as err:
+        with pytest.raises(
+            SamplingError,
+            match=r"answered HTTP 429: rate limited \(retry after 900 s is beyond "
+            r"the retry budget of 300 s, 300 s left\)",
+        ) as err:
             sampler.sample(MESSAGES, SamplingParams(k=1, seed=0))
         assert time.monotonic() - t0 < 2.0 and len(server.received) == 1
         assert err.value.transient is True and err.value.usage.retries == 0
@@ -313,8 +318,7 @@ def test_client_errors_are_non_transient_sampling_errors(status):
 
 def test_exhausted_retries_are_a_transient_sampling_error_with_the_usage():
     with FaultServer(script=["ok"] + ["500"] * 10) as server:  # n=4 -> 1 choice; then the singles fail
-        sampler = sampler_for(server, retry=RetryPolicy(attempts=3, initial=0.01, cap=0.02, jitter=0.0),
-                              concurrency=1)
+        sampler = sampler_for(server, retry=RetryPolicy(attempts=3, initial=0.01, cap=0.02, jitter=0.0), concurrency=1)
         with pytest.raises(SamplingError, match=r"HTTP 500: injected server error \(3 attempts in") as err:
             sampler.sample(MESSAGES, PARAMS)
         assert err.value.transient is True and err.value.usage.completion_tokens > 0

@@ -15,8 +15,8 @@ from blackbox_wd.clients.api import APISampler, make_api_sampler
 from blackbox_wd.clients.cache import sample_key
 from blackbox_wd.clients.presets import LOCAL_DUMMY_KEY, resolve_endpoint
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.settings import Settings
 from blackbox_wd.records import SamplingParams
+from blackbox_wd.settings import Settings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -79,12 +79,21 @@ def test_cache_key_covers_the_request_and_never_the_key():
     msgs = [{"role": "user", "content": "q"}]
     p = SamplingParams(k=4, temperature=0.5, top_p=1.0, max_tokens=16, seed=0)
     base = sample_key("h:1/v1", "m", msgs, p, 0)
-    assert len({base, sample_key("h:2/v1", "m", msgs, p, 0), sample_key("h:1/v1", "n", msgs, p, 0),
+    assert (
+        len(
+            {
+                base,
+                sample_key("h:2/v1", "m", msgs, p, 0),
+                sample_key("h:1/v1", "n", msgs, p, 0),
                 sample_key("h:1/v1", "m", msgs, SamplingParams(4, 0.6, 1.0, 16, 0), 0),
                 sample_key("h:1/v1", "m", msgs, SamplingParams(4, 0.5, 0.9, 16, 0), 0),
                 sample_key("h:1/v1", "m", msgs, SamplingParams(4, 0.5, 1.0, 17, 0), 0),
                 sample_key("h:1/v1", "m", msgs, SamplingParams(4, 0.5, 1.0, 16, 1), 0),
-                sample_key("h:1/v1", "m", msgs, p, 1)}) == 8
+                sample_key("h:1/v1", "m", msgs, p, 1),
+            }
+        )
+        == 8
+    )
     assert sample_key("h:1/v1", "m", msgs, SamplingParams(9, 0.5, 1.0, 16, 0), 0) == base  # K is not the sample
 
 
@@ -107,15 +116,25 @@ def test_white_box_stays_local():
 
 
 def _bbwd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "blackbox_wd", *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "blackbox_wd", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 @pytest.mark.slow
 def test_cli_missing_key_is_one_line(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    proc = subprocess.run([sys.executable, "-m", "blackbox_wd", "score", "q", "--target", "gpt-4o-mini",
-                           "--device", "cpu"], capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "blackbox_wd", "score", "q", "--target", "gpt-4o-mini", "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "OPENAI_API_KEY" in proc.stderr
 
@@ -124,11 +143,30 @@ def test_cli_missing_key_is_one_line(tmp_path):
 def test_cli_score_replays_recorded_server(tmp_path):
     meta = json.loads((FIXTURES / "transformers_serve.json").read_text())["meta"]
     p = meta["params"]
-    proc = _bbwd("score", meta["prompts"][0], "--target", meta["model"], "--base-url", "http://127.0.0.1:9/v1",
-                 "--teacher", "smollm2-135m", "-k", str(p["k"]), "--temperature", str(p["temperature"]),
-                 "--max-tokens", str(p["max_tokens"]), "--seed", str(p["seed"]), "--device", "cpu",
-                 "--cache-dir", str(tmp_path / "cache"), "--json",
-                 env={"BBWD_API_REPLAY": str(FIXTURES / "transformers_serve.json")})
+    proc = _bbwd(
+        "score",
+        meta["prompts"][0],
+        "--target",
+        meta["model"],
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--teacher",
+        "smollm2-135m",
+        "-k",
+        str(p["k"]),
+        "--temperature",
+        str(p["temperature"]),
+        "--max-tokens",
+        str(p["max_tokens"]),
+        "--seed",
+        str(p["seed"]),
+        "--device",
+        "cpu",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--json",
+        env={"BBWD_API_REPLAY": str(FIXTURES / "transformers_serve.json")},
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert len(out["responses"]) == p["k"] and out["usage"]["requests"] == p["k"]

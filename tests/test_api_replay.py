@@ -22,14 +22,21 @@ def replayer(name: str, **kw) -> tuple[APISampler, Cassette, ReplayTransport]:
     cassette = Cassette.load(FIXTURES / name)
     transport = ReplayTransport(cassette, name)
     endpoint = Endpoint(cassette.meta["model"], "http://127.0.0.1:9/v1", "replay-key", None)
-    return APISampler(endpoint, concurrency=cassette.meta["concurrency"], transport=lambda: transport, **kw), \
-        cassette, transport
+    return (
+        APISampler(endpoint, concurrency=cassette.meta["concurrency"], transport=lambda: transport, **kw),
+        cassette,
+        transport,
+    )
 
 
 def recorded_texts(cassette: Cassette) -> set[str]:
     """Every choice text in the fixture."""
-    return {c["message"]["content"] for ex in cassette.exchanges if ex["response"]["status"] == 200
-            for c in ex["response"]["body"]["choices"]}
+    return {
+        c["message"]["content"]
+        for ex in cassette.exchanges
+        if ex["response"]["status"] == 200
+        for c in ex["response"]["body"]["choices"]
+    }
 
 
 def test_provider_ignoring_n_fans_out_single_requests():
@@ -63,8 +70,10 @@ def test_provider_honouring_n_keeps_per_choice_logprobs():
 def test_recorded_401_fails_at_once_with_server_message():
     sampler, cassette, transport = replayer("llamacpp.json")
     with pytest.raises(BBWDError, match="HTTP 401: Invalid API Key"):
-        sampler.sample([{"role": "user", "content": cassette.meta["unauthorized_prompt"]}],
-                       SamplingParams(k=1, max_tokens=4, seed=0))
+        sampler.sample(
+            [{"role": "user", "content": cassette.meta["unauthorized_prompt"]}],
+            SamplingParams(k=1, max_tokens=4, seed=0),
+        )
     assert transport.served == 1
     sampler.close()
 
@@ -84,8 +93,9 @@ def test_fixtures_are_real_and_scrubbed(name):
     data = json.loads(text)
     assert data["meta"]["server"].split()[0] in ("transformers", "llama.cpp")
     assert RECORDING_KEY not in text and "Bearer" not in text and "authorization" not in text.lower()
-    assert all(set(ex["response"]["headers"]) <= {"content-type", "retry-after", "retry-after-ms"}
-               for ex in data["exchanges"])
+    assert all(
+        set(ex["response"]["headers"]) <= {"content-type", "retry-after", "retry-after-ms"} for ex in data["exchanges"]
+    )
 
 
 def test_every_fixture_file_is_free_of_keys():

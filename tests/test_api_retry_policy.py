@@ -100,11 +100,22 @@ def test_a_small_budget_stops_after_the_first_backoff_past_it():
 
 
 def test_make_api_sampler_reads_the_retry_budget(monkeypatch):
-    for name in ("BBWD_API_RETRY_BUDGET", "BBWD_API_ATTEMPTS", "BBWD_API_BACKOFF_CAP", "BBWD_API_REPLAY",
-                 "BBWD_API_RECORD"):
+    for name in (
+        "BBWD_API_RETRY_BUDGET",
+        "BBWD_API_ATTEMPTS",
+        "BBWD_API_BACKOFF_CAP",
+        "BBWD_API_REPLAY",
+        "BBWD_API_RECORD",
+    ):
         monkeypatch.delenv(name, raising=False)
-    settings = dict(target="served-model", base_url="http://127.0.0.1:9/v1", api_key_env=None, cache=False,
-                    cache_dir=None, concurrency=2)
+    settings = dict(
+        target="served-model",
+        base_url="http://127.0.0.1:9/v1",
+        api_key_env=None,
+        cache=False,
+        cache_dir=None,
+        concurrency=2,
+    )
     without = make_api_sampler(SimpleNamespace(**settings))  # a Settings object without the field yet
     assert without.retry == RetryPolicy() and without.retry.budget == 300.0
     assert make_api_sampler(SimpleNamespace(**settings, retry_budget=42.0)).retry.budget == 42.0
@@ -118,8 +129,9 @@ def test_make_api_sampler_reads_the_retry_budget(monkeypatch):
 def test_a_replay_miss_is_a_non_transient_sampling_error():
     cassette = Cassette.load(FIXTURES / "transformers_serve.json")
     transport = ReplayTransport(cassette, "transformers_serve.json")
-    sampler = APISampler(Endpoint(cassette.meta["model"], "http://127.0.0.1:9/v1", "replay-key", None),
-                         transport=lambda: transport)
+    sampler = APISampler(
+        Endpoint(cassette.meta["model"], "http://127.0.0.1:9/v1", "replay-key", None), transport=lambda: transport
+    )
     with pytest.raises(SamplingError, match="replay miss in transformers_serve.json") as err:
         sampler.sample([{"role": "user", "content": "a prompt never recorded"}], SamplingParams(k=2, seed=0))
     assert isinstance(err.value, ReplayMiss) and err.value.transient is False

@@ -9,13 +9,22 @@ import numpy as np
 import pytest
 import torch
 
-from blackbox_wd.baselines import (TeacherEntailment, compute_baselines, discrete_semantic_entropy,
-                                   effective_rank, eigenscore, exact_match_entails, lexical_similarity, lne,
-                                   semantic_ids)
+from blackbox_wd.answers.text import lcs_length, rouge_l_f1
+from blackbox_wd.baselines import (
+    TeacherEntailment,
+    compute_baselines,
+    discrete_semantic_entropy,
+    effective_rank,
+    eigenscore,
+    exact_match_entails,
+    lexical_similarity,
+    lne,
+    semantic_ids,
+)
 from blackbox_wd.baselines.dse import cluster_entropy, entailment_prompt
 from blackbox_wd.baselines.er import effective_rank_of_spectrum
 from blackbox_wd.baselines.es import embedding_covariance
-from blackbox_wd.baselines.ls import mean_pairwise_rouge_l, rouge_l_f1
+from blackbox_wd.baselines.ls import mean_pairwise_rouge_l
 
 # --- LNE ----------------------------------------------------------------------------------
 
@@ -52,6 +61,22 @@ def test_rouge_l_by_hand():
     assert rouge_l_f1("paris", "Paris, France") == pytest.approx(2 / 3)
 
 
+def test_rouge_l_equals_rouge_score_on_random_token_strings():
+    """The bit-parallel LCS gives rouge-score's own F1, to the bit, over random texts of a small vocabulary
+    (many repeats, empty and token-less strings included) and over long passages (more than 64 tokens)."""
+    from rouge_score.rouge_scorer import RougeScorer
+
+    scorer, rng = RougeScorer(["rougeL"], use_stemmer=False), np.random.default_rng(0)
+    words = ["a", "b", "Cat", "cat,", "sat", "7", "on", "the", "---"]
+    texts = ["", "---", *(" ".join(rng.choice(words, rng.integers(1, 12))) for _ in range(40))]
+    texts += [" ".join(rng.choice(words, 150)) for _ in range(3)]
+    for a in texts:
+        for b in texts:
+            assert rouge_l_f1(a, b) == scorer.score(a, b)["rougeL"].fmeasure, (a, b)
+    assert lcs_length(list("ABCBDAB"), list("BDCABA")) == 4  # CLRS's example
+    assert lcs_length([], ["a"]) == lcs_length(["a"], []) == 0
+
+
 def test_lexical_similarity_worked_example():
     a, b, c = "the cat sat on the mat", "the cat lay on the mat", "a dog barked"
     # pairs: (a, b) = 5/6, (a, c) = 0, (b, c) = 0 -> mean 5/18 -> LS = 1 - 5/18 = 13/18
@@ -76,9 +101,14 @@ def _es_example() -> np.ndarray:
     # z1 = sqrt(3/2) (1, -1, 0, 0):   |z1|^2 / (d-1) = 3 / 3 = 1
     # z2 = sqrt(3)   (0, 0, 1, -1):   |z2|^2 / 3 = 6 / 3 = 2
     # z3 = sqrt(3)   (1, 1, -1, -1):  |z3|^2 / 3 = 12 / 3 = 4
-    return np.array([np.sqrt(1.5) * np.array([1, -1, 0, 0]),
-                     np.sqrt(3.0) * np.array([0, 0, 1, -1]),
-                     np.sqrt(3.0) * np.array([1, 1, -1, -1])], dtype=float)
+    return np.array(
+        [
+            np.sqrt(1.5) * np.array([1, -1, 0, 0]),
+            np.sqrt(3.0) * np.array([0, 0, 1, -1]),
+            np.sqrt(3.0) * np.array([1, 1, -1, -1]),
+        ],
+        dtype=float,
+    )
 
 
 def test_eigenscore_known_spectrum():
@@ -185,8 +215,18 @@ def test_prefetch_asks_only_for_responses_not_yet_clustered():
 
 
 class _FakeTokenizer:
-    VOCAB = {"yes": [1], "Yes": [2], " yes": [1], " Yes": [2], "YES": [3], "no": [4], "No": [5], " no": [4],
-             " No": [5], "NO": [6, 9]}  # "NO" is two tokens: not used
+    VOCAB = {
+        "yes": [1],
+        "Yes": [2],
+        " yes": [1],
+        " Yes": [2],
+        "YES": [3],
+        "no": [4],
+        "No": [5],
+        " no": [4],
+        " No": [5],
+        "NO": [6, 9],
+    }  # "NO" is two tokens: not used
 
     pad_token_id = 0
 
@@ -202,7 +242,7 @@ class _FakeModel:
 
     def __call__(self, input_ids, **kwargs):
         logits = torch.zeros(input_ids.shape[0], input_ids.shape[1], 8)
-        for row, text in enumerate(self.teacher.prompts[-input_ids.shape[0]:]):
+        for row, text in enumerate(self.teacher.prompts[-input_ids.shape[0] :]):
             a = text.split("Answer A: ")[1].split("\n")[0].split()[0].lower()
             b = text.split("Answer B: ")[1].split("\n")[0].split()[0].lower()
             logits[row, -1, [1, 2, 3] if a == b else [4, 5, 6]] = 3.0
@@ -257,8 +297,9 @@ def test_entailment_prompt_without_question():
 
 def test_compute_baselines_keys_and_values():
     responses = ["Paris", "paris.", "London"]
-    out = compute_baselines(responses, logprobs=[[-1.0, -3.0], [-0.5], [-1.25]],
-                            embeddings=list(_es_example()), entails=exact_match_entails)
+    out = compute_baselines(
+        responses, logprobs=[[-1.0, -3.0], [-0.5], [-1.25]], embeddings=list(_es_example()), entails=exact_match_entails
+    )
     assert set(out) == {"lne", "ls", "es", "er", "dse"}
     assert out["lne"] == pytest.approx((2.0 + 0.5 + 1.25) / 3)
     assert out["ls"] == pytest.approx(1 - 1 / 3)  # only (Paris, paris.) match: mean 1/3

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +18,24 @@ from blackbox_wd.pipeline import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.hf import HFTeacher
 
-WORDS = "what is the capital of france paris it rome city a an big small yes no".split()
+WORDS = [
+    "what",
+    "is",
+    "the",
+    "capital",
+    "of",
+    "france",
+    "paris",
+    "it",
+    "rome",
+    "city",
+    "a",
+    "an",
+    "big",
+    "small",
+    "yes",
+    "no",
+]
 text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join)
 
 
@@ -26,7 +44,7 @@ def valid_line(draw) -> bytes:
     """A line that must be scored: prompt or messages, two responses, optional id and label."""
     obj: dict = {}
     if draw(st.booleans()):
-        obj["id"] = draw(st.one_of(st.integers(-10**30, 10**30), st.text(max_size=8)))
+        obj["id"] = draw(st.one_of(st.integers(-(10**30), 10**30), st.text(max_size=8)))
     if draw(st.booleans()):
         obj["prompt"] = draw(text)
     else:
@@ -41,22 +59,47 @@ def valid_line(draw) -> bytes:
 
 BASE = '{"prompt": "what is it", "responses": ["paris", "rome"]'
 INVALID = st.one_of(
-    st.just(b""), st.just(b"   "), st.just(b"\t"),  # empty lines
-    st.text(alphabet="{}[],:\"x ", min_size=1, max_size=12).map(str.encode)
+    st.just(b""),
+    st.just(b"   "),
+    st.just(b"\t"),  # empty lines
+    st.text(alphabet="{}[],:\"x ", min_size=1, max_size=12)
+    .map(str.encode)
     .filter(lambda b: not _parses(b)),  # bad JSON
-    st.sampled_from([b"[1, 2]", b"42", b"null", b'"a string"',  # not an object
-                     b'{"prompt": 42}', b'{"prompt": ["a"]}', b'{"messages": "hi"}', b'{"messages": [{"role": 1}]}',
-                     b'{"prompt": "x", "responses": "paris"}', b'{"prompt": "x", "responses": [1, 2]}',
-                     b'{"prompt": "x", "responses": ["a", ""]}', b'{"id": [1], "prompt": "x"}',
-                     b'{"id": true, "prompt": "x"}', b'{"responses": ["a", "b"]}']),  # wrong types and fields
-    st.sampled_from([BASE + ', "label": NaN}', '{"id": NaN, "prompt": "x", "responses": ["a", "b"]}',
-                     BASE + ', "label": Infinity}', BASE + ', "label": 2}']).map(str.encode),  # NaN and friends
-    st.sampled_from(['{"id": 1' + "0" * 5000 + ', "prompt": "x"}', '{"id": 1e400, "prompt": "x"}',
-                     BASE + ', "label": 1e999}']).map(str.encode),  # huge numbers
+    st.sampled_from(
+        [
+            b"[1, 2]",
+            b"42",
+            b"null",
+            b'"a string"',  # not an object
+            b'{"prompt": 42}',
+            b'{"prompt": ["a"]}',
+            b'{"messages": "hi"}',
+            b'{"messages": [{"role": 1}]}',
+            b'{"prompt": "x", "responses": "paris"}',
+            b'{"prompt": "x", "responses": [1, 2]}',
+            b'{"prompt": "x", "responses": ["a", ""]}',
+            b'{"id": [1], "prompt": "x"}',
+            b'{"id": true, "prompt": "x"}',
+            b'{"responses": ["a", "b"]}',
+        ]
+    ),  # wrong types and fields
+    st.sampled_from(
+        [
+            BASE + ', "label": NaN}',
+            '{"id": NaN, "prompt": "x", "responses": ["a", "b"]}',
+            BASE + ', "label": Infinity}',
+            BASE + ', "label": 2}',
+        ]
+    ).map(str.encode),  # NaN and friends
+    st.sampled_from(
+        ['{"id": 1' + "0" * 5000 + ', "prompt": "x"}', '{"id": 1e400, "prompt": "x"}', BASE + ', "label": 1e999}']
+    ).map(str.encode),  # huge numbers
     st.sampled_from(["\x00", "\x01", "\x1b", "\x7f\x08"]).map(
-        lambda c: ('{"prompt": "a' + c + 'b", "responses": ["x", "y"]}').encode()),  # raw control characters
-    st.binary(min_size=1, max_size=6).filter(lambda b: b"\n" not in b and not _utf8(b)).map(
-        lambda b: b'{"prompt": "' + b + b'", "responses": ["x", "y"]}'),  # invalid UTF-8
+        lambda c: ('{"prompt": "a' + c + 'b", "responses": ["x", "y"]}').encode()
+    ),  # raw control characters
+    st.binary(min_size=1, max_size=6)
+    .filter(lambda b: b"\n" not in b and not _utf8(b))
+    .map(lambda b: b'{"prompt": "' + b + b'", "responses": ["x", "y"]}'),  # invalid UTF-8
     st.just(b'{"prompt": "\\ud800", "responses": ["a", "b"]}'),  # a lone surrogate escape
     st.just(b"[" * 100_000),  # nesting deeper than the parser's recursion limit
 )
@@ -79,9 +122,13 @@ def _utf8(raw: bytes) -> bool:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(lines=st.lists(st.one_of(valid_line().map(lambda b: (b, True)), INVALID.map(lambda b: (b, False))),
-                      min_size=1, max_size=10),
-       trailing_newline=st.booleans(), group_size=st.integers(1, 4))
+@given(
+    lines=st.lists(
+        st.one_of(valid_line().map(lambda b: (b, True)), INVALID.map(lambda b: (b, False))), min_size=1, max_size=10
+    ),
+    trailing_newline=st.booleans(),
+    group_size=st.integers(1, 4),
+)
 def test_one_output_line_per_input_line(tiny_llama, lines, trailing_newline, group_size):
     if lines[-1][0] == b"":
         trailing_newline = True  # else the file ends at the newline before it: that empty line does not exist
@@ -90,10 +137,10 @@ def test_one_output_line_per_input_line(tiny_llama, lines, trailing_newline, gro
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.jsonl", Path(tmp) / "out.jsonl"
         src.write_bytes(b"\n".join(raw for raw, _ in lines) + (b"\n" if trailing_newline else b""))
-        summary = asyncio.run(BatchRunner(detector, sample_missing=False, group_size=group_size).run(src, dst))
+        summary = asyncio.run(BatchRunner(replace(detector, group_size=group_size), sample_missing=False).run(src, dst))
         rows = [json.loads(line) for line in dst.read_text().splitlines()]
     assert [r["line"] for r in rows] == list(range(1, len(lines) + 1))
-    for row, (raw, valid) in zip(rows, lines):
+    for row, (raw, valid) in zip(rows, lines, strict=True):
         if valid:
             assert row["error"] is None and row["n_samples"] == 2 and row["avg_wd"] >= 0, (raw, row)
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -14,16 +15,18 @@ from blackbox_wd.pipeline import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.hf import HFTeacher
 
-LINES = [{"prompt": "what is the capital of france", "responses": ["paris", "it is rome"]},
-         {"prompt": "is rome big", "responses": ["yes", "no a small city"]},
-         {"prompt": "bad", "responses": "not a list"},
-         {"prompt": "what is it", "responses": ["a city", "paris"]}]
+LINES = [
+    {"prompt": "what is the capital of france", "responses": ["paris", "it is rome"]},
+    {"prompt": "is rome big", "responses": ["yes", "no a small city"]},
+    {"prompt": "bad", "responses": "not a list"},
+    {"prompt": "what is it", "responses": ["a city", "paris"]},
+]
 
 
 def run(tiny_llama, src, dst, **settings):
     teacher = HFTeacher(*tiny_llama, name="tiny")
     detector = Detector(teacher, LocalSampler(teacher), Settings(**{"k": 2, "device": "cpu", **settings}))
-    return asyncio.run(BatchRunner(detector, sample_missing=False, group_size=2).run(src, dst))
+    return asyncio.run(BatchRunner(replace(detector, group_size=2), sample_missing=False).run(src, dst))
 
 
 def write(path, records):
@@ -80,17 +83,29 @@ def test_transient_errors_are_retried_on_resume_and_input_errors_are_not(tiny_ll
         return "500" if down["flaky"] and "flaky" in json.dumps(body["messages"]) else None
 
     src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    write(src, [{"prompt": "what is it"}, {"prompt": "a flaky one"}, {"prompt": "bad", "responses": "x"},
-                {"prompt": "is rome big"}])
+    write(
+        src,
+        [
+            {"prompt": "what is it"},
+            {"prompt": "a flaky one"},
+            {"prompt": "bad", "responses": "x"},
+            {"prompt": "is rome big"},
+        ],
+    )
     teacher = HFTeacher(*tiny_llama, name="tiny")
     with FaultServer(override=outage) as server:
+
         def run_once():
-            sampler = APISampler(Endpoint("served-model", server.base_url, "sk-test-key-00000000", "K"),
-                                 retry=RetryPolicy(budget=0.3, initial=0.02, cap=0.05, jitter=0.01), timeout=2.0)
+            sampler = APISampler(
+                Endpoint("served-model", server.base_url, "sk-test-key-00000000", "K"),
+                retry=RetryPolicy(budget=0.3, initial=0.02, cap=0.05, jitter=0.01),
+                timeout=2.0,
+            )
             settings = Settings(k=2, device="cpu", target="served-model", base_url=server.base_url, cache=False)
             try:
-                return asyncio.run(BatchRunner(Detector(teacher, sampler, settings), sample_missing=True,
-                                               group_size=2).run(src, dst))
+                return asyncio.run(
+                    BatchRunner(Detector(teacher, sampler, settings, group_size=2), sample_missing=True).run(src, dst)
+                )
             finally:
                 sampler.close()
 

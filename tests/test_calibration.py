@@ -10,34 +10,70 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.batch import BatchRunner
-from blackbox_wd.calibration.model import (Calibration, FittedOn, Isotonic, OperatingPoint, Platt, ScoreModel,
-                                     calibration_fingerprint, covered_settings, default_calibration_path,
-                                     embedded_calibration)
+from blackbox_wd.calibration import model as calibration_module
+from blackbox_wd.calibration.model import (
+    Calibration,
+    FittedOn,
+    Isotonic,
+    OperatingPoint,
+    Platt,
+    ScoreModel,
+    calibration_fingerprint,
+    covered_settings,
+    default_calibration_path,
+    embedded_calibration,
+)
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.pipeline import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.hf import HFTeacher
 
-REPORTED = {"teacher": "smollm2-135m", "target": "smollm2-135m", "endpoint": None, "layer": 15, "k": 10,
-            "temperature": 0.5, "top_p": 1.0, "max_tokens": 128, "seed": 0, "alpha": 0.001, "p": 0.1, "proj_dim": 128,
-            "proj_seed": 0, "device": "cpu", "fingerprint": "whatever", "bandwidth": 80.0}
+REPORTED = {
+    "teacher": "smollm2-135m",
+    "target": "smollm2-135m",
+    "endpoint": None,
+    "layer": 15,
+    "k": 10,
+    "temperature": 0.5,
+    "top_p": 1.0,
+    "max_tokens": 128,
+    "seed": 0,
+    "alpha": 0.001,
+    "p": 0.1,
+    "proj_dim": 128,
+    "proj_seed": 0,
+    "device": "cpu",
+    "fingerprint": "whatever",
+    "bandwidth": 80.0,
+}
 
 
 def make(reported=REPORTED, calibrator=None, threshold=0.5) -> Calibration:
     """A calibration with round numbers: z = (avg - 60) / 15 + (ln eig - 18) / 2, Platt p = sigmoid(z)."""
-    model = ScoreModel(("avg_wd", "log_eigen_wd"), (60.0, 18.0), (15.0, 2.0), (1.0, 1.0), 0.0,
-                       calibrator or Platt(-1.0, 0.0))
+    model = ScoreModel(
+        ("avg_wd", "log_eigen_wd"), (60.0, 18.0), (15.0, 2.0), (1.0, 1.0), 0.0, calibrator or Platt(-1.0, 0.0)
+    )
     point = OperatingPoint("target_fpr", 0.1, threshold, 0.1, 0.6, 0.7, 0.65)
-    on = FittedOn("results.jsonl", {"nq": 300, "sciq": 300}, "zero-shot", "label_em", 600, 270, 0.45, 5, 0,
-                  {"auroc": 0.8, "log_loss": 0.5, "brier": 0.18, "ece": 0.04})
+    on = FittedOn(
+        "results.jsonl",
+        {"nq": 300, "sciq": 300},
+        "zero-shot",
+        "label_em",
+        600,
+        270,
+        0.45,
+        5,
+        0,
+        {"auroc": 0.8, "log_loss": 0.5, "brier": 0.18, "ece": 0.04},
+    )
     return Calibration(model, point, calibration_fingerprint(reported), covered_settings(reported), on, "0.1.0")
 
 
-@pytest.mark.parametrize("calibrator", [Platt(-1.0634, 0.0123456789012345),
-                                        Isotonic((-2.0, -0.5, 0.1 + 0.2, 1.75), (0.0, 0.1, 1 / 3, 1.0))])
+@pytest.mark.parametrize(
+    "calibrator", [Platt(-1.0634, 0.0123456789012345), Isotonic((-2.0, -0.5, 0.1 + 0.2, 1.75), (0.0, 0.1, 1 / 3, 1.0))]
+)
 def test_json_round_trips_exactly(tmp_path, calibrator):
     cal = make(calibrator=calibrator)
     text = cal.to_json()
@@ -60,18 +96,21 @@ def test_predict_is_the_documented_formula():
     iso = make(calibrator=Isotonic((-1.0, 1.0), (0.2, 0.8)))
     assert iso.predict({"avg_wd": 60.0, "eigen_wd": math.exp(18.5)}) == pytest.approx(0.575)  # z = 0.25
     assert cal.flag(0.5) and not cal.flag(0.4999)
-    with pytest.raises(BBWDError, match="cannot calibrate: avg_wd=None"):
+    with pytest.raises(BBWDError, match="cannot calibrate: no finite avg_wd"):
         cal.predict({"avg_wd": None, "eigen_wd": 1e8})
 
 
-@pytest.mark.parametrize("edit,message", [
-    (lambda b: b.update(format="other"), "field 'format' is not 'bbwd-calibration/1'"),
-    (lambda b: b["settings"].update(k=4), "field 'fingerprint' must be the fingerprint of its settings"),
-    (lambda b: b["model"].update(features=["avg_wd", "lne"]), "field 'model.features'"),
-    (lambda b: b["model"]["calibrator"].update(method="beta"), "calibrator method 'beta'"),
-    (lambda b: b["model"].update(scale=[15.0, 0.0]), "field 'model.scale' must be positive"),
-    (lambda b: b["operating_point"].pop("threshold"), "missing or unexpected field"),
-])
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda b: b.update(format="other"), "field 'format' is not 'bbwd-calibration/2' or 'bbwd-calibration/1'"),
+        (lambda b: b["settings"].update(k=4), "field 'fingerprint' must be the fingerprint of its settings"),
+        (lambda b: b["model"].update(features=["avg_wd", "bogus"]), r"field 'model.features' .*unknown: \['bogus'\]"),
+        (lambda b: b["model"]["calibrator"].update(method="beta"), "calibrator method 'beta'"),
+        (lambda b: b["model"].update(scale=[15.0, 0.0]), "field 'model.scale' must be positive"),
+        (lambda b: b["operating_point"].pop("threshold"), "missing or unexpected field"),
+    ],
+)
 def test_a_bad_file_is_refused_naming_the_field(edit, message):
     body = json.loads(make().to_json())
     edit(body)
@@ -97,8 +136,10 @@ def test_a_mismatched_fingerprint_is_refused_naming_what_differs():
     with pytest.raises(BBWDError) as info:
         cal.check(run)
     message = str(info.value)
-    assert message.startswith("calibration cal.json does not apply to this run: it is for settings "
-                              f"{cal.fingerprint}, this run has {calibration_fingerprint(run)} ")
+    assert message.startswith(
+        "calibration cal.json does not apply to this run: it is for settings "
+        f"{cal.fingerprint}, this run has {calibration_fingerprint(run)} "
+    )
     assert message.endswith("(k: 10 in the calibration, 4 here)")  # the sampling side is not a reason to refuse
     with pytest.raises(BBWDError, match='teacher: "smollm2-135m" in the calibration, "gemma3-270m" here'):
         cal.check({**REPORTED, "teacher": "gemma3-270m"})
@@ -113,10 +154,16 @@ def test_other_sampling_is_accepted_with_a_one_line_note():
     run = {**REPORTED, "temperature": 1.0, "max_tokens": 64, "target": "gpt-4o-mini", "endpoint": "api.openai.com"}
     cal.check(run)  # accepted
     note = cal.sampling_note(run)
-    assert note is not None and "\n" not in note and note.startswith("note: calibration cal.json was fitted on "
-                                                                       "samples drawn otherwise (")
-    for part in ('target: "smollm2-135m" in the calibration, "gpt-4o-mini" here',
-                 'temperature: 0.5 in the calibration, 1.0 here', "max_tokens: 128 in the calibration, 64 here"):
+    assert (
+        note is not None
+        and "\n" not in note
+        and note.startswith("note: calibration cal.json was fitted on samples drawn otherwise (")
+    )
+    for part in (
+        'target: "smollm2-135m" in the calibration, "gpt-4o-mini" here',
+        'temperature: 0.5 in the calibration, 1.0 here',
+        "max_tokens: 128 in the calibration, 64 here",
+    ):
         assert part in note
     assert "top_p" not in note  # only what differs
 
@@ -125,15 +172,27 @@ def test_default_calibration_path_only_for_registry_names():
     assert default_calibration_path("smollm2-135m") == calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.json"
     assert default_calibration_path("/models/x.gguf") is None and default_calibration_path("org/name") is None
     assert default_calibration_path("..") is None
+    assert default_calibration_path("smollm2-135m", False, staged=True).name == "smollm2-135m.api.auto.json"
+    assert default_calibration_path("smollm2-135m", True, staged=True).name == "smollm2-135m.auto.json"
     assert embedded_calibration({**REPORTED, "teacher": "/models/x.gguf"}) == (None, None)  # no note: not ours to ship
 
 
 def test_the_shipped_calibration_is_valid_for_scores_default_settings():
     cal = Calibration.load(default_calibration_path(Settings().teacher))  # loading runs its field checks
     defaults = Settings()
-    cal.check({**REPORTED, "teacher": defaults.teacher, "target": defaults.teacher, "k": defaults.k,
-               "temperature": defaults.temperature, "top_p": defaults.top_p, "max_tokens": defaults.max_tokens,
-               "alpha": defaults.alpha, "p": defaults.p})
+    cal.check(
+        {
+            **REPORTED,
+            "teacher": defaults.teacher,
+            "target": defaults.teacher,
+            "k": defaults.k,
+            "temperature": defaults.temperature,
+            "top_p": defaults.top_p,
+            "max_tokens": defaults.max_tokens,
+            "alpha": defaults.alpha,
+            "p": defaults.p,
+        }
+    )
     assert cal.fitted_on.n >= 300 and 0.15 <= cal.fitted_on.base_rate <= 0.85
     assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.threshold < 1
 
@@ -149,18 +208,28 @@ def test_samples_are_stored_only_when_stated():
 def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
     cal = Calibration.load(default_calibration_path("smollm2-135m", white_box=False))
     defaults = Settings()
-    run = {**REPORTED, "target": "gpt-4o-mini", "endpoint": "api.openai.com", "k": defaults.k,
-           "temperature": defaults.temperature, "alpha": defaults.alpha, "p": defaults.p}
+    run = {
+        **REPORTED,
+        "target": "gpt-4o-mini",
+        "endpoint": "api.openai.com",
+        "k": defaults.k,
+        "temperature": defaults.temperature,
+        "alpha": defaults.alpha,
+        "p": defaults.p,
+    }
     cal.check(run)
-    assert cal.settings["target"] == "recorded" and cal.fitted_on.samples.startswith("gpt-3.5-turbo at T=1.0")
-    assert cal.fitted_on.n == 250 and cal.fitted_on.base_rate == 0.48 and cal.fitted_on.data == {"sac3_nq_open": 250}
+    assert cal.settings["target"] == "recorded" and cal.fitted_on.samples.startswith("gpt-3.5-turbo (SAC3 NQ-open)")
+    assert cal.fitted_on.n == 369 and cal.fitted_on.data == {"sac3_nq_open": 250, "wikibio_gpt3": 119}
+    assert 0.45 < cal.fitted_on.base_rate < 0.55 and cal.sentence is not None and cal.fitted_on.sentence_n == 959
     assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.threshold < 1
     assert "temperature 0.5" in cal.sampling_note(run)
 
 
 def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch):
     path = tmp_path / "smollm2-135m.json"
-    monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher, white_box=True: path)
+    monkeypatch.setattr(
+        calibration_module, "default_calibration_path", lambda teacher, white_box=True, staged=False: path
+    )
     cal, note = embedded_calibration(REPORTED)  # none shipped
     assert cal is None and note.startswith("note: no calibration ships for smollm2-135m yet, so no risk is shown")
     make().save(path)
@@ -170,13 +239,17 @@ def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch
     assert cal is None and note.startswith("note: the embedded calibration smollm2-135m.json does not apply")
     assert "k: 10 in the calibration, 3 here" in note
     cal, note = embedded_calibration({**REPORTED, "temperature": 1.0})  # the sampling side: applied, with a note
-    assert cal == make() and note.startswith("note: calibration embedded smollm2-135m.json was fitted on samples "
-                                             "drawn otherwise") and "temperature: 0.5 in the calibration, 1.0 here" in note
+    assert cal == make() and note.startswith(
+        "note: calibration embedded smollm2-135m.json was fitted on samples drawn otherwise"
+    )
+    assert "temperature: 0.5 in the calibration, 1.0 here" in note
 
 
 def test_the_embedded_calibration_is_chosen_by_the_kind_of_run():
-    assert default_calibration_path("smollm2-135m", white_box=False) == \
-        calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.api.json"
+    assert (
+        default_calibration_path("smollm2-135m", white_box=False)
+        == calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.api.json"
+    )
     assert default_calibration_path("smollm2-135m", white_box=True).name == "smollm2-135m.json"
 
 
@@ -201,13 +274,19 @@ def test_detector_adds_probability_and_flag_and_refuses_other_settings(tiny_llam
 
 def test_batch_rows_carry_probability_flag_and_calibration(tiny_llama, tmp_path):
     src, dst = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
-    src.write_text("".join(json.dumps(r) + "\n" for r in [
-        {"prompt": "what is the capital of france", "responses": ["paris", "it is rome"]},
-        {"prompt": "bad", "responses": "not a list"},
-        {"prompt": "is rome big", "responses": ["yes", "no a small city"]}]))
+    src.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in [
+                {"prompt": "what is the capital of france", "responses": ["paris", "it is rome"]},
+                {"prompt": "bad", "responses": "not a list"},
+                {"prompt": "is rome big", "responses": ["yes", "no a small city"]},
+            ]
+        )
+    )
     detector = tiny_detector(tiny_llama)
     cal = make(detector.reported_settings(), threshold=0.3)
-    asyncio.run(BatchRunner(detector.with_calibration(cal), sample_missing=False, group_size=2).run(src, dst))
+    asyncio.run(BatchRunner(replace(detector.with_calibration(cal), group_size=2), sample_missing=False).run(src, dst))
     rows = [json.loads(line) for line in dst.read_text().splitlines()]
     for row in (rows[0], rows[2]):
         assert row["p_hallucination"] == cal.predict(row) and row["flag"] == (row["p_hallucination"] >= 0.3)
@@ -216,5 +295,5 @@ def test_batch_rows_carry_probability_flag_and_calibration(tiny_llama, tmp_path)
     other = make(detector.reported_settings(), threshold=0.9)
     for resume in (detector.with_calibration(other), detector):
         with pytest.raises(BBWDError, match="was written with another calibration"):
-            asyncio.run(BatchRunner(resume, sample_missing=False, group_size=2).run(src, dst))
+            asyncio.run(BatchRunner(replace(resume, group_size=2), sample_missing=False).run(src, dst))
     assert np.isfinite([rows[0]["p_hallucination"], rows[2]["p_hallucination"]]).all()

@@ -8,18 +8,32 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sklearn.calibration import calibration_curve
-from sklearn.metrics import brier_score_loss, f1_score, roc_auc_score
+from sklearn.metrics import brier_score_loss, roc_auc_score
 
+from blackbox_wd.calibration.combine import Table, fit_head, group_folds, head_sets, per_source_auroc, table_from
+from blackbox_wd.calibration.fit import expected_calibration_error, fit_calibration, read_labelled, read_settings
 from blackbox_wd.calibration.model import FEATURES, Isotonic, Platt
-from blackbox_wd.calibration.fit import (choose_threshold, expected_calibration_error, fit_calibration, fit_model,
-                                         read_labelled, read_settings)
-from blackbox_wd.metrics import paired_auroc_diff
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.metrics import paired_auroc_diff
 from blackbox_wd.settings import fingerprint
 
-SETTINGS = {"teacher": "smollm2-135m", "target": "smollm2-135m", "sampler": "llama.cpp", "endpoint": None,
-            "layer": 15, "k": 10, "temperature": 0.5, "top_p": 1.0, "max_tokens": 128, "seed": 0, "alpha": 0.001,
-            "p": 0.1, "proj_dim": 128, "proj_seed": 0, "protocol": "zero-shot"}
+SETTINGS = {
+    "teacher": "smollm2-135m",
+    "target": "smollm2-135m",
+    "sampler": "llama.cpp",
+    "endpoint": None,
+    "layer": 15,
+    "k": 10,
+    "temperature": 0.5,
+    "top_p": 1.0,
+    "max_tokens": 128,
+    "seed": 0,
+    "alpha": 0.001,
+    "p": 0.1,
+    "proj_dim": 128,
+    "proj_seed": 0,
+    "protocol": "zero-shot",
+}
 TRUE_INTERCEPT, TRUE_COEF = -15.0, np.array([0.1, 0.5])  # logit of hallucination on [AvgWD, ln EigenWD]
 
 
@@ -34,117 +48,156 @@ def draw(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def write_rows(path, X, y, fp="auto", extra=None):
     fp = fingerprint(SETTINGS) if fp == "auto" else fp
     with open(path, "w") as f:
-        for i, ((avg, log_eig), label) in enumerate(zip(X, y)):
-            row = {"id": str(i), "source": "nq" if i % 3 else "sciq", "avg_wd": avg, "eigen_wd": float(np.exp(log_eig)),
-                   "label": int(label), "fingerprint": fp, **(extra or {})}
+        for i, ((avg, log_eig), label) in enumerate(zip(X, y, strict=True)):
+            row = {
+                "id": str(i),
+                "source": "nq" if i % 3 else "sciq",
+                "avg_wd": avg,
+                "eigen_wd": float(np.exp(log_eig)),
+                "label": int(label),
+                "fingerprint": fp,
+                **(extra or {}),
+            }
             f.write(json.dumps(row) + "\n")
 
 
+def table(X: np.ndarray, y: np.ndarray, names=FEATURES) -> Table:
+    return table_from({n: X[:, i] for i, n in enumerate(names)}, y, [str(i) for i in range(len(y))], ["t"] * len(y))
+
+
 def test_fit_recovers_the_logistic_coefficients():
-    X, y, p_true = draw(5000)
-    fit = fit_model(X, y, FEATURES, methods=("platt",))
-    m = fit.model
-    coef = np.array(m.coef) / np.array(m.scale)  # back to the raw features
-    intercept = m.intercept - float(np.sum(np.array(m.coef) * np.array(m.mean) / np.array(m.scale)))
-    assert coef == pytest.approx(TRUE_COEF, rel=0.1)
-    assert intercept == pytest.approx(TRUE_INTERCEPT, rel=0.1)
-    # the logistic regression is already calibrated: Platt is close to the identity, p close to the truth
-    assert isinstance(m.calibrator, Platt)
-    assert m.calibrator.a == pytest.approx(-1.0, abs=0.1) and m.calibrator.b == pytest.approx(0.0, abs=0.1)
-    assert np.abs(m.probability(X) - p_true).mean() < 0.02
+    X, y, _ = draw(4000, seed=1)
+    fit = fit_head(table(X, y), FEATURES, methods=("platt",))
+    m = fit.head.model
+    coef = np.array(m.coef) / np.array(m.scale)  # back to the raw features' scale
+    assert coef == pytest.approx(TRUE_COEF, rel=0.15)
+    assert m.intercept - float(np.dot(coef, m.mean)) == pytest.approx(TRUE_INTERCEPT, rel=0.15)
+
+
+def test_the_mean_combiner_weighs_standardised_members_equally():
+    X, y, _ = draw(300, seed=2)
+    m = fit_head(table(X, y), FEATURES, combiner="mean", methods=("platt",)).head.model
+    assert m.coef == (0.5, 0.5) and m.intercept == 0.0
+    assert m.mean == pytest.approx(tuple(X.mean(axis=0))) and m.scale == pytest.approx(tuple(X.std(axis=0)))
+
+
+def test_the_select_combiner_keeps_the_members_that_help_in_each_data_set():
+    """Two data sets: member a ranks set 1 only, b ranks set 2 only, noise ranks neither. The mean of a and b
+    ranks both; forward selection by the mean over sets of the AUROC within each keeps exactly a and b."""
+    rng = np.random.default_rng(3)
+    n = 400
+    y = rng.integers(0, 2, n)
+    first = np.arange(n) < n // 2
+    a = np.where(first, y + rng.normal(0, 0.7, n), rng.normal(0, 1, n))
+    b = np.where(first, rng.normal(0, 1, n), y + rng.normal(0, 0.7, n))
+    noise = rng.normal(0, 1, n)
+    t = table_from(
+        {"a": a, "b": b, "noise": noise}, y, [str(i) for i in range(n)], np.where(first, "one", "two").tolist()
+    )
+    m = fit_head(t, ("a", "b", "noise"), combiner="select", methods=("platt",)).head.model
+    assert m.coef == (0.5, 0.5, 0.0) and m.intercept == 0.0
+    score = lambda x: per_source_auroc(x, y, np.ones(n), t.source[:n])  # noqa: E731
+    assert score((a + b) / 2) > max(score(a), score(b), score((a + b + noise) / 3))
+
+
+def test_a_continuous_label_is_two_weighted_rows_of_one_prompt():
+    t = table_from({"avg_wd": [1.0, 2.0, 3.0]}, [0.0, 0.25, 1.0], ["a", "b", "c"], ["s"] * 3)
+    assert t.y.tolist() == [0, 1, 1, 0] and t.w.tolist() == [1.0, 0.25, 1.0, 0.75]
+    assert t.groups.tolist() == ["a", "b", "c", "b"] and t.members["avg_wd"].tolist() == [1.0, 2.0, 3.0, 2.0]
+    with pytest.raises(BBWDError, match="labels must be in"):
+        table_from({"avg_wd": [1.0]}, [1.5], ["a"], ["s"])
+
+
+def test_folds_never_split_a_prompt():
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(60), 2)
+    y = rng.integers(0, 2, 120)
+    for train, test in group_folds(y, groups, 5, 0):
+        assert not set(groups[train]) & set(groups[test])
 
 
 @pytest.mark.parametrize("method", ["isotonic", "platt"])
-def test_probability_from_the_stored_numbers_equals_scikit_learn(method):
-    X, y, _ = draw(400, seed=1)
-    fit = fit_model(X, y, FEATURES, methods=(method,))
-    grid = np.column_stack([np.linspace(0, 130, 300), np.linspace(10, 26, 300)])
-    ours, theirs = fit.model.probability(grid), fit.estimator.predict_proba(grid)[:, 1]
-    assert np.abs(ours - theirs).max() < 1e-12
-    assert fit.model.method == method and set(fit.log_loss) == {method}
+def test_probability_from_the_stored_numbers_is_the_calibrator_of_z(method):
+    X, y, _ = draw(300, seed=3)
+    fit = fit_head(table(X, y), FEATURES, methods=(method,))
+    m = fit.head.model
+    z = m.decision(X)
+    expected = (
+        np.interp(z, m.calibrator.x, m.calibrator.y)
+        if method == "isotonic"
+        else 1 / (1 + np.exp(m.calibrator.a * z + m.calibrator.b))
+    )
+    assert m.probability(X) == pytest.approx(expected, abs=1e-12) and m.method == method
 
 
 def test_isotonic_output_is_monotone_in_each_score():
-    X, y, _ = draw(400, seed=2)
-    model = fit_model(X, y, FEATURES, methods=("isotonic",)).model
-    assert isinstance(model.calibrator, Isotonic) and len(model.calibrator.x) > 3
-    grid = np.linspace(-50, 200, 1001)  # far beyond the data on both sides: clipped, still monotone
-    for column, fixed in ((0, 18.0), (1, 60.0)):
-        Xg = np.full((grid.size, 2), fixed)
-        Xg[:, column] = grid if column == 0 else grid / 10
-        p = model.probability(Xg)
-        assert np.all(np.diff(p) >= 0) and 0 <= p.min() < p.max() <= 1
-    # constant beyond the fitted points
-    assert model.calibrator(np.array([-1e9, 1e9])).tolist() == [model.calibrator.y[0], model.calibrator.y[-1]]
+    X, y, _ = draw(400, seed=4)
+    model = fit_head(table(X, y), FEATURES, methods=("isotonic",)).head.model
+    grid = np.linspace(20, 100, 50)
+    p = model.probability(np.column_stack([grid, np.full(50, 18.0)]))
+    assert np.all(np.diff(p) >= 0) and isinstance(model.calibrator, Isotonic)
 
 
 def test_the_calibrator_is_chosen_by_cross_validated_log_loss():
-    X, y, _ = draw(300, seed=3)
-    fit = fit_model(X, y, FEATURES)
+    X, y, _ = draw(300, seed=5)
+    fit = fit_head(table(X, y), FEATURES)
     assert set(fit.log_loss) == {"isotonic", "platt"}
-    assert fit.model.method == min(fit.log_loss, key=fit.log_loss.get)
-    assert fit.log_loss["platt"] < fit.log_loss["isotonic"]  # the data are logistic: Platt fits them
+    assert fit.head.model.method == min(fit.log_loss, key=fit.log_loss.__getitem__)
+    assert isinstance(fit.head.model.calibrator, Platt if fit.head.model.method == "platt" else Isotonic)
 
 
 def test_ece_and_brier_match_a_hand_worked_example():
-    y = np.array([0, 0, 1, 1, 1, 0])
-    p = np.array([0.05, 0.1, 0.15, 0.85, 0.95, 1.0])
-    # bins [0, .1], (.1, .2], ..., (.9, 1]: {.05, .1 | 0, 0}: |0 - .15|; {.15 | 1}: .85; {.85 | 1}: .15;
-    # {.95, 1 | 1, 0}: |1 - 1.95|  ->  (.15 + .85 + .15 + .95) / 6
-    assert expected_calibration_error(y, p) == pytest.approx(2.1 / 6, abs=1e-12)
-    # (.05^2 + .1^2 + .85^2 + .15^2 + .05^2 + 1) / 6
-    assert brier_score_loss(y, p) == pytest.approx(1.76 / 6, abs=1e-12)
-    # the same bins as the reliability diagram: ECE = count-weighted gap of calibration_curve's points
+    y = np.array([0, 0, 1, 1, 1])
+    p = np.array([0.1, 0.4, 0.35, 0.8, 0.9])
+    # bins of width 0.1: [0.1] -> bin 0 (0.1 <= 0.1), 0.4 and 0.35 -> bin 3, 0.8 -> 7, 0.9 -> 8
+    # |0 - 0.1| + |1 - 0.75| + |1 - 0.8| + |1 - 0.9| = 0.1 + 0.25 + 0.2 + 0.1 = 0.65, / 5
+    assert expected_calibration_error(y, p) == pytest.approx(0.13)
     true, pred = calibration_curve(y, p, n_bins=10, strategy="uniform")
-    counts = np.array([2, 1, 1, 2])
-    assert expected_calibration_error(y, p) == pytest.approx(float(counts @ np.abs(true - pred)) / 6, abs=1e-12)
-    assert expected_calibration_error(y, y.astype(float)) == 0.0
+    counts = np.array([1, 2, 1, 1])
+    assert expected_calibration_error(y, p) == pytest.approx(float(np.sum(counts * np.abs(true - pred)) / 5))
+    assert brier_score_loss(y, p) == pytest.approx(np.mean((p - y) ** 2))
 
 
 @pytest.mark.parametrize("target", [0.05, 0.1, 0.2])
 def test_threshold_meets_the_target_fpr_on_the_fitting_data(target):
-    X, y, _ = draw(500, seed=4)
-    p = fit_model(X, y, FEATURES, methods=("platt",)).p
-    op = choose_threshold(y, p, target)
-    flagged = p >= op.threshold
-    fpr = flagged[y == 0].mean()
-    assert fpr <= target and op.fpr == pytest.approx(fpr) and op.tpr == pytest.approx(flagged[y == 1].mean())
-    lower = p[p < op.threshold].max()  # the next threshold down breaks the target: this is the smallest
-    assert (p >= lower)[y == 0].mean() > target
-    assert op.rule == "target_fpr" and op.target_fpr == target
+    X, y, _ = draw(500, seed=6)
+    fit = fit_head(table(X, y), FEATURES, target_fpr=target)
+    op = fit.head.operating_point
+    flagged = fit.p >= op.threshold
+    assert op.fpr == pytest.approx(flagged[y == 0].mean()) and op.fpr <= target
+    lower = fit.p[fit.p < op.threshold]
+    if lower.size:  # the next lower threshold would break the target
+        assert (fit.p[y == 0] >= lower.max()).mean() > target
 
 
-def test_max_f1_threshold_is_the_best_of_all_thresholds():
-    X, y, _ = draw(300, seed=5)
-    p = fit_model(X, y, FEATURES, methods=("platt",)).p
-    op = choose_threshold(y, p, max_f1=True)
-    best = max(f1_score(y, p >= t) for t in np.unique(p))
-    assert op.f1 == pytest.approx(best) and f1_score(y, p >= op.threshold) == pytest.approx(best)
-    assert op.rule == "max_f1" and op.target_fpr is None
-
-
-def test_unreachable_fpr_is_an_error():
-    y = np.array([0, 1, 1, 0, 1])
-    p = np.array([0.9, 0.8, 0.7, 0.2, 0.1])  # the highest p is a correct answer
-    with pytest.raises(BBWDError, match="no threshold keeps the FPR at or below 0.0"):
-        choose_threshold(y, p, 0.0)
+def test_head_sets_drop_each_optional_group_down_to_the_smallest():
+    heads = head_sets(["avg_wd", "log_eigen_wd", "answer_wd", "lne"], [["answer_wd"], ["lne"]])
+    assert heads == [
+        ("avg_wd", "log_eigen_wd", "answer_wd", "lne"),
+        ("avg_wd", "log_eigen_wd", "lne"),
+        ("avg_wd", "log_eigen_wd", "answer_wd"),
+        ("avg_wd", "log_eigen_wd"),
+    ]
 
 
 def test_fit_calibration_records_where_and_how_it_was_fitted(tmp_path):
     X, y, _ = draw(200, seed=6)
-    write_rows(tmp_path / "r.jsonl", X, y)
-    scores = read_labelled(tmp_path / "r.jsonl")
-    fit = fit_calibration(scores, SETTINGS, source="r.jsonl", folds=4)
+    write_rows(tmp_path / "r.jsonl", X, y, extra={"ls": 0.5})
+    labelled = read_labelled([tmp_path / "r.jsonl"])
+    fit = fit_calibration(labelled, SETTINGS, source="r.jsonl", folds=4)
     cal = fit.calibration
     on = cal.fitted_on
     assert (on.n, on.positives, on.folds, on.protocol, on.label) == (200, int(y.sum()), 4, "zero-shot", "label")
     assert on.data == {"sciq": 67, "nq": 133} and on.base_rate == pytest.approx(y.mean())
-    assert on.cv["auroc"] == pytest.approx(roc_auc_score(y, fit.combined.decision))
-    assert on.cv["brier"] == pytest.approx(brier_score_loss(y, fit.combined.p))
-    assert cal.operating_point.fpr <= 0.1
+    assert [h.head.members for h in fit.heads] == [("avg_wd", "log_eigen_wd", "ls"), FEATURES]  # every row has LS
+    # LS is constant, so no combiner gives it weight: the applied heads leave it out, and the head that is then
+    # the same as the last is kept once
+    assert [h.members for h in cal.heads] == [FEATURES] and all(c != 0 for c in cal.model.coef)
+    assert on.cv["auroc"] == pytest.approx(roc_auc_score(y, fit.heads[0].z))
+    assert on.cv["brier"] == pytest.approx(brier_score_loss(y, fit.heads[0].p))
+    assert all(h.operating_point.fpr <= 0.1 for h in cal.heads) and cal.sentence is None
     assert "seed" not in cal.settings and "protocol" not in cal.settings and cal.settings["k"] == 10
     assert cal.fingerprint == fingerprint({**SETTINGS, "seed": 123, "protocol": None}, seed=False)
-    assert set(fit.singles) == {"avg_wd", "log_eigen_wd"} and fit.extended is None
 
 
 def test_read_labelled_skips_errors_and_unlabelled_rows_and_refuses_bad_ones(tmp_path):
@@ -154,26 +207,55 @@ def test_read_labelled_skips_errors_and_unlabelled_rows_and_refuses_bad_ones(tmp
     with open(path, "a") as f:
         f.write(json.dumps({"id": "e", "error": "boom", "fingerprint": fingerprint(SETTINGS)}) + "\n\n")
         f.write(json.dumps({"id": "m", "avg_wd": 1.0, "eigen_wd": 2.0, "fingerprint": fingerprint(SETTINGS)}) + "\n")
-    s = read_labelled(path)
-    assert s.y.tolist() == y.tolist() and (s.skipped_errors, s.skipped_unlabelled) == (1, 1)
-    assert s.scores["log_eigen_wd"] == pytest.approx(X[:, 1]) and np.isnan(s.scores["lne"]).all()
-    for bad, message in [({"label": 2}, "line 1: field 'label' must be 0 or 1"),
-                         ({"eigen_wd": 0.0}, "line 1: field 'eigen_wd' must be a finite number > 0"),
-                         ({"avg_wd": None}, "line 1: field 'avg_wd' must be a finite number")]:
+    s = read_labelled([path])
+    assert s.answers.y.tolist() == y.tolist() and (s.skipped_errors, s.skipped_unlabelled) == (1, 1)
+    assert s.answers.members["log_eigen_wd"] == pytest.approx(X[:, 1]) and np.isnan(s.answers.members["lne"]).all()
+    for bad, message in [
+        ({"label": 2}, "line 1: field 'label' must be 0 or 1"),
+        ({"eigen_wd": 0.0}, "line 1: field 'eigen_wd' must be a finite number"),
+        ({"avg_wd": None}, "line 1: field 'avg_wd' must be a finite number"),
+        ({"label": None, "human_score": 1.5}, "line 1: field 'human_score' must be a number in \\[0, 1\\]"),
+    ]:
         write_rows(path, X, y, extra=bad)
         with pytest.raises(BBWDError, match=message):
-            read_labelled(path)
+            read_labelled([path])
 
 
-def test_rows_from_different_settings_are_refused(tmp_path):
+def test_passages_and_their_sentences_fit_a_sentence_head(tmp_path):
+    rng = np.random.default_rng(9)
     path = tmp_path / "r.jsonl"
-    X, y, _ = draw(6)
-    write_rows(path, X[:3], y[:3], fp="aaaa")
-    with open(path, "a") as f:
-        f.write(json.dumps({"avg_wd": 50.0, "eigen_wd": 1e8, "label": 1, "fingerprint": "bbbb"}) + "\n")
-    with pytest.raises(BBWDError, match=r"mixes rows from different settings \(fingerprints aaaa \(first on line 1\), "
-                                        r"bbbb \(first on line 4\)\)"):
-        read_labelled(path)
+    with open(path, "w") as f:
+        for i in range(80):
+            tags = rng.choice(["accurate", "minor_inaccurate", "major_inaccurate"], size=4)
+            sentences = [
+                {
+                    "text": f"s{j}",
+                    "score": float(rng.normal(50 + 20 * (t != "accurate"), 10)),
+                    "unigram": float(rng.normal(6 + 2 * (t != "accurate"), 1)),
+                }
+                for j, t in enumerate(tags)
+            ]
+            h = float(np.mean([{"accurate": 0, "minor_inaccurate": 0.5, "major_inaccurate": 1}[t] for t in tags]))
+            row = {
+                "id": str(i),
+                "source": "wikibio",
+                "avg_wd": float(rng.normal(60 + 30 * h, 5)),
+                "eigen_wd": 1e8,
+                "human_score": h,
+                "sentences": sentences,
+                "sentence_labels": tags.tolist(),
+            }
+            f.write(json.dumps(row) + "\n")
+    labelled = read_labelled([path])
+    assert labelled.sentences is not None and labelled.sentences.y.size == 320
+    fit = fit_calibration(labelled, SETTINGS, folds=4)
+    cal = fit.calibration
+    assert cal.sentence is not None and cal.sentence.members == ("score", "unigram")
+    assert all(c > 0 for c in cal.sentence.model.coef)  # both parts point to inaccurate sentences
+    assert cal.fitted_on.sentence_n == 320 and 0 < cal.fitted_on.sentence_base_rate < 1
+    assert cal.fitted_on.base_rate == pytest.approx(
+        np.mean([json.loads(r)["human_score"] for r in path.read_text().splitlines()])
+    )
 
 
 def test_settings_must_be_found_complete_and_those_of_the_rows(tmp_path):
@@ -190,14 +272,13 @@ def test_settings_must_be_found_complete_and_those_of_the_rows(tmp_path):
         read_settings(results, partial, None)
 
 
-def test_too_few_of_a_class_for_the_folds_is_an_error(tmp_path):
+def test_too_few_prompts_of_a_class_for_the_folds_is_an_error(tmp_path):
     X, y, _ = draw(40, seed=7)
     y[:] = 1
     y[:9] = 0
     write_rows(tmp_path / "r.jsonl", X, y)
-    scores = read_labelled(tmp_path / "r.jsonl")
-    with pytest.raises(BBWDError, match="9 correct and 31 hallucinated prompts; 5-fold cross-validation needs at least 10"):
-        fit_calibration(scores, SETTINGS)
+    with pytest.raises(BBWDError, match="have 9 prompts labelled 0; 5-fold cross-validation needs at least 10"):
+        fit_calibration(read_labelled([tmp_path / "r.jsonl"]), SETTINGS)
 
 
 def test_paired_bootstrap_equals_a_loop_over_the_same_resamples():
@@ -231,3 +312,15 @@ def test_eval_writes_the_settings_its_rows_were_scored_with(tiny_llama, tmp_path
     assert settings["protocol"]["prompts"] == "zero-shot" and settings["k"] == 2 and settings["layer"] == teacher.layer
     assert fingerprint(settings) == settings["fingerprint"] == rows[0]["fingerprint"] == rows[1]["fingerprint"]
     assert read_settings(tmp_path / "results.jsonl", None, rows[0]["fingerprint"]) == settings
+
+
+def test_rows_from_different_settings_are_refused(tmp_path):
+    path = tmp_path / "r.jsonl"
+    X, y, _ = draw(6)
+    write_rows(path, X[:3], y[:3], fp="aaaa")
+    with open(path, "a") as f:
+        f.write(json.dumps({"avg_wd": 50.0, "eigen_wd": 1e8, "label": 1, "fingerprint": "bbbb"}) + "\n")
+    with pytest.raises(
+        BBWDError, match=r"the rows mix settings \(fingerprints aaaa \(first at .*r.jsonl line 1\), bbbb \(first at "
+    ):
+        read_labelled([path])

@@ -11,8 +11,8 @@ import sys
 import numpy as np
 import pytest
 
-from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.calibration import Calibration
+from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.calibration.fit import fit_calibration, read_labelled
 from blackbox_wd.cli import main
 from blackbox_wd.errors import BBWDError
@@ -29,9 +29,22 @@ def labelled_rows(path, settings, n=120, seed=0, fp="auto"):
     avg, log_eig = rng.normal(60, 15, n), rng.normal(18, 2, n)
     y = (rng.random(n) < 1 / (1 + np.exp(-(-15 + 0.1 * avg + 0.5 * log_eig)))).astype(int)
     fp = fingerprint(settings) if fp == "auto" else fp
-    path.write_text("".join(json.dumps({"id": str(i), "source": "synthetic", "avg_wd": float(a),
-                                        "eigen_wd": float(np.exp(e)), "label_em": int(label), "fingerprint": fp}) + "\n"
-                            for i, (a, e, label) in enumerate(zip(avg, log_eig, y))))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": str(i),
+                    "source": "synthetic",
+                    "avg_wd": float(a),
+                    "eigen_wd": float(np.exp(e)),
+                    "label_em": int(label),
+                    "fingerprint": fp,
+                }
+            )
+            + "\n"
+            for i, (a, e, label) in enumerate(zip(avg, log_eig, y, strict=True))
+        )
+    )
 
 
 def bbwd(capsys, *args):
@@ -42,52 +55,97 @@ def bbwd(capsys, *args):
     return info.value.code, out.out, out.err
 
 
-SETTINGS = {"teacher": "smollm2-135m", "target": "smollm2-135m", "sampler": "llama.cpp", "endpoint": None,
-            "layer": 15, "k": 10, "temperature": 0.5, "top_p": 1.0, "max_tokens": 128, "seed": 0, "alpha": 0.001,
-            "p": 0.1, "proj_dim": 128, "proj_seed": 0, "protocol": "zero-shot"}
+SETTINGS = {
+    "teacher": "smollm2-135m",
+    "target": "smollm2-135m",
+    "sampler": "llama.cpp",
+    "endpoint": None,
+    "layer": 15,
+    "k": 10,
+    "temperature": 0.5,
+    "top_p": 1.0,
+    "max_tokens": 128,
+    "seed": 0,
+    "alpha": 0.001,
+    "p": 0.1,
+    "proj_dim": 128,
+    "proj_seed": 0,
+    "protocol": "zero-shot",
+}
 
 
 def test_calibrate_writes_the_calibration_and_its_report(tmp_path, capsys):
     labelled_rows(tmp_path / "results.jsonl", SETTINGS)
     (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
     out = tmp_path / "cal.json"
-    code, _, err = bbwd(capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out),
-                        "--folds", "4")
+    code, _, err = bbwd(
+        capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out), "--folds", "4"
+    )
     assert code == 0, err
     assert err.startswith(f"wrote {out}, {tmp_path / 'cal.md'}, {tmp_path / 'cal.reliability.png'}: n=120")
+    assert re.search(r"1 heads applied of 1 fitted, the first over [a-z_, ]+: CV AUROC 0\.", err), err
     cal = Calibration.load(out)
     assert cal.fitted_on.n == 120 and cal.fitted_on.label == "label_em" and cal.fitted_on.folds == 4
     assert cal.operating_point.rule == "target_fpr" and cal.operating_point.fpr <= 0.1
     report = (tmp_path / "cal.md").read_text()
-    for text in ("combined: AvgWD + EigenWD (log) (applied)", "| AvgWD |", "| EigenWD (log) |", "Brier", "ECE",
-                 "| hallucination (1) |", "fingerprint `" + cal.fingerprint + "`", "base rate"):
+    for text in (
+        "### Head 1: AvgWD, EigenWD (log)",
+        "| AvgWD | 61.",
+        "| EigenWD (log) | 17.",
+        "Brier",
+        "ECE",
+        "**Threshold ",
+        "fingerprint `" + cal.fingerprint + "`",
+        "hallucination base rate 0.483",
+    ):
         assert text in report, text
     assert (tmp_path / "cal.reliability.png").read_bytes()[:4] == b"\x89PNG"
-    code, _, err = bbwd(capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o",
-                        str(tmp_path / "f1.json"), "--folds", "4", "--max-f1")
-    assert code == 0 and Calibration.load(tmp_path / "f1.json").operating_point.rule == "max_f1"
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--max-f1", "--target-fpr", "0.2"], "error: give --target-fpr or --max-f1, not both"),
-    (["--label", "label"], "error: {results} has no row with a score and field 'label' (30 without it, 0 with"),
-    (["--folds", "7"], "error: label 'label_em' has 17 correct and 13 hallucinated prompts; 7-fold cross-validation "
-                       "needs at least 14 of each"),
-    (["--settings-from", "nowhere.json"], "error: no settings for"),
-    (["--target-fpr", "1.5"], "error: target FPR must be in [0, 1) (got 1.5)"),
-    (["-o", "/nonexistent/dir/cal.json"], "error: output folder /nonexistent/dir does not exist"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (
+            ["--label", "label"],
+            "error: {results}: no row with scores and field 'label' or 'human_score' (30 without, 0 with an error)",
+        ),
+        (
+            ["--folds", "7"],
+            "error: the rows with avg_wd, log_eigen_wd have 13 prompts labelled 1; 7-fold cross-validation needs "
+            "at least 14",
+        ),
+        (["--settings-from", "nowhere.json"], "error: no settings for"),
+        (["--target-fpr", "1.5"], "error: target FPR must be in [0, 1) (got 1.5)"),
+        (["-o", "/nonexistent/dir/cal.json"], "error: output folder /nonexistent/dir does not exist"),
+    ],
+)
 def test_calibrate_errors_are_one_line(tmp_path, capsys, args, message):
     labelled_rows(tmp_path / "results.jsonl", SETTINGS, n=30)
     (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
-    code, out, err = bbwd(capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em",
-                          "-o", str(tmp_path / "cal.json"), *args)
+    code, out, err = bbwd(
+        capsys,
+        "calibrate",
+        str(tmp_path / "results.jsonl"),
+        "--label",
+        "label_em",
+        "-o",
+        str(tmp_path / "cal.json"),
+        *args,
+    )
     message = message.format(results=tmp_path / "results.jsonl")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith(message), err
 
 
-RECORDED_SETTINGS = {**SETTINGS, "target": "recorded", "sampler": None, "temperature": None, "top_p": None, "max_tokens": None,
-                     "seed": None, "protocol": {"prompts": "recorded", "label_from": "recorded", "dse": "answer"}}
+RECORDED_SETTINGS = {
+    **SETTINGS,
+    "target": "recorded",
+    "sampler": None,
+    "temperature": None,
+    "top_p": None,
+    "max_tokens": None,
+    "seed": None,
+    "protocol": {"prompts": "recorded", "label_from": "recorded", "dse": "answer"},
+}
 SAMPLES = "gpt-3.5-turbo at T=1.0, recorded in the data"
 
 
@@ -95,24 +153,46 @@ def test_calibrate_stores_and_prints_who_drew_the_samples(tmp_path, capsys):
     labelled_rows(tmp_path / "results.jsonl", RECORDED_SETTINGS)
     (tmp_path / "settings.json").write_text(json.dumps(RECORDED_SETTINGS))
     out = tmp_path / "cal.json"
-    code, _, err = bbwd(capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out),
-                        "--folds", "4", "--samples", SAMPLES)
+    code, _, err = bbwd(
+        capsys,
+        "calibrate",
+        str(tmp_path / "results.jsonl"),
+        "--label",
+        "label_em",
+        "-o",
+        str(out),
+        "--folds",
+        "4",
+        "--samples",
+        SAMPLES,
+    )
     assert code == 0, err
     assert json.loads(out.read_text())["fitted_on"]["samples"] == SAMPLES
     cal = Calibration.load(out)
     assert cal.fitted_on.samples == SAMPLES and cal.settings["target"] == "recorded"
     assert f"\n- samples: {SAMPLES}\n" in (tmp_path / "cal.md").read_text()
     note = cal.sampling_note({**SETTINGS, "target": "gpt-4o-mini", "sampler": None, "endpoint": "api.openai.com"})
-    assert note == (f"note: calibration {out} was fitted on recorded samples ({SAMPLES}; synthetic (120)); this run: "
-                    'target "gpt-4o-mini", endpoint "api.openai.com", temperature 0.5, top_p 1.0, max_tokens 128: '
-                    "its risk is a probability on that data")
+    assert note == (
+        f"note: calibration {out} was fitted on recorded samples ({SAMPLES}; synthetic (120)); this run: "
+        'target "gpt-4o-mini", endpoint "api.openai.com", temperature 0.5, top_p 1.0, max_tokens 128: '
+        "its risk is a probability on that data"
+    )
 
 
 def test_calibrate_refuses_recorded_samples_of_unstated_origin(tmp_path, capsys):
     labelled_rows(tmp_path / "results.jsonl", RECORDED_SETTINGS, n=30)
     (tmp_path / "settings.json").write_text(json.dumps(RECORDED_SETTINGS))
-    code, out, err = bbwd(capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em",
-                          "-o", str(tmp_path / "cal.json"), "--folds", "2")
+    code, out, err = bbwd(
+        capsys,
+        "calibrate",
+        str(tmp_path / "results.jsonl"),
+        "--label",
+        "label_em",
+        "-o",
+        str(tmp_path / "cal.json"),
+        "--folds",
+        "2",
+    )
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert err.startswith("error: the rows' samples were recorded in the data") and "--samples" in err
     assert not (tmp_path / "cal.json").exists()
@@ -136,7 +216,7 @@ def embedded_calibration_file(tmp_path_factory, smollm_teacher):
     reported = Detector(smollm_teacher, local_sampler_for(settings, smollm_teacher), settings).reported_settings()
     folder = tmp_path_factory.mktemp("embedded")
     labelled_rows(folder / "rows.jsonl", reported)
-    fit = fit_calibration(read_labelled(folder / "rows.jsonl", "label_em"), reported, label="label_em", folds=4)
+    fit = fit_calibration(read_labelled([folder / "rows.jsonl"], "label_em"), reported, label="label_em", folds=4)
     path = folder / "smollm2-135m.json"
     fit.calibration.save(path)
     return path
@@ -145,34 +225,67 @@ def embedded_calibration_file(tmp_path_factory, smollm_teacher):
 @pytest.mark.slow
 def test_score_with_calibration_end_to_end(embedded_calibration_file):
     cal = Calibration.load(embedded_calibration_file)
-    run = subprocess.run([*BBWD, "score", *RUN, "--json", "--calibration", str(embedded_calibration_file), PROMPT],
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [*BBWD, "score", *RUN, "--json", "--calibration", str(embedded_calibration_file), PROMPT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
     assert result["p_hallucination"] == pytest.approx(cal.predict(result), abs=1e-12)
     assert result["flag"] == (result["p_hallucination"] >= cal.threshold)
     assert result["calibration"]["fingerprint"] == cal.fingerprint and result["calibration"]["n"] == 120
-    table = subprocess.run([*BBWD, "score", *RUN, "--calibration", str(embedded_calibration_file), PROMPT],
-                           capture_output=True, text=True, timeout=600)
+    table = subprocess.run(
+        [*BBWD, "score", *RUN, "--calibration", str(embedded_calibration_file), PROMPT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert table.returncode == 0, table.stderr
     verdict = "flagged" if result["flag"] else "not flagged"
-    line = (f"risk {result['p_hallucination']:.2f} - {verdict} (threshold {cal.threshold:.2f}, "
-            f"FPR {cal.operating_point.fpr:.0%} on 120 labelled prompts)")
-    assert line in table.stdout, table.stdout
-    other = subprocess.run([*BBWD, "score", "-k", "4", "--max-tokens", "12", "--device", "cpu",
-                            "--calibration", str(embedded_calibration_file), PROMPT],
-                           capture_output=True, text=True, timeout=600)
+    line = (
+        f"risk {result['p_hallucination']:.2f} - {verdict} (threshold {cal.threshold:.2f} at "
+        f"FPR {cal.operating_point.fpr:.0%} on 120 labelled prompts; p at base rate 0.48 of its data (--base-rate"
+    )
+    assert line in " ".join(table.stdout.split()), table.stdout
+    assert "from: avg_wd, log_eigen_wd" in table.stdout
+    other = subprocess.run(
+        [
+            *BBWD,
+            "score",
+            "-k",
+            "4",
+            "--max-tokens",
+            "12",
+            "--device",
+            "cpu",
+            "--calibration",
+            str(embedded_calibration_file),
+            PROMPT,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert other.returncode == 2 and other.stdout == ""
-    assert re.fullmatch(r"error: calibration \S+ does not apply to this run: it is for settings [0-9a-f]{16}, this run "
-                        r"has [0-9a-f]{16} \(k: 3 in the calibration, 4 here\)\n", other.stderr), other.stderr
+    assert re.fullmatch(
+        r"error: calibration \S+ does not apply to this run: it is for settings [0-9a-f]{16}, this run "
+        r"has [0-9a-f]{16} \(k: 3 in the calibration, 4 here\)\n",
+        other.stderr,
+    ), other.stderr
 
 
 @pytest.mark.slow
 def test_score_uses_the_embedded_calibration_when_it_matches(embedded_calibration_file, monkeypatch, capsys):
-    monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher, white_box=True: embedded_calibration_file)
+    monkeypatch.setattr(
+        calibration_module,
+        "default_calibration_path",
+        lambda teacher, white_box=True, staged=False: embedded_calibration_file,
+    )
     code, out, err = bbwd(capsys, "score", *RUN, PROMPT)
     assert code == 0, err
-    assert "calibration: embedded smollm2-135m.json (label label_em" in out
+    assert "calibration: embedded smollm2-135m.json, fitted on synthetic (120) (label label_em" in " ".join(out.split())
     assert re.search(r"risk 0\.\d\d - (flagged|not flagged) \(threshold", out) and err == ""
     code, out, err = bbwd(capsys, "score", "-k", "2", "--max-tokens", "12", "--device", "cpu", PROMPT)
     assert code == 0 and "risk" not in out and "AvgWD" in out
@@ -184,11 +297,23 @@ SHIPPED_API = calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.api.json"
 MOBY = "Who wrote the novel Moby-Dick?"
 
 
-def by_hand(body: dict, avg_wd: float, eigen_wd: float) -> float:
-    """p from a calibration file's model: standardise [AvgWD, ln EigenWD], logistic decision, Platt."""
-    m = body["model"]
-    x = (avg_wd, math.log(eigen_wd))
-    z = sum(c * (v - mu) / s for c, v, mu, s in zip(m["coef"], x, m["mean"], m["scale"])) + m["intercept"]
+def by_hand(body: dict, result: dict) -> float:
+    """p from a calibration file: the first head whose members the result has (ln for EigenWD), standardised,
+    weighted, through the Platt calibrator."""
+    values = {
+        "avg_wd": result["avg_wd"],
+        "log_eigen_wd": math.log(result["eigen_wd"]),
+        "log_eigen_wd_fixed": math.log(result["eigen_wd_fixed"]),
+        **result["baselines"],
+    }
+    for head in [body, *body["more_heads"]]:
+        m = head["model"]
+        if all(f in values for f in m["features"]):
+            break
+    assert m["features"] == result["calibration"]["members"]
+    x = [values[f] for f in m["features"]]
+    z = sum(c * (v - mu) / s for c, v, mu, s in zip(m["coef"], x, m["mean"], m["scale"], strict=True)) + m["intercept"]
+    assert m["calibrator"]["method"] == "platt"  # what this computes
     return 1 / (1 + math.exp(m["calibrator"]["a"] * z + m["calibrator"]["b"]))
 
 
@@ -198,40 +323,78 @@ def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkey
 
     body = json.loads(SHIPPED_API.read_text())
     assert body["settings"]["target"] == "recorded" and body["settings"]["k"] == 10
-    assert body["model"]["calibrator"]["method"] == "platt"  # what by_hand computes
     # llama.cpp's recorded answers to the prompt, one per body, served n=10 at a time (the recording has K=4)
     moby = next(b for b in recorded_bodies("llamacpp.json") if "Moby" in b["choices"][0]["message"]["content"])
     bodies = [{**moby, "choices": [{**c, "index": 0}]} for c in moby["choices"]]
     monkeypatch.setenv("BBWD_TEST_KEY", "sk-test-key-00000000")
     with FaultServer(bodies=bodies, honour_n=True) as server:
-        code, out, err = bbwd(capsys, "score", "--target", "smollm2-135m", "--base-url", server.base_url,
-                              "--api-key-env", "BBWD_TEST_KEY", "--no-cache", "-k", "10", "--temperature", "0.7",
-                              "--max-tokens", "24", "--device", "cpu", "--json", MOBY)
+        code, out, err = bbwd(
+            capsys,
+            "score",
+            "--target",
+            "smollm2-135m",
+            "--base-url",
+            server.base_url,
+            "--api-key-env",
+            "BBWD_TEST_KEY",
+            "--no-cache",
+            "-k",
+            "10",
+            "--temperature",
+            "0.7",
+            "--max-tokens",
+            "24",
+            "--device",
+            "cpu",
+            "--json",
+            MOBY,
+        )
     assert code == 0, err
     result = json.loads(out)
     recorded = {c["message"]["content"] for c in moby["choices"]}
     assert not result["settings"]["white_box"] and len(result["responses"]) == 10
     assert set(result["responses"]) == recorded
     p = result["p_hallucination"]
-    assert p == pytest.approx(by_hand(body, result["avg_wd"], result["eigen_wd"]), rel=1e-12, abs=1e-12)
+    assert p == pytest.approx(by_hand(body, result), rel=1e-12, abs=1e-12)
     assert 0 < p < 1 and result["flag"] == (p >= body["operating_point"]["threshold"])
     assert result["calibration"]["origin"] == "embedded smollm2-135m.api.json"
-    assert result["calibration"]["id"] == Calibration.load(SHIPPED_API).id and result["calibration"]["n"] == 250
+    assert result["calibration"]["id"] == Calibration.load(SHIPPED_API).id and result["calibration"]["n"] == 369
     assert len(err.strip().splitlines()) == 1 and err.startswith(
-        "note: calibration embedded smollm2-135m.api.json was fitted on recorded samples (gpt-3.5-turbo at T=1.0, "
-        "recorded in the data (SAC3 NQ-open); sac3_nq_open (250)); this run: target \"smollm2-135m\", endpoint "), err
+        "note: calibration embedded smollm2-135m.api.json was fitted on recorded samples (gpt-3.5-turbo (SAC3 "
+        "NQ-open) and text-davinci-003 (WikiBio) at T=1.0, recorded in the data; sac3_nq_open (250), wikibio_gpt3 "
+        "(119)); this run: target \"smollm2-135m\", endpoint "
+    ), err
     assert "temperature 0.7, top_p 1.0, max_tokens 24: its risk is a probability on that data" in err
 
     # K is a meaning setting: the llama.cpp transcript as recorded (K=4) gets no risk from the shipped calibration
     monkeypatch.setenv("BBWD_API_REPLAY", str(SHIPPED_API.parents[2] / "fixtures" / "llamacpp.json"))
-    code, out, err = bbwd(capsys, "score", "--target", "smollm2-135m", "--base-url", "http://127.0.0.1:9/v1",
-                          "--no-cache", "-k", "4", "--temperature", "0.7", "--max-tokens", "24", "--seed", "0",
-                          "--device", "cpu", "--json", MOBY)
+    code, out, err = bbwd(
+        capsys,
+        "score",
+        "--target",
+        "smollm2-135m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--no-cache",
+        "-k",
+        "4",
+        "--temperature",
+        "0.7",
+        "--max-tokens",
+        "24",
+        "--seed",
+        "0",
+        "--device",
+        "cpu",
+        "--json",
+        MOBY,
+    )
     assert code == 0, err
     result = json.loads(out)
     assert sorted(result["responses"]) == sorted(recorded) and result["settings"]["k"] == 4
     assert result["p_hallucination"] is None and result["flag"] is None
-    assert err.startswith("note: the embedded calibration smollm2-135m.api.json does not apply to this run, no risk "
-                          "shown") and err.strip().endswith("(k: 10 in the calibration, 4 here)"), err
+    assert err.startswith(
+        "note: the embedded calibration smollm2-135m.api.json does not apply to this run, no risk shown"
+    ) and err.strip().endswith("(k: 10 in the calibration, 4 here)"), err
     with pytest.raises(BBWDError, match=r"does not apply to this run: .*\(k: 10 in the calibration, 4 here\)$"):
         Calibration.load(SHIPPED_API).check(result["settings"])

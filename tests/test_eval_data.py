@@ -22,6 +22,11 @@ def shared_data_dir() -> Path:
     return Path(env) if env else REPO.parent / "shared" / "data"
 
 
+def rows_of(path: Path) -> list[dict]:
+    """The JSON objects of a JSONL file, one a line."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
 EXPECTED = {  # file, items, kind, source (from shared/data/README.md)
     "nq": ("nq_open_dev.jsonl", 3610, "qa", "nq_open"),
     "sciq": ("sciq_validation.jsonl", 1000, "qa", "sciq"),
@@ -37,8 +42,10 @@ def test_data_dir_is_shared_data():
 
 EXEMPLARS = {  # the ids the few-shot rule picks: the last 5 records of each QA style, in file order
     "nq": {"closed-book": [f"nq_open.dev.{i}" for i in range(3605, 3610)]},
-    "sciq": {"closed-book": [f"sciq.validation.{i}" for i in (967, 970, 983, 990, 992)],
-             "reading": [f"sciq.validation.{i}" for i in range(995, 1000)]},
+    "sciq": {
+        "closed-book": [f"sciq.validation.{i}" for i in (967, 970, 983, 990, 992)],
+        "reading": [f"sciq.validation.{i}" for i in range(995, 1000)],
+    },
     "squad": {"reading": [f"5737aafd1c456719005744{x}" for x in ("fb", "fc", "fd", "fe", "ff")]},
     "math500": {},  # MATH keeps its zero-shot prompt
 }
@@ -54,8 +61,9 @@ def test_real_files_load_completely(name):
     if source:
         assert {it.source for it in items} == {source}
     # by path too, with a limit
-    assert [it.id for it in load(shared_data_dir() / filename, "zero-shot", limit=3).items] == \
-        [it.id for it in items[:3]]
+    assert [it.id for it in load(shared_data_dir() / filename, "zero-shot", limit=3).items] == [
+        it.id for it in items[:3]
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -75,21 +83,27 @@ def test_few_shot_exemplars_are_pinned_and_never_scored(name):
         shots = ds.exemplars[it.style]
         assert [t["role"] for t in turns] == ["user", "assistant"] * 5
         assert [t["content"] for t in turns[1::2]] == [ex.answers[0] for ex in shots]
-        assert all(f"Question: {ex.question.strip()}" in t["content"] for ex, t in zip(shots, turns[::2]))
+        assert all(f"Question: {ex.question.strip()}" in t["content"] for ex, t in zip(shots, turns[::2], strict=True))
 
 
 def test_real_prompts():
     nq = load("nq", "zero-shot", limit=1).items[0]
     assert nq.id == "nq_open.dev.0"
-    assert nq.messages == [{"role": "user", "content": "Answer the question briefly.\nQuestion: when was the last time "
-                                                       "anyone was on the moon"}]
+    assert nq.messages == [
+        {
+            "role": "user",
+            "content": "Answer the question briefly.\nQuestion: when was the last time anyone was on the moon",
+        }
+    ]
     assert nq.answers == ["14 December 1972 UTC", "December 1972"]
     assert load("nq", limit=1).items[0].messages[-1]["content"] == (
         "Answer with only the answer: a few words, not a sentence.\nQuestion: when was the last time anyone was on "
-        "the moon")
+        "the moon"
+    )
     assert load("nq", limit=1).items[0].messages[0]["content"] == (
         "Answer with only the answer: a few words, not a sentence.\nQuestion: what is the value of the currency in "
-        "paraguay")
+        "paraguay"
+    )
 
     squad = load("squad", "zero-shot", limit=1).items[0].messages[-1]["content"]
     assert squad.startswith("Answer the question using the context.\nContext: Super Bowl 50 was")
@@ -107,14 +121,14 @@ def test_real_prompts():
     # SciQ: an empty support gives the no-context prompt, a non-empty one the context prompt
     sciq = load("sciq", "zero-shot").items
     assert sciq[0].style == "closed-book" and sciq[0].messages[0]["content"].startswith("Answer the question briefly.")
-    raw = [json.loads(line) for line in open(shared_data_dir() / "sciq_validation.jsonl", encoding="utf-8")]
+    raw = rows_of(shared_data_dir() / "sciq_validation.jsonl")
     with_context = next(i for i, r in enumerate(raw) if r["context"].strip())
     assert sciq[with_context].style == "reading"
     assert sciq[with_context].messages[0]["content"].startswith("Answer the question using the context.\nContext: ")
 
 
 def test_require_context():
-    raw = [json.loads(line) for line in open(shared_data_dir() / "sciq_validation.jsonl", encoding="utf-8")]
+    raw = rows_of(shared_data_dir() / "sciq_validation.jsonl")
     ds = load("sciq", require_context=True)
     assert len(ds.items) == sum(bool(r["context"].strip()) for r in raw) - 5  # minus the reading exemplars
     assert all(it.context and it.style == "reading" for it in ds.items)
@@ -126,22 +140,41 @@ def test_fixture_and_limits():
     assert [it.id for it in ds.items] == ["tiny-1", "tiny-2", "tiny-3", "tiny-4", "tiny-5"]  # blank line skipped
     assert [it.style for it in ds.items] == ["closed-book", "closed-book", "reading", "math", "closed-book"]
     assert [it.protocol for it in ds.items] == ["few-shot", "few-shot", "few-shot", "zero-shot", "few-shot"]
-    assert ds.described()["exemplars"] == {"closed-book": ["tiny-6", "tiny-7", "tiny-8", "tiny-9", "tiny-10"],
-                                           "reading": ["tiny-11", "tiny-12", "tiny-13", "tiny-14", "tiny-15"]}
+    assert ds.described()["exemplars"] == {
+        "closed-book": ["tiny-6", "tiny-7", "tiny-8", "tiny-9", "tiny-10"],
+        "reading": ["tiny-11", "tiny-12", "tiny-13", "tiny-14", "tiny-15"],
+    }
     assert ds.items[2].messages[8:] == [
-        {"role": "user", "content": "Answer with only the answer: a few words, not a sentence.\nContext: Caterpillars "
-                                    "are the larvae of butterflies and moths and turn into them after metamorphosis."
-                                    "\nQuestion: What do caterpillars turn into?"},
+        {
+            "role": "user",
+            "content": "Answer with only the answer: a few words, not a sentence.\nContext: Caterpillars "
+            "are the larvae of butterflies and moths and turn into them after metamorphosis."
+            "\nQuestion: What do caterpillars turn into?",
+        },
         {"role": "assistant", "content": "butterflies or moths"},
-        {"role": "user", "content": "Answer with only the answer: a few words, not a sentence.\nContext: Plants take in "
-                                    "carbon dioxide and water and, using light, make sugar and oxygen.\nQuestion: What "
-                                    "gas do plants absorb for photosynthesis?"}]
+        {
+            "role": "user",
+            "content": "Answer with only the answer: a few words, not a sentence.\nContext: Plants take "
+            "in "
+            "carbon dioxide and water and, using light, make sugar and oxygen.\nQuestion: What "
+            "gas do plants absorb for photosynthesis?",
+        },
+    ]
     zero = load(FIXTURE, "zero-shot")
     assert len(zero.items) == 15 and zero.exemplars == {} and {it.protocol for it in zero.items} == {"zero-shot"}
-    assert zero.items[2].messages == [{"role": "user", "content": (
-        "Answer the question using the context.\nContext: Plants take in carbon dioxide and water and, using light, "
-        "make sugar and oxygen.\nQuestion: What gas do plants absorb for photosynthesis?\nAnswer briefly.")}]
-    assert zero.items[4].messages[0]["content"] == "Answer the question briefly.\nQuestion: How many legs does a spider have?"
+    assert zero.items[2].messages == [
+        {
+            "role": "user",
+            "content": (
+                "Answer the question using the context.\nContext: Plants take in carbon dioxide and water and, "
+                "using light, make sugar and oxygen.\nQuestion: What gas do plants absorb for photosynthesis?\n"
+                "Answer briefly."
+            ),
+        }
+    ]
+    assert zero.items[4].messages[0]["content"] == (
+        "Answer the question briefly.\nQuestion: How many legs does a spider have?"
+    )
     assert len(load(FIXTURE, limit=2).items) == 2
     assert load(FIXTURE, limit=0).items == []
     with pytest.raises(ValueError, match="protocol"):
@@ -165,16 +198,22 @@ def test_env_override_and_errors(tmp_path, monkeypatch):
 
 def test_math_prompt():
     item = Item(id="m", question="1+1?", answers=["2"], kind="math", source="math500")
-    assert user_prompt(item, "few-shot") == user_prompt(item, "zero-shot") == (
-        "Solve the problem. Be concise and put the final answer in \\boxed{}.\nProblem: 1+1?")
+    assert (
+        user_prompt(item, "few-shot")
+        == user_prompt(item, "zero-shot")
+        == ("Solve the problem. Be concise and put the final answer in \\boxed{}.\nProblem: 1+1?")
+    )
 
 
-@pytest.mark.parametrize("filename, n, kind, k, labels", [
-    ("sac3_nq_open.jsonl", 250, "qa", 10, {"label"}),
-    ("wikibio_gpt3_dev.jsonl", 119, "passage", 20, {"human_score", "sentences", "sentence_labels"}),
-])
+@pytest.mark.parametrize(
+    "filename, n, kind, k, labels",
+    [
+        ("sac3_nq_open.jsonl", 250, "qa", 10, {"label"}),
+        ("wikibio_gpt3_dev.jsonl", 119, "passage", 20, {"human_score", "sentences", "sentence_labels"}),
+    ],
+)
 def test_recorded_samples_files_load_as_they_are(filename, n, kind, k, labels):
-    raw = [json.loads(line) for line in open(shared_data_dir() / filename, encoding="utf-8")]
+    raw = rows_of(shared_data_dir() / filename)
     ds = load(shared_data_dir() / filename)  # the default protocol does not apply: the file carries samples
     assert ds.recorded and ds.described() == {"prompts": "recorded"} and ds.exemplars == {}
     assert len(ds.items) == n and {it.kind for it in ds.items} == {kind}
@@ -187,13 +226,15 @@ def test_recorded_samples_files_load_as_they_are(filename, n, kind, k, labels):
 
 def test_recorded_record_errors_name_the_field(tmp_path):
     good = {"id": "a", "source": "s", "prompt": "Tell me", "samples": ["x", "y"], "response": "x", "label": 1}
-    cases = [({"samples": ["only one"]}, "'samples' must be a list of at least 2"),
-             ({"samples": ["x", " "]}, "'samples' must be a list of at least 2 non-empty strings"),
-             ({"label": 2}, "'label' must be 0 or 1"),
-             ({"label": None, "human_score": float("nan")}, "'human_score' must be a finite number"),
-             ({"label": None}, "needs 'label' or 'human_score'"),
-             ({"prompt": ""}, "'prompt' (or 'question') must be a non-empty string"),
-             ({"sentences": ["a."], "sentence_labels": ["wrong"]}, "'sentence_labels' must give one of")]
+    cases = [
+        ({"samples": ["only one"]}, "'samples' must be a list of at least 2"),
+        ({"samples": ["x", " "]}, "'samples' must be a list of at least 2 non-empty strings"),
+        ({"label": 2}, "'label' must be 0 or 1"),
+        ({"label": None, "human_score": float("nan")}, "'human_score' must be a finite number"),
+        ({"label": None}, "needs 'label' or 'human_score'"),
+        ({"prompt": ""}, "'prompt' (or 'question') must be a non-empty string"),
+        ({"sentences": ["a."], "sentence_labels": ["wrong"]}, "'sentence_labels' must give one of"),
+    ]
     for change, message in cases:
         path = tmp_path / "rec.jsonl"
         path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "id": "b", **change}) + "\n")
@@ -201,7 +242,8 @@ def test_recorded_record_errors_name_the_field(tmp_path):
             load(path)
         assert f"{path}:2:" in str(info.value)  # the record is named
     mixed = tmp_path / "mixed.jsonl"
-    mixed.write_text(json.dumps(good) + "\n" + json.dumps({"id": "q", "question": "Q?", "answers": ["A"],
-                                                           "source": "nq"}) + "\n")
+    mixed.write_text(
+        json.dumps(good) + "\n" + json.dumps({"id": "q", "question": "Q?", "answers": ["A"], "source": "nq"}) + "\n"
+    )
     with pytest.raises(ValueError, match="some records carry 'samples' and some do not"):
         load(mixed)

@@ -13,8 +13,18 @@ from blackbox_wd.clients.servers import LlamaCppServer
 from blackbox_wd.eval.judge import JUDGE_PARAMS, JUDGE_PROMPT, LLMJudge, parse_verdict
 
 
-@pytest.mark.parametrize("reply,label", [("Yes.", 0), ("yes, it is", 0), ("**Yes**", 0), ("No", 1),
-                                         ("no - the answer is Lyon", 1), ("Maybe", None), ("", None)])
+@pytest.mark.parametrize(
+    "reply,label",
+    [
+        ("Yes.", 0),
+        ("yes, it is", 0),
+        ("**Yes**", 0),
+        ("No", 1),
+        ("no - the answer is Lyon", 1),
+        ("Maybe", None),
+        ("", None),
+    ],
+)
 def test_parse_verdict(reply, label):
     assert parse_verdict(reply) == label
 
@@ -24,7 +34,9 @@ def test_judge_label_is_the_servers_verdict_and_cached(tmp_path):
     from blackbox_wd.teachers.embedded import ensure_gguf
 
     with LlamaCppServer(ensure_gguf(), n_parallel=2, n_threads=1) as server:
-        sampler = APISampler(Endpoint(server.model, server.base_url, "sk-none", None), cache=SampleCache(tmp_path / "c"))
+        sampler = APISampler(
+            Endpoint(server.model, server.base_url, "sk-none", None), cache=SampleCache(tmp_path / "c")
+        )
         judge = LLMJudge(sampler)
         label = judge.label("What is the capital of France?", ["Paris"], "Paris")
         prompt = JUDGE_PROMPT.format(question="What is the capital of France?", answers="Paris", response="Paris")
@@ -34,11 +46,37 @@ def test_judge_label_is_the_servers_verdict_and_cached(tmp_path):
         sampler.close()
 
         out = tmp_path / "report"
-        proc = subprocess.run([sys.executable, "-m", "blackbox_wd", "eval", "--data", "fixtures/tiny_qa.jsonl",
-                               "--limit", "2", "-o", str(out), "-k", "2", "--max-tokens", "8", "--dse", "none",
-                               "--device", "cpu", "--judge", server.model, "--judge-base-url", server.base_url,
-                               "--cache-dir", str(tmp_path / "c2")],
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "blackbox_wd",
+                "eval",
+                "--data",
+                "fixtures/tiny_qa.jsonl",
+                "--limit",
+                "2",
+                "-o",
+                str(out),
+                "-k",
+                "2",
+                "--max-tokens",
+                "8",
+                "--dse",
+                "none",
+                "--device",
+                "cpu",
+                "--judge",
+                server.model,
+                "--judge-base-url",
+                server.base_url,
+                "--cache-dir",
+                str(tmp_path / "c2"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(r["label_judge"] in (0, 1, None) and "dse" not in r for r in rows)

@@ -11,30 +11,30 @@ from blackbox_wd.answers.mathcheck import has_boxed, math_correct, parse_respons
 
 EQUIVALENT = [
     (r"\left( 3, \frac{\pi}{2} \right)", r"(3,\frac{\pi}{2})"),  # \left \right, spaces
-    (r"\dfrac{14}{3}", r"\frac{14}{3}"),                          # dfrac -> frac
-    (r"\frac12", "0.5"),                                           # \frac12 and numbers
-    (r"\sqrt2/2", r"\frac{\sqrt{2}}{2}"),                          # \sqrt2, a/b
-    (r"30^\circ", "30"),                                           # degrees
-    (r"10\text{ cm}", "10"),                                       # \text{ units}
-    (r"\text{(C)}", "C"),                                          # multiple choice
-    ("x = 5", "5"),                                                # leading "x ="
-    ("1,000", "1000"),                                             # thousands separator
-    (r"50\%", "50"),                                               # percent
-    (r"\$18.90", "18.9"),                                          # dollars, trailing zero
-    ("2x+1", "1+2x"),                                              # commutativity
-    ("x^2+2x+1", "(x+1)^2"),                                       # expansion
-    (r"\frac{\sqrt{3}}{3}", r"\frac{1}{\sqrt{3}}"),                # rationalised
-    (r"\pi r^2", r"r^2\pi"),                                       # \pi followed by a letter
-    ("3+4i", "4i+3"),                                              # imaginary unit
-    (r"2, 1", "1,2"),                                              # bare solution lists: unordered
-    (r"1\pm\sqrt{19}", r"1-\sqrt{19}, 1+\sqrt{19}"),               # \pm expands
-    (r"x \in [-2, 7]", "[-2,7]"),                                  # "x \in" dropped
+    (r"\dfrac{14}{3}", r"\frac{14}{3}"),  # dfrac -> frac
+    (r"\frac12", "0.5"),  # \frac12 and numbers
+    (r"\sqrt2/2", r"\frac{\sqrt{2}}{2}"),  # \sqrt2, a/b
+    (r"30^\circ", "30"),  # degrees
+    (r"10\text{ cm}", "10"),  # \text{ units}
+    (r"\text{(C)}", "C"),  # multiple choice
+    ("x = 5", "5"),  # leading "x ="
+    ("1,000", "1000"),  # thousands separator
+    (r"50\%", "50"),  # percent
+    (r"\$18.90", "18.9"),  # dollars, trailing zero
+    ("2x+1", "1+2x"),  # commutativity
+    ("x^2+2x+1", "(x+1)^2"),  # expansion
+    (r"\frac{\sqrt{3}}{3}", r"\frac{1}{\sqrt{3}}"),  # rationalised
+    (r"\pi r^2", r"r^2\pi"),  # \pi followed by a letter
+    ("3+4i", "4i+3"),  # imaginary unit
+    (r"2, 1", "1,2"),  # bare solution lists: unordered
+    (r"1\pm\sqrt{19}", r"1-\sqrt{19}, 1+\sqrt{19}"),  # \pm expands
+    (r"x \in [-2, 7]", "[-2,7]"),  # "x \in" dropped
 ]
 
 NOT_EQUIVALENT = [
-    (r"\frac{1}{3}", "0.333"),           # not within 6 decimals
-    ("[1,2)", "[1,2]"),                  # interval ends differ
-    ("(1,2)", "(2,1)"),                  # ordered pairs keep their order
+    (r"\frac{1}{3}", "0.333"),  # not within 6 decimals
+    ("[1,2)", "[1,2]"),  # interval ends differ
+    ("(1,2)", "(2,1)"),  # ordered pairs keep their order
     ("2x+1", "2x-1"),
     (r"\sqrt{2}", r"\sqrt{3}"),
     ("(3,4)", "(3,4,5)"),
@@ -67,10 +67,10 @@ def test_where_math_verify_and_the_old_normaliser_disagree():
 def test_math_correct_on_solutions():
     answers = [r"\frac{14}{3}"]
     assert math_correct(r"Adding, we get $\boxed{\dfrac{14}{3}}$.", answers)
-    assert math_correct("So the answer is 14/3", answers)        # no box: the plain expression
+    assert math_correct("So the answer is 14/3", answers)  # no box: the plain expression
     assert not math_correct(r"$\boxed{\frac{3}{14}}$", answers)
     assert not math_correct("no idea", answers)
-    assert math_correct(r"$\boxed{3}$", ["1", "3"])                # any reference
+    assert math_correct(r"$\boxed{3}$", ["1", "3"])  # any reference
 
 
 def test_the_last_box_is_the_answer():
@@ -82,7 +82,7 @@ def test_the_last_box_is_the_answer():
 def test_same_final_answer_for_dse():
     assert same_final_answer(r"so x = \boxed{\frac{1}{2}}", r"hence \boxed{0.5}")
     assert not same_final_answer(r"so x = \boxed{\frac{1}{2}}", r"the answer is \boxed{2}")
-    assert same_final_answer("I am not sure", " I am not sure ")    # no answer: equal strings only
+    assert same_final_answer("I am not sure", " I am not sure ")  # no answer: equal strings only
     assert not same_final_answer("I am not sure", r"\boxed{2}")
 
 

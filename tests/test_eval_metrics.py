@@ -13,9 +13,9 @@ from blackbox_wd.metrics import auroc, auroc_with_ci, bootstrap_ci
 
 def test_hand_cases():
     y = [0, 0, 1, 1]
-    assert auroc(y, [0.1, 0.2, 0.8, 0.9]) == 1.0   # perfect separation
-    assert auroc(y, [0.9, 0.8, 0.2, 0.1]) == 0.0   # reversed
-    assert auroc(y, [0.5, 0.5, 0.5, 0.5]) == 0.5   # all tied
+    assert auroc(y, [0.1, 0.2, 0.8, 0.9]) == 1.0  # perfect separation
+    assert auroc(y, [0.9, 0.8, 0.2, 0.1]) == 0.0  # reversed
+    assert auroc(y, [0.5, 0.5, 0.5, 0.5]) == 0.5  # all tied
     # labels (0, 1, 0, 1), scores (0.1, 0.3, 0.35, 0.8): of the 4 (pos, neg) pairs only
     # (0.3, 0.35) is misordered -> 3/4
     assert auroc([0, 1, 0, 1], [0.1, 0.3, 0.35, 0.8]) == pytest.approx(0.75)
@@ -46,7 +46,7 @@ def test_bootstrap_ci_properties():
     s = y * 0.8 + rng.normal(size=300)
     r = auroc_with_ci(y, s, n_boot=500, seed=1)
     assert r.lo < r.auroc < r.hi
-    assert 0.0 <= r.lo and r.hi <= 1.0
+    assert r.lo >= 0.0 and r.hi <= 1.0
     assert r.n == 300 and r.n_pos == int(y.sum()) and r.n_boot == 500
     # fixed seed: the same interval again; another seed: a (slightly) different one
     assert auroc_with_ci(y, s, n_boot=500, seed=1) == r
@@ -232,11 +232,20 @@ def test_sentence_auc_pr_by_hand():
     # (1/4, 1), (1/2, 1), (1/2, 2/3), (3/4, 3/4), (3/4, 3/5), (1, 2/3) -> 1/2 + 17/96 + 19/120 = 401/480
     assert r.nonfact.auc_pr == pytest.approx(401 / 480, abs=1e-12)
     assert (r.nonfact.random, r.nonfact.n, r.nonfact.n_pos, r.nonfact.n_passages, r.nonfact.n_unscored) == (
-        pytest.approx(4 / 6), 6, 4, 3, 1)
+        pytest.approx(4 / 6),
+        6,
+        4,
+        3,
+        1,
+    )
     # NonFact* (major) leaves P0 out: 0.2 -, 0.15 +, 0.1 -, 0.05 - -> (0, 0), (1, 1/2) -> 1/4
     assert r.nonfact_star.auc_pr == pytest.approx(1 / 4, abs=1e-12)
     assert (r.nonfact_star.random, r.nonfact_star.n, r.nonfact_star.n_passages, r.nonfact_star.n_unscored) == (
-        pytest.approx(1 / 4), 4, 2, 1)
+        pytest.approx(1 / 4),
+        4,
+        2,
+        1,
+    )
     # Factual (accurate) ranks by the negated score, lowest first: 0.05 -, 0.1 +, 0.15 -, 0.2 +, 0.8 -, 0.9 -
     # -> (0, 0), (1/2, 1/2), (1/2, 1/3), (1, 1/2), ... -> 1/8 + 5/24 = 1/3; the plain score would give 59/240
     assert r.factual.auc_pr == pytest.approx(1 / 3, abs=1e-12)

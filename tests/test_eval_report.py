@@ -5,8 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blackbox_wd.eval.report import (METHODS, NAMES, OPTIONAL, best_baseline, compare, get_score, pick_extremes,
-                                     summarize, timing_lines, truncation_lines, write_report, write_summary)
+from blackbox_wd.eval.report import (
+    METHODS,
+    NAMES,
+    OPTIONAL,
+    best_baseline,
+    compare,
+    get_score,
+    pick_extremes,
+    summarize,
+    timing_lines,
+    truncation_lines,
+    write_report,
+    write_summary,
+)
 
 
 def _synthetic(n: int = 40, k: int = 5, seed: int = 0) -> list[dict]:
@@ -16,13 +28,25 @@ def _synthetic(n: int = 40, k: int = 5, seed: int = 0) -> list[dict]:
         label = int(i % 3 == 0)
         pts = rng.normal(scale=1.0 + 2.0 * label, size=(k, 2))
         d = np.linalg.norm(pts[:, None] - pts[None], axis=-1)
-        results.append({
-            "id": f"p{i}", "label": label, "label_em": int(i % 4 == 0), "D": d.tolist(),
-            "avg_wd": float(d.mean()), "eigen_wd": float(d.max()) + 0.01 * i, "answer_wd": float(d[0].mean()),
-            "settings": {"k": k, "teacher": "synthetic"},
-            "baselines": {"lne": label + rng.normal(), "ls": rng.random(), "es": -float(label),
-                          "er": rng.random(), "dse": None if i == 0 else float(rng.random())},
-        })
+        results.append(
+            {
+                "id": f"p{i}",
+                "label": label,
+                "label_em": int(i % 4 == 0),
+                "D": d.tolist(),
+                "avg_wd": float(d.mean()),
+                "eigen_wd": float(d.max()) + 0.01 * i,
+                "answer_wd": float(d[0].mean()),
+                "settings": {"k": k, "teacher": "synthetic"},
+                "baselines": {
+                    "lne": label + rng.normal(),
+                    "ls": rng.random(),
+                    "es": -float(label),
+                    "er": rng.random(),
+                    "dse": None if i == 0 else float(rng.random()),
+                },
+            }
+        )
     return results
 
 
@@ -37,7 +61,7 @@ def test_summarize_values():
     table = summarize(results, n_boot=200)
     assert set(table) == set(METHODS) - set(OPTIONAL)  # no result has a SentenceWD
     assert table["es"].auroc == pytest.approx(0.0)  # es = -label: perfectly reversed
-    assert table["dse"].n == 39                      # the None is left out
+    assert table["dse"].n == 39  # the None is left out
 
 
 def test_write_report_makes_three_files(tmp_path):
@@ -70,8 +94,14 @@ def test_only_a_verdict_the_ci_supports_is_bold(tmp_path):
     for i in range(60):
         label = int(i % 2 == 0)
         noise = float(rng.random())
-        results.append({"label": label, "avg_wd": label + 0.1 * rng.random(), "eigen_wd": noise,
-                        "baselines": {"lne": noise, "ls": float(rng.random())}})
+        results.append(
+            {
+                "label": label,
+                "avg_wd": label + 0.1 * rng.random(),
+                "eigen_wd": noise,
+                "baselines": {"lne": noise, "ls": float(rng.random())},
+            }
+        )
     table = summarize(results, n_boot=300)
     assert best_baseline(table) in ("lne", "ls")
     md_path = tmp_path / "summary.md"
@@ -87,23 +117,43 @@ def test_only_a_verdict_the_ci_supports_is_bold(tmp_path):
 
 def test_timing_and_truncation_lines():
     # teacher_tokens is a count beside the seconds: it is in no total and no share
-    rows = [{"kind": "math", "timings": {"sample": 1.0, "teacher": 2.0, "teacher_tokens": 500, "dse": 1.0},  # 25% of 4 s
-             "finish_reasons": ["length", "stop"], "responses": ["so \\boxed{1}", "cut off"],
-             "answer": "\\boxed{2}", "answer_finish_reason": "stop"},
-            {"kind": "math", "timings": {"sample": 3.0, "dse": 1.0},                  # 25% of 4 s
-             "finish_reasons": ["length", "length"], "responses": ["a", "b"],
-             "answer": "none", "answer_finish_reason": "length"},
-            {"kind": "qa", "timings": {"sample": 9.0, "dse": 1.0},                    # 10% of 10 s
-             "finish_reasons": ["stop", "stop"], "responses": ["x", "y"], "answer": "x", "answer_finish_reason": "stop"}]
+    rows = [
+        {
+            "kind": "math",  # DSE 25% of 4 s
+            "timings": {"sample": 1.0, "teacher": 2.0, "teacher_tokens": 500, "dse": 1.0},
+            "finish_reasons": ["length", "stop"],
+            "responses": ["so \\boxed{1}", "cut off"],
+            "answer": "\\boxed{2}",
+            "answer_finish_reason": "stop",
+        },
+        {
+            "kind": "math",
+            "timings": {"sample": 3.0, "dse": 1.0},  # 25% of 4 s
+            "finish_reasons": ["length", "length"],
+            "responses": ["a", "b"],
+            "answer": "none",
+            "answer_finish_reason": "length",
+        },
+        {
+            "kind": "qa",
+            "timings": {"sample": 9.0, "dse": 1.0},  # 10% of 10 s
+            "finish_reasons": ["stop", "stop"],
+            "responses": ["x", "y"],
+            "answer": "x",
+            "answer_finish_reason": "stop",
+        },
+    ]
     lines = timing_lines(rows)
     assert lines[0] == "- time per prompt (median s): sample 3.00, teacher 2.00, dse 1.00; total 4.00"
     assert lines[1] == "- DSE share of a prompt's time: median 25.00%, max 25.00%"
     # MATH: 3 of 4 samples cut, 3 of 4 without a box; judged answers: 1 of 2 cut, 1 of 2 without a box
     assert truncation_lines(rows, "math") == [
         "- MATH (2 prompts): samples cut off at max tokens 75.0% (3 of 4), without \\boxed{} 75.0% (3 of 4); "
-        "judged answers cut off 50.0% (1 of 2), without \\boxed{} 50.0% (1 of 2)"]
+        "judged answers cut off 50.0% (1 of 2), without \\boxed{} 50.0% (1 of 2)"
+    ]
     assert truncation_lines(rows, "qa") == [
-        "- QA (1 prompts): samples cut off at max tokens 0.0% (0 of 2); judged answers cut off 0.0% (0 of 1)"]
+        "- QA (1 prompts): samples cut off at max tokens 0.0% (0 of 2); judged answers cut off 0.0% (0 of 1)"
+    ]
 
 
 def test_pick_extremes_and_missing_label(tmp_path):
@@ -140,9 +190,17 @@ def test_continuous_label_gets_pearson_and_spearman_and_no_roc(tmp_path):
 
     rng = np.random.default_rng(5)
     human = rng.choice([0.0, 0.5, 1.0], size=30)
-    results = [{"id": f"w{i}", "human_score": float(h), "avg_wd": float(h + rng.normal(0, 0.3)),
-                "eigen_wd": float(rng.random()), "answer_wd": float(2 * h + rng.normal(0, 0.1)),
-                "D": [[0.0, 1.0], [1.0, 0.0]]} for i, h in enumerate(human)]
+    results = [
+        {
+            "id": f"w{i}",
+            "human_score": float(h),
+            "avg_wd": float(h + rng.normal(0, 0.3)),
+            "eigen_wd": float(rng.random()),
+            "answer_wd": float(2 * h + rng.normal(0, 0.1)),
+            "D": [[0.0, 1.0], [1.0, 0.0]],
+        }
+        for i, h in enumerate(human)
+    ]
     paths = write_report(results, tmp_path, n_boot=100)
     assert "roc" not in paths and paths["heatmaps"].exists()  # no 0/1 label: nothing to draw a ROC of
     text = paths["summary"].read_text()
@@ -166,14 +224,22 @@ def _passages(n: int = 24, seed: int = 6) -> list[dict]:
         severity = rng.integers(0, 3, rng.integers(2, 7)) if i % 5 else np.full(3, 2)  # every 5th wholly major
         scores = [None if (i + j) % 7 == 0 else float(v + rng.normal(0, 1.0)) for j, v in enumerate(severity)]
         scored = [x for x in scores if x is not None]
-        rows.append({"id": f"b{i}", "human_score": float(np.mean(severity) / 2), "label": int(severity.mean() > 1),
-                     "avg_wd": float(rng.random()), "eigen_wd": float(rng.random()),
-                     "answer_wd": float(severity.mean() + rng.normal()),
-                     "sentence_labels": [LABELS[v] for v in severity],
-                     "sentences": [{"text": f"S{j}.", "start": 4 * j, "end": 4 * j + 3, "score": x}
-                                   for j, x in enumerate(scores)],
-                     "sentence_wd": float(np.mean(scored)) if scored else None,
-                     "D": [[0.0, 1.0], [1.0, 0.0]]})
+        rows.append(
+            {
+                "id": f"b{i}",
+                "human_score": float(np.mean(severity) / 2),
+                "label": int(severity.mean() > 1),
+                "avg_wd": float(rng.random()),
+                "eigen_wd": float(rng.random()),
+                "answer_wd": float(severity.mean() + rng.normal()),
+                "sentence_labels": [LABELS[v] for v in severity],
+                "sentences": [
+                    {"text": f"S{j}.", "start": 4 * j, "end": 4 * j + 3, "score": x} for j, x in enumerate(scores)
+                ],
+                "sentence_wd": float(np.mean(scored)) if scored else None,
+                "D": [[0.0, 1.0], [1.0, 0.0]],
+            }
+        )
     return rows
 
 
@@ -189,8 +255,13 @@ def test_sentence_level_section_with_sentence_labels(tmp_path):
     assert paths["sentence_pr"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and paths["sentence_pr"].stat().st_size > 5000
     # the figures from the rows by hand: flatten, then sklearn's curve
     severity = np.array([LABELS.index(lab) for r in rows for lab in r["sentence_labels"]])
-    scores = np.array([np.nan if not r["sentences"] or s["score"] is None else s["score"]
-                       for r in rows for s in (r["sentences"] or [{"score": None}] * len(r["sentence_labels"]))])
+    scores = np.array(
+        [
+            np.nan if not r["sentences"] or s["score"] is None else s["score"]
+            for r in rows
+            for s in (r["sentences"] or [{"score": None}] * len(r["sentence_labels"]))
+        ]
+    )
     passage = np.array([i for i, r in enumerate(rows) for _ in r["sentence_labels"]])
     ok = np.isfinite(scores)
     wholly_major = {i for i, r in enumerate(rows) if set(r["sentence_labels"]) == {"major_inaccurate"}}

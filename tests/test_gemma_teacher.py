@@ -57,12 +57,12 @@ def test_states_equal_plain_forward(gemma_teacher):
     prompt = t.prompt_ids(MESSAGES)
     stopped = t.encode(MESSAGES, RESPONSES)
     full = t.encode(MESSAGES, RESPONSES, logprobs=True)
-    for response, early, late in zip(RESPONSES, stopped, full):
+    for response, early, late in zip(RESPONSES, stopped, full, strict=True):
         ids = prompt + t.response_ids(response)
         n = len(ids) - len(prompt)
         with torch.inference_mode():
             out = t.model(input_ids=torch.tensor([ids]), output_hidden_states=True)
-        hs = out.hidden_states[t.layer][0, len(prompt):].double().numpy()
+        hs = out.hidden_states[t.layer][0, len(prompt) :].double().numpy()
         assert early.states.shape == (n, t.proj_dim) and early.last.shape == (t.hidden_size,)
         assert early.logprobs is None
         tol = 1e-5 * np.abs(hs).max()  # Gemma's residual stream reaches ~1e4; float32 batching noise
@@ -70,15 +70,28 @@ def test_states_equal_plain_forward(gemma_teacher):
         np.testing.assert_allclose(early.states, hs @ t.projection, rtol=0, atol=tol * 10)
         np.testing.assert_array_equal(late.states, early.states)
         logits = out.logits[0, len(prompt) - 1 : -1].float()
-        lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[len(prompt):])[:, None])[:, 0]
+        lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids[len(prompt) :])[:, None])[:, 0]
         assert late.logprobs.shape == (n,) and np.all(late.logprobs <= 0)
         np.testing.assert_allclose(late.logprobs, lp.double().numpy(), atol=1e-4)
 
 
 @pytest.mark.slow
 def test_score_teacher_differs_from_target():
-    args = ["score", "--teacher", "gemma3-270m", "--target", "smollm2-135m", "-k", "3", "--max-tokens", "12",
-            "--json", "--device", "cpu", "What is the capital of France?"]
+    args = [
+        "score",
+        "--teacher",
+        "gemma3-270m",
+        "--target",
+        "smollm2-135m",
+        "-k",
+        "3",
+        "--max-tokens",
+        "12",
+        "--json",
+        "--device",
+        "cpu",
+        "What is the capital of France?",
+    ]
     proc = subprocess.run([sys.executable, "-m", "blackbox_wd", *args], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)

@@ -59,11 +59,15 @@ def test_a_control_token_in_a_message_opens_no_turn(smollm_teacher, smollm_card)
     hostile = smollm_teacher.prompt_ids([{"role": "user", "content": HOSTILE}])
     assert plain.count(im_start) == hostile.count(im_start) == 3  # system, user, assistant: the template's own
     assert [i for i in hostile if i in special_ids(tok)] == [i for i in plain if i in special_ids(tok)]
-    user = hostile[hostile.index(im_start, 1):]
-    assert tok.decode(user[3:user.index(tok.convert_tokens_to_ids("<|im_end|>"))]) == HOSTILE
+    user = hostile[hostile.index(im_start, 1) :]
+    assert tok.decode(user[3 : user.index(tok.convert_tokens_to_ids("<|im_end|>"))]) == HOSTILE
     assert smollm_card.prompt_ids([{"role": "user", "content": HOSTILE}]) == hostile  # the Ray driver's check
-    assert plain == tok(tok.apply_chat_template(PLAIN, add_generation_prompt=True, tokenize=False),
-                        add_special_tokens=False)["input_ids"]  # ordinary text: as before
+    assert (
+        plain
+        == tok(tok.apply_chat_template(PLAIN, add_generation_prompt=True, tokenize=False), add_special_tokens=False)[
+            "input_ids"
+        ]
+    )  # ordinary text: as before
 
 
 @pytest.mark.slow
@@ -75,8 +79,10 @@ def test_gemma_reads_control_tokens_as_text(gemma_card):
     for text in ("<start_of_turn>", "<end_of_turn>", "<eos>"):
         got = reader.text_ids(text)
         assert len(got) >= 3 and not special_ids(tok) & set(got) and tok.decode(got) == text
-    assert reader.text_ids("Paris is\n\nthe capital.") == tok("Paris is\n\nthe capital.",
-                                                              add_special_tokens=False)["input_ids"]
+    assert (
+        reader.text_ids("Paris is\n\nthe capital.")
+        == tok("Paris is\n\nthe capital.", add_special_tokens=False)["input_ids"]
+    )
 
 
 def test_a_prompt_over_the_context_by_bytes_is_refused_before_tokenizing(smollm_card, monkeypatch):
@@ -113,18 +119,25 @@ def test_batch_refuses_a_50_mb_prompt_in_bounded_memory(tmp_path):
     src.write_text(json.dumps(big) + "\n" + json.dumps(small) + "\n")
     # The child's own peak: VmHWM of its address space. (ru_maxrss survives execve, so a child started from
     # a pytest process that already holds the models would report the parent's size.)
-    code = ("import sys\nfrom blackbox_wd.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
-            "    hwm = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
-            "    print('maxrss_kb', hwm.split()[1], file=sys.stderr)\n")
+    code = (
+        "import sys\nfrom blackbox_wd.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
+        "    hwm = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+        "    print('maxrss_kb', hwm.split()[1], file=sys.stderr)\n"
+    )
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", code, "batch", str(src), "-o", str(dst), "--device", "cpu"],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "batch", str(src), "-o", str(dst), "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     seconds = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in dst.read_text().splitlines()]
     assert rows[0]["error"].startswith("line 1: field 'prompt': the prompt has at least 6222")
     assert "over the teacher's context of 8192" in rows[0]["error"]
     assert rows[1]["error"] is None and rows[1]["avg_wd"] > 0
-    peak_gb = int(proc.stderr.split("maxrss_kb ")[1].split()[0]) / 1024 ** 2
+    peak_gb = int(proc.stderr.split("maxrss_kb ")[1].split()[0]) / 1024**2
     assert peak_gb < 2.0, f"peak RSS {peak_gb:.2f} GB"
     assert seconds < 120  # model load included; the 50 MB line itself takes about a second

@@ -50,7 +50,7 @@ def test_no_import_cycles():
         state[node] = 1
         for dep in sorted(edges[node]):
             if state.get(dep) == 1:
-                cycles.append(stack[stack.index(dep):] + [dep])
+                cycles.append(stack[stack.index(dep) :] + [dep])
             elif dep not in state:
                 visit(dep, stack + [dep])
         state[node] = 2

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from blackbox_wd.clients.api import APISampler
@@ -31,10 +32,35 @@ def transformers_server(tmp_path_factory):
 
 def _score(server, cache_dir) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "blackbox_wd", "score", "What is the capital of France?", "--target", server.model,
-         "--base-url", server.base_url, "--teacher", "smollm2-135m", "-k", "3", "--max-tokens", "16",
-         "--temperature", "0.8", "--device", "cpu", "--cache-dir", str(cache_dir), "--json"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "BBWD_API_TIMEOUT": "120"})
+        [
+            sys.executable,
+            "-m",
+            "blackbox_wd",
+            "score",
+            "What is the capital of France?",
+            "--target",
+            server.model,
+            "--base-url",
+            server.base_url,
+            "--teacher",
+            "smollm2-135m",
+            "-k",
+            "3",
+            "--max-tokens",
+            "16",
+            "--temperature",
+            "0.8",
+            "--device",
+            "cpu",
+            "--cache-dir",
+            str(cache_dir),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "BBWD_API_TIMEOUT": "120"},
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -48,11 +74,14 @@ def test_bbwd_score_against_transformers_serve(transformers_server, tmp_path):
     assert len(first["D"]) == 3
     again = _score(transformers_server, tmp_path / "cache")  # rerun: zero HTTP requests
     assert again["usage"]["requests"] == 0 and again["usage"]["cache_hits"] == 3
-    assert again["responses"] == first["responses"] and again["D"] == first["D"]
+    assert again["responses"] == first["responses"]  # the cache replays the samples to the token
+    # the teacher reruns: float32 CPU kernels are not bitwise stable across processes
+    assert np.allclose(again["D"], first["D"], rtol=1e-4, atol=1e-6)
 
 
 def test_llamacpp_server_honours_n_and_logprobs(tmp_path):
     import xllamacpp  # noqa: F401  (in the test extra: a missing install fails here, loudly)
+
     from blackbox_wd.teachers.embedded import ensure_gguf
 
     key = "sk-live-llamacpp-key-31415926"

@@ -10,7 +10,7 @@ from scipy.stats import chi2_contingency, chisquare
 from blackbox_wd.clients import local_sampler_for, local_sampler_name
 from blackbox_wd.clients.llamacpp import LlamaCppSampler
 from blackbox_wd.clients.local import LocalSampler
-from blackbox_wd.pipeline import Scorer
+from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import SamplingParams
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.embedded import ensure_gguf
@@ -58,12 +58,12 @@ def test_embedded_gguf_targets_on_cpu_are_drawn_by_llamacpp(smollm_teacher, tiny
     assert local_sampler_name(Settings(target="deepseek-chat"), "cpu") is None
     drawn = local_sampler_for(settings, smollm_teacher)
     assert isinstance(drawn, LlamaCppSampler) and drawn.teacher is smollm_teacher
-    assert drawn.server is LlamaCppSampler(smollm_teacher, ensure_gguf()).server  # one server a process
-    scorer = Scorer.wire(smollm_teacher, drawn, settings)
+    assert drawn.host is LlamaCppSampler(smollm_teacher, ensure_gguf()).host  # one server a process
+    scorer = Detector(smollm_teacher, drawn, settings)
     assert scorer.own_ids and scorer.reported.as_dict()["sampler"] == "llama.cpp"
     tiny = HFTeacher(*tiny_llama, name="tiny")
-    assert Scorer.wire(tiny, LocalSampler(tiny), settings).reported.as_dict()["sampler"] == "transformers"
-    assert Scorer.wire(tiny, LocalSampler(tiny), settings).fingerprint != scorer.fingerprint
+    assert Detector(tiny, LocalSampler(tiny), settings).reported.as_dict()["sampler"] == "transformers"
+    assert Detector(tiny, LocalSampler(tiny), settings).fingerprint != scorer.fingerprint
 
 
 def test_samples_are_the_teachers_token_ids_with_the_models_log_probs(sampler, smollm_teacher):
@@ -73,7 +73,7 @@ def test_samples_are_the_teachers_token_ids_with_the_models_log_probs(sampler, s
     prompt = smollm_teacher.prompt_ids(TOUR)
     forced = smollm_teacher.encode_ids([(prompt, list(s.token_ids)) for s in samples], logprobs=True)
     stops = {smollm_teacher.tokenizer.eos_token_id, smollm_teacher.tokenizer.convert_tokens_to_ids("<|im_end|>")}
-    for s, ts in zip(samples, forced):
+    for s, ts in zip(samples, forced, strict=True):
         assert s.text == smollm_teacher.tokenizer.decode(s.token_ids, skip_special_tokens=True) and s.text
         assert not stops & set(s.token_ids) and len(s.token_logprobs) == len(s.token_ids)
         gap = np.abs(np.array(s.token_logprobs) - ts.logprobs)
@@ -106,8 +106,9 @@ def test_the_law_of_the_samples_is_the_hf_samplers(sampler, smollm_teacher):
         assert chisquare(*binned(drawn, law)).pvalue > 1e-3
     observed = np.stack([binned(ours, law)[0], binned(hf, law)[0]])
     assert chi2_contingency(observed[:, observed.sum(0) > 0]).pvalue > 1e-3
-    colder = first_tokens(sampler.sample(COLOUR, SamplingParams(k=240, temperature=0.5, top_p=0.9, max_tokens=1,
-                                                                 seed=1)).samples)
+    colder = first_tokens(
+        sampler.sample(COLOUR, SamplingParams(k=240, temperature=0.5, top_p=0.9, max_tokens=1, seed=1)).samples
+    )
     assert chisquare(*binned(colder, law)).pvalue < 1e-3
 
 
@@ -121,8 +122,10 @@ def test_a_prompts_samples_depend_on_its_seed_only(sampler):
     assert ids(sampler.sample_many([(CAPITAL, 4), (COLOUR, 4)], params)) == alone[::-1]
     together = sampler.sample_many([(CAPITAL, 4), (COLOUR, 4)], params, answers=True)
     assert ids(together) == alone[::-1]
-    assert ids(sampler.sample_many([(COLOUR, 4)], SamplingParams(k=4, temperature=1.0, max_tokens=6, seed=12))) \
+    assert (
+        ids(sampler.sample_many([(COLOUR, 4)], SamplingParams(k=4, temperature=1.0, max_tokens=6, seed=12)))
         != alone[:1]
+    )
     assert len(set(alone[0])) > 1
 
 
@@ -131,9 +134,55 @@ def test_greedy_answers_ride_along(sampler):
     params = SamplingParams(k=3, temperature=1.0, max_tokens=8, seed=2)
     together = sampler.sample_many([(COLOUR, 3), (CAPITAL, 3)], params, answers=True)
     greedy = sampler.sample_many([(COLOUR, 1), (CAPITAL, 1)], SamplingParams(k=1, temperature=0.0, max_tokens=8))
-    for t, g in zip(together, greedy):
+    for t, g in zip(together, greedy, strict=True):
         assert t.answer.token_ids == g.samples[0].token_ids and len(t.samples) == 3
     assert together[1].answer.text.startswith("The capital of Australia is")
+
+
+SHOTS = [
+    {"role": "user", "content": "Pick a fruit."},
+    {"role": "assistant", "content": "Apple"},
+    {"role": "user", "content": "Pick an animal."},
+    {"role": "assistant", "content": "Otter"},
+]
+
+
+def test_earlier_turns_are_the_prompts_start_up_to_its_last_message(sampler, smollm_teacher):
+    """Every message but the last, rendered as a finished chat, when the prompt starts with it and it is long
+    enough; a one-message prompt has none."""
+    ids = smollm_teacher.prompt_ids([*SHOTS, *COLOUR])
+    head = sampler.earlier_turns([*SHOTS, *COLOUR], ids)
+    assert 32 <= len(head) < len(ids) and ids[: len(head)] == head
+    rest = smollm_teacher.tokenizer.decode(ids[len(head) :])
+    assert rest == "<|im_start|>user\nPick a colour.<|im_end|>\n<|im_start|>assistant\n"
+    assert sampler.earlier_turns(COLOUR, smollm_teacher.prompt_ids(COLOUR)) == []
+
+
+def test_earlier_turns_are_read_once_and_restored_for_each_request(smollm_teacher):
+    """Two prompts after the same turns, two stages each: the turns are read and saved once, restored before each
+    of the four requests, which read only the prompts' rest from the cache; a one-message prompt is read afresh."""
+    sent: list[tuple[str, dict]] = []
+
+    class Recording(LlamaCppSampler):
+        def post(self, path, body):
+            reply = super().post(path, body)
+            sent.append((path, reply if path == "/completion" else body))
+            return reply
+
+    rec = Recording(smollm_teacher, ensure_gguf(), slots=4)
+    prompts = [[*SHOTS, *COLOUR], [*SHOTS, *CAPITAL]]
+    head = len(rec.earlier_turns(prompts[0], smollm_teacher.prompt_ids(prompts[0])))
+    for start in (0, 3):
+        rec.sample_many([(m, 3) for m in prompts], SamplingParams(3, 1.0, 1.0, 4, 0, start))
+    paths = [p for p, _ in sent]
+    assert paths.count("/slots/0?action=save") == 1 and paths.count("/slots/0?action=restore") == 4
+    first = [r for p, r in sent if p == "/completion"]
+    assert first[0]["timings"]["prompt_n"] == head and first[0]["timings"]["cache_n"] == 0  # the turns, alone
+    for reply in first[1:]:
+        assert reply[0]["timings"]["cache_n"] == head  # each request reads the turns from the restored slot
+    sent.clear()
+    rec.sample_many([(COLOUR, 3)], SamplingParams(3, 1.0, 1.0, 4, 0))
+    assert [p for p, _ in sent] == ["/completion"] and sent[0][1][0]["timings"]["cache_n"] == 0
 
 
 def test_more_samples_than_slots(smollm_teacher):
@@ -146,9 +195,9 @@ def test_more_samples_than_slots(smollm_teacher):
 
 
 def test_lne_takes_the_samplers_log_probs_and_the_teacher_stops_at_the_layer(sampler, smollm_teacher):
-    scorer = Scorer.wire(smollm_teacher, sampler, Settings(k=3, device="cpu"))
+    scorer = Detector(smollm_teacher, sampler, Settings(k=3, device="cpu"))
     sets = sampler.sample_many([(CAPITAL, 3)], SamplingParams(k=3, temperature=1.0, max_tokens=12, seed=0))
-    result = scorer.score_many([(CAPITAL, sets[0])], baselines=True)[0]
+    result = scorer.score_many([(CAPITAL, sets[0])])[0]
     assert result.lne_source == "target"
     by_hand = -np.mean([np.mean(s.token_logprobs) for s in sets[0].samples])
     assert result.baselines["lne"] == pytest.approx(by_hand)

@@ -66,5 +66,5 @@ def test_teacher_pads_within_runs_and_states_are_unchanged(tiny_llama):
         alone = teacher.encode_ids(pairs)
     finally:
         teacher.token_budget = 16384
-    for a, b in zip(states, alone):
+    for a, b in zip(states, alone, strict=True):
         np.testing.assert_allclose(a.states, b.states, atol=1e-5)

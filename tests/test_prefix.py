@@ -10,19 +10,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from transformers import TemperatureLogitsWarper
 
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler, row_generators
-from blackbox_wd.pipeline import scores_from_states, token_floor
+from blackbox_wd.pipeline import token_floor
 from blackbox_wd.records import SamplingParams
 from blackbox_wd.teachers.hf import HFTeacher
 from blackbox_wd.teachers.pad import pad_batch
 from blackbox_wd.teachers.prefix import SHARED_MIN, SharedMemo, shared_length
+from blackbox_wd.transport import pairwise_w2
 
-PROMPTS = [[{"role": "user", "content": "what"}],
-           [{"role": "user", "content": "what is the capital of france"}],
-           [{"role": "system", "content": "a big city"}, {"role": "user", "content": "is it rome or paris"}]]
+PROMPTS = [
+    [{"role": "user", "content": "what"}],
+    [{"role": "user", "content": "what is the capital of france"}],
+    [{"role": "system", "content": "a big city"}, {"role": "user", "content": "is it rome or paris"}],
+]
 RESPONSES = ["paris", "it is rome a big city", "the capital is paris yes", "no it is small", "paris"]
 
 
@@ -35,7 +37,7 @@ def teacher(tiny_llama):
 def plain(teacher, prompt, response):
     """Projected states and log-probs of the response from one unpadded full forward."""
     out = teacher.model(torch.tensor([prompt + response]), output_hidden_states=True)
-    hidden = out.hidden_states[teacher.layer][0, len(prompt):].double().numpy()
+    hidden = out.hidden_states[teacher.layer][0, len(prompt) :].double().numpy()
     logp = torch.log_softmax(out.logits[0].double(), -1)
     lp = [logp[len(prompt) - 1 + t, tok].item() for t, tok in enumerate(response)]
     return hidden @ teacher.projection, np.array(lp)
@@ -49,7 +51,7 @@ def pairs_of(teacher):
 def test_mixed_prompt_lengths_equal_plain_forwards(teacher, logprobs):
     pairs = pairs_of(teacher)
     assert len({len(p) for p, _ in pairs}) == 3 and len({len(r) for _, r in pairs}) == 4
-    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=logprobs)):
+    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=logprobs), strict=True):
         states, lp = plain(teacher, prompt, response)
         np.testing.assert_allclose(ts.states, states, atol=1e-5)
         if logprobs:
@@ -66,7 +68,7 @@ def test_padding_side_and_budget_change_nothing(teacher, side):
         alone = teacher.encode_ids(pairs, logprobs=True)
     finally:
         teacher.tokenizer.padding_side, teacher.token_budget = "right", 16384
-    for a, b in zip(together, alone):
+    for a, b in zip(together, alone, strict=True):
         np.testing.assert_allclose(a.states, b.states, atol=1e-5)
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
 
@@ -76,10 +78,11 @@ def test_each_prompt_and_distinct_response_runs_once(teacher):
     before = teacher.tokens.real
     states = teacher.encode_ids(pairs)
     assert teacher.tokens.real - before == token_floor(pairs)
-    assert token_floor(pairs) == sum(len(teacher.prompt_ids(m)) for m in PROMPTS) + \
-        3 * sum(len(teacher.response_ids(r)) for r in RESPONSES[:4])  # "paris" twice: once per prompt
+    assert token_floor(pairs) == sum(len(teacher.prompt_ids(m)) for m in PROMPTS) + 3 * sum(
+        len(teacher.response_ids(r)) for r in RESPONSES[:4]
+    )  # "paris" twice: once per prompt
     assert states[0] is states[4] and states[5] is states[9]  # identical responses share their states
-    d, _, _ = scores_from_states(states[:5], 1e-3, 0.1)
+    d = pairwise_w2([s.states for s in states[:5]])
     assert d[0, 4] == d[4, 0] == 0.0 and (d[np.triu_indices(5, 1)] > 0).sum() == 9
 
 
@@ -89,14 +92,25 @@ def test_sliding_window_teacher_equals_plain_forward(tiny_llama):
 
     _, tok = tiny_llama
     torch.manual_seed(0)
-    config = Gemma3TextConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=4,
-                              layer_types=["sliding_attention", "full_attention"] * 2, max_position_embeddings=64,
-                              pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    config = Gemma3TextConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
     teacher = HFTeacher(Gemma3ForCausalLM(config).eval(), tok, name="tiny-gemma")
     pairs = pairs_of(teacher)
     assert max(len(p) for p, _ in pairs) > 2 * config.sliding_window
-    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=True)):
+    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=True), strict=True):
         states, lp = plain(teacher, prompt, response)
         np.testing.assert_allclose(ts.states, states, atol=1e-5)
         np.testing.assert_allclose(ts.logprobs, lp, atol=1e-5)
@@ -111,11 +125,19 @@ def test_prefilled_sampling_draws_what_a_full_generate_draws(teacher):
     # reference: every row's whole prompt through generate, no cache given
     pad = sampler.pad_id()
     ids, mask = pad_batch([teacher.prompt_ids(m) for m, k in requests for _ in range(k)], pad, left=True)
-    out = teacher.model.generate(ids, attention_mask=mask, do_sample=False,
-                                 logits_processor=[InverseCDFDraw(row_generators(requests, params.seed))],
-                                 temperature=None, top_p=None, top_k=None, max_new_tokens=6, min_new_tokens=1,
-                                 pad_token_id=pad)
-    rows = [s.token_ids for s in sampler.samples(out[:, ids.shape[1]:].tolist())]
+    out = teacher.model.generate(
+        ids,
+        attention_mask=mask,
+        do_sample=False,
+        logits_processor=[InverseCDFDraw(row_generators(requests, params.seed))],
+        temperature=None,
+        top_p=None,
+        top_k=None,
+        max_new_tokens=6,
+        min_new_tokens=1,
+        pad_token_id=pad,
+    )
+    rows = [s.token_ids for s in sampler.samples(out[:, ids.shape[1] :].tolist())]
     assert got == [rows[0:4], rows[4:8], rows[8:12]]
     assert len({r for rs in got for r in rs}) > 3  # real draws, not one repeated answer
 
@@ -128,18 +150,25 @@ def test_greedy_answers_ride_along_with_the_samples(teacher):
     together = sampler.sample_many(requests, params, answers=True)
     apart = sampler.sample_many(requests, params)
     greedy = sampler.sample_many([(m, 1) for m in PROMPTS], SamplingParams(k=1, temperature=0.0, max_tokens=6))
-    for t, a, g in zip(together, apart, greedy):
+    for t, a, g in zip(together, apart, greedy, strict=True):
         assert [s.token_ids for s in t.samples] == [s.token_ids for s in a.samples]
         assert t.answer.token_ids == g.samples[0].token_ids and a.answer is None
     assert len({t.answer.token_ids for t in together}) > 1
 
 
 # Few-shot prompts: the same exemplar turns (>= SHARED_MIN tokens) before each prompt's own question.
-SHOTS = [{"role": "user", "content": "what is the capital of france"}, {"role": "assistant", "content": "paris"},
-         {"role": "user", "content": "is rome a big city"}, {"role": "assistant", "content": "yes it is a big city"},
-         {"role": "user", "content": "is paris small"}, {"role": "assistant", "content": "no"}]
-FEW_SHOT = [SHOTS + [{"role": "user", "content": q}] for q in
-            ("what", "is it rome or paris", "what is the capital of rome", "is the city a big city yes or no")]
+SHOTS = [
+    {"role": "user", "content": "what is the capital of france"},
+    {"role": "assistant", "content": "paris"},
+    {"role": "user", "content": "is rome a big city"},
+    {"role": "assistant", "content": "yes it is a big city"},
+    {"role": "user", "content": "is paris small"},
+    {"role": "assistant", "content": "no"},
+]
+FEW_SHOT = [
+    SHOTS + [{"role": "user", "content": q}]
+    for q in ("what", "is it rome or paris", "what is the capital of rome", "is the city a big city yes or no")
+]
 
 
 def few_shot_pairs(teacher):
@@ -150,7 +179,7 @@ def test_few_shot_prompts_share_a_long_prefix(teacher):
     prompts = [teacher.prompt_ids(m) for m in FEW_SHOT]
     n = shared_length(prompts)
     assert n >= SHARED_MIN and all(p[:n] == prompts[0][:n] for p in prompts)
-    assert len({tuple(p[:n + 1]) for p in prompts}) > 1  # the longest common prefix
+    assert len({tuple(p[: n + 1]) for p in prompts}) > 1  # the longest common prefix
     assert shared_length(prompts[:1] + [teacher.prompt_ids(m) for m in PROMPTS]) == 0  # nothing long in common
 
 
@@ -163,7 +192,7 @@ def test_shared_prefix_read_once_equals_each_prompt_alone(teacher, logprobs):
     before = teacher.tokens.real
     got = teacher.encode_ids(pairs, logprobs=logprobs)
     assert teacher.tokens.real - before == token_floor(pairs) - (len(prompts) - 1) * n  # the prefix read once
-    for (prompt, response), ts in zip(pairs, got):
+    for (prompt, response), ts in zip(pairs, got, strict=True):
         states, lp = plain(teacher, prompt, response)
         np.testing.assert_allclose(ts.states, states, atol=1e-5)
         if logprobs:
@@ -174,7 +203,7 @@ def test_shared_prefix_read_once_equals_each_prompt_alone(teacher, logprobs):
         alone = teacher.encode_ids(pairs, logprobs=logprobs)
     finally:
         teacher.token_budget = 16384
-    for a, b in zip(got, alone):
+    for a, b in zip(got, alone, strict=True):
         np.testing.assert_allclose(a.states, b.states, atol=1e-5)
 
 
@@ -187,7 +216,7 @@ def test_the_shared_prefix_is_kept_for_the_next_call(teacher):
     before = teacher.tokens.real
     again = teacher.encode_ids(pairs[8:], logprobs=False)  # two other prompts: the prefix not read again
     assert teacher.tokens.real - before == token_floor(pairs[8:]) - 2 * n
-    for (prompt, response), ts in zip(pairs, first + again):
+    for (prompt, response), ts in zip(pairs, first + again, strict=True):
         np.testing.assert_allclose(ts.states, plain(teacher, prompt, response)[0], atol=1e-5)
 
 
@@ -196,10 +225,21 @@ def tiny_gemma(tok):
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
     torch.manual_seed(0)
-    config = Gemma3TextConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                              num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=4,
-                              layer_types=["sliding_attention", "full_attention"] * 2, max_position_embeddings=64,
-                              pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    config = Gemma3TextConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        sliding_window=4,
+        layer_types=["sliding_attention", "full_attention"] * 2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
     return Gemma3ForCausalLM(config).eval()
 
 
@@ -208,7 +248,7 @@ def test_sliding_window_teacher_shares_the_prefix_too(tiny_llama):
     teacher = HFTeacher(tiny_gemma(tiny_llama[1]), tiny_llama[1], name="tiny-gemma")
     pairs = few_shot_pairs(teacher)
     assert shared_length(list({tuple(p) for p, _ in pairs})) >= SHARED_MIN
-    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=True)):
+    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=True), strict=True):
         states, lp = plain(teacher, prompt, response)
         np.testing.assert_allclose(ts.states, states, atol=1e-5)
         np.testing.assert_allclose(ts.logprobs, lp, atol=1e-5)
@@ -220,14 +260,25 @@ def full_generate(teacher, requests, params, answers=False):
     sampler = LocalSampler(teacher)
     pad = sampler.pad_id()
     width = [k + answers for _, k in requests]
-    ids, mask = pad_batch([teacher.prompt_ids(m) for (m, _), w in zip(requests, width) for _ in range(w)], pad,
-                          left=True)
-    procs = [TemperatureLogitsWarper(params.temperature),
-             InverseCDFDraw(row_generators(requests, params.seed, answers))]
-    out = teacher.model.generate(ids, attention_mask=mask, do_sample=False, logits_processor=procs,
-                                 temperature=None, top_p=None, top_k=None, max_new_tokens=params.max_tokens,
-                                 min_new_tokens=1, pad_token_id=pad)
-    return [s.token_ids for s in sampler.samples(out[:, ids.shape[1]:].tolist())]
+    prompts = [teacher.prompt_ids(m) for (m, _), w in zip(requests, width, strict=True) for _ in range(w)]
+    ids, mask = pad_batch(prompts, pad, left=True)
+    procs = [
+        TemperatureLogitsWarper(params.temperature),
+        InverseCDFDraw(row_generators(requests, params.seed, answers)),
+    ]
+    out = teacher.model.generate(
+        ids,
+        attention_mask=mask,
+        do_sample=False,
+        logits_processor=procs,
+        temperature=None,
+        top_p=None,
+        top_k=None,
+        max_new_tokens=params.max_tokens,
+        min_new_tokens=1,
+        pad_token_id=pad,
+    )
+    return [s.token_ids for s in sampler.samples(out[:, ids.shape[1] :].tolist())]
 
 
 @pytest.mark.parametrize("model", ["llama", "gemma"])

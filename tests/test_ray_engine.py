@@ -1,6 +1,6 @@
 """The Ray engine writes what the local engine writes: same rows, errors, order; budget, cache and kills.
 
-One local Ray cluster (``ray.init(num_cpus=2)``) serves the module. Rows are compared without
+One local Ray cluster (``ray.init(num_cpus=2)``, on a loopback address) serves the module. Rows are compared without
 their ``timings``; scores to 1e-9 relative (in practice they are bit-identical: same groups, same
 torch thread count).
 """
@@ -25,14 +25,33 @@ from blackbox_wd.pipeline import Detector
 from blackbox_wd.settings import Settings
 
 BBWD = [sys.executable, "-m", "blackbox_wd", "batch"]
+LOOPBACK = "127.0.0.2"
 SMALL = {"teacher_cpus": 0.5, "score_cpus": 0.5}  # two teacher actors and the score tasks share 2 CPUs
-WORDS = "what is the capital of france paris it rome city a an big small yes no".split()
+WORDS = [
+    "what",
+    "is",
+    "the",
+    "capital",
+    "of",
+    "france",
+    "paris",
+    "it",
+    "rome",
+    "city",
+    "a",
+    "an",
+    "big",
+    "small",
+    "yes",
+    "no",
+]
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A local Ray cluster of 2 CPUs for the module."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    """A local Ray cluster of 2 CPUs for the module, on a loopback address (Ray turns 127.0.0.1 itself into the
+    machine's interface address, so the node takes another address of the loopback range)."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR", _node_ip_address=LOOPBACK)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -55,7 +74,7 @@ def assert_same(ray_rows: list[dict], local_rows: list[dict]) -> float:
     """Equal rows but for timings, scores to 1e-9 relative; the largest relative score deviation."""
     assert len(ray_rows) == len(local_rows)
     worst = 0.0
-    for a, b in zip(ray_rows, local_rows):
+    for a, b in zip(ray_rows, local_rows, strict=True):
         assert a.keys() == b.keys()
         for key in ("avg_wd", "eigen_wd"):
             if b[key] is None:
@@ -63,13 +82,13 @@ def assert_same(ray_rows: list[dict], local_rows: list[dict]) -> float:
             else:
                 assert a[key] == pytest.approx(b[key], rel=1e-9)
                 worst = max(worst, abs(a[key] - b[key]) / max(abs(b[key]), 1e-300))
-        same = ("timings", "avg_wd", "eigen_wd")
+        same = ("timings", "avg_wd", "eigen_wd", "usage")  # usage: what each engine found in the shared cache
         assert {k: v for k, v in a.items() if k not in same} == {k: v for k, v in b.items() if k not in same}
     return worst
 
 
-def run_local(settings: Settings, src: Path, dst: Path, sample_missing: bool, group_size: int, calibration=None):
-    runner = BatchRunner(Detector.from_settings(settings, calibration), sample_missing, group_size=group_size)
+def run_local(settings: Settings, src: Path, dst: Path, sample_missing: bool, group_size: int, calibration="auto"):
+    runner = BatchRunner(Detector.from_settings(settings, calibration, group_size=group_size), sample_missing)
     return asyncio.run(runner.run(src, dst))
 
 
@@ -81,22 +100,34 @@ def run_ray(settings: Settings, src: Path, dst: Path, sample_missing: bool, grou
 
 def tiny_log(path: Path) -> list[str | None]:
     """30 lines: prompts to sample, pre-sampled and topped-up records, and bad lines; the expected errors."""
-    good = [{"id": f"s{i}", "prompt": " ".join(WORDS[i:i + 4])} for i in range(8)]
-    good += [{"id": f"p{i}", "prompt": "what is the capital of france", "label": i % 2,
-              "responses": ["paris", "it is rome", "a big city", "no"][i % 2:]} for i in range(6)]
+    good = [{"id": f"s{i}", "prompt": " ".join(WORDS[i : i + 4])} for i in range(8)]
+    good += [
+        {
+            "id": f"p{i}",
+            "prompt": "what is the capital of france",
+            "label": i % 2,
+            "responses": ["paris", "it is rome", "a big city", "no"][i % 2 :],
+        }
+        for i in range(6)
+    ]
     good += [{"id": "top-up", "messages": [{"role": "user", "content": "is rome big"}], "responses": ["yes"]}]
-    bad = [(b"not json", "invalid JSON"), (b"", "empty line"), (b'{"prompt": "caf\xe9"}', "not valid UTF-8"),
-           (b"[1, 2]", "expected a JSON object"), (b'{"id": "x1"}', "missing field 'prompt'"),
-           (b'{"prompt": 42}', "field 'prompt' must be a non-empty string"),
-           (b'{"prompt": "hi", "responses": "yes"}', "field 'responses' must be a list of strings"),
-           (b'{"prompt": "hi", "responses": ["a", ""]}', "field 'responses'[1] is empty"),
-           (b'{"prompt": "hi", "label": "maybe"}', "field 'label' must be true/false or 0/1"),
-           (b'{"id": ["x"], "prompt": "hi"}', "field 'id' must be a string or integer"),
-           (json.dumps({"id": "long", "prompt": "what " * 70}).encode(), "over the teacher's context of 64"),
-           (b'{"messages": "hello"}', "field 'messages' must be a non-empty list"),
-           (b'{"id": "x12", "prompt": "hi", "label": 2}', "field 'label' must be true/false or 0/1"),
-           (b'{"prompt": "   "}', "field 'prompt' must be a non-empty string"),
-           (b"{", "invalid JSON")]
+    bad = [
+        (b"not json", "invalid JSON"),
+        (b"", "empty line"),
+        (b'{"prompt": "caf\xe9"}', "not valid UTF-8"),
+        (b"[1, 2]", "expected a JSON object"),
+        (b'{"id": "x1"}', "missing field 'prompt'"),
+        (b'{"prompt": 42}', "field 'prompt' must be a non-empty string"),
+        (b'{"prompt": "hi", "responses": "yes"}', "field 'responses' must be a list of strings"),
+        (b'{"prompt": "hi", "responses": ["a", ""]}', "field 'responses'[1] is empty"),
+        (b'{"prompt": "hi", "label": "maybe"}', "field 'label' must be true/false or 0/1"),
+        (b'{"id": ["x"], "prompt": "hi"}', "field 'id' must be a string or integer"),
+        (json.dumps({"id": "long", "prompt": "what " * 70}).encode(), "over the teacher's context of 64"),
+        (b'{"messages": "hello"}', "field 'messages' must be a non-empty list"),
+        (b'{"id": "x12", "prompt": "hi", "label": 2}', "field 'label' must be true/false or 0/1"),
+        (b'{"prompt": "   "}', "field 'prompt' must be a non-empty string"),
+        (b"{", "invalid JSON"),
+    ]
     lines, expected = [], []
     for n in range(30):
         if n % 2 and bad:
@@ -117,10 +148,19 @@ def test_read_tasks_read_the_groups_the_local_engine_forms(tmp_path):
     from blackbox_wd.ray_engine import group_spans
 
     src = tmp_path / "in.jsonl"
-    src.write_bytes(b'\xef\xbb\xbf{"prompt": "a"}\n\n{"prompt": "caf\xe9"}\r\n' + b'{"prompt": "b"}\n' * 8
-                    + b'{"prompt": "last, no newline"}')
-    for skip, lines, size in [(0, None, 3), (4, None, 2), (0, frozenset({2, 3, 7, 11, 12}), 2), (5, None, 100),
-                              (12, None, 4), (0, frozenset(), 2)]:
+    src.write_bytes(
+        b'\xef\xbb\xbf{"prompt": "a"}\n\n{"prompt": "caf\xe9"}\r\n'
+        + b'{"prompt": "b"}\n' * 8
+        + b'{"prompt": "last, no newline"}'
+    )
+    for skip, lines, size in [
+        (0, None, 3),
+        (4, None, 2),
+        (0, frozenset({2, 3, 7, 11, 12}), 2),
+        (5, None, 100),
+        (12, None, 4),
+        (0, frozenset(), 2),
+    ]:
         local = list(groups(select_records(src, skip, lines), size))
         spans = group_spans(src, skip, lines, size)
         assert [read_span(src, offset, numbers) for offset, numbers in spans] == local
@@ -136,7 +176,7 @@ def test_white_box_30_lines_with_bad_lines_equal_the_local_engine(cluster, tiny_
     summary = run_ray(settings, src, tmp_path / "ray.jsonl", True, 4, teacher_workers=2, **SMALL)
     out = rows(tmp_path / "ray.jsonl")
     assert [r["line"] for r in out] == list(range(1, 31))
-    for r, err in zip(out, expected):
+    for r, err in zip(out, expected, strict=True):
         assert (r["error"] is None) if err is None else (err in r["error"] and r["avg_wd"] is None), r
     assert sum(r["error"] is None for r in out) == 15 and all(r["n_samples"] == 3 for r in out if not r["error"])
     print(f"max relative deviation of scores, Ray vs local: {assert_same(out, rows(tmp_path / 'local.jsonl')):.3g}")
@@ -148,8 +188,12 @@ def test_white_box_smollm_in_input_order_though_the_first_group_finishes_last(cl
     """Two teacher actors; group 1's long responses keep one busy while the other scores the rest."""
     long = [" ".join(["The capital of France is Paris, a city on the Seine."] * n) for n in (16, 15, 14)]
     first = [{"id": f"long{i}", "prompt": f"Describe Paris ({i}).", "responses": long} for i in range(2)]
-    rest = [{"id": f"q{i}", "prompt": q} for i, q in enumerate(
-        ["What is 2+2?", "Name a colour.", "Capital of Japan?", "Who wrote Hamlet?", "What is H2O?", "Is ice cold?"])]
+    rest = [
+        {"id": f"q{i}", "prompt": q}
+        for i, q in enumerate(
+            ["What is 2+2?", "Name a colour.", "Capital of Japan?", "Who wrote Hamlet?", "What is H2O?", "Is ice cold?"]
+        )
+    ]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in first + rest))
     settings = Settings(target="smollm2-135m", k=3, max_tokens=6, device="cpu")
@@ -167,13 +211,23 @@ def test_black_box_replayed_equal_the_local_engine_through_one_shared_cache(clus
     fixture = json.loads(Path("fixtures/llamacpp.json").read_text())
     prompts = fixture["meta"]["prompts"]
     records = [{"id": f"q{i}", "prompt": p} for i, p in enumerate(prompts * 2)]
-    records += [{"id": "given", "prompt": "2+2?", "responses": ["4", "Four.", "5", "4."]},
-                {"id": "short", "prompt": "2+2?", "responses": ["4", "Four.", "5"]}]
+    records += [
+        {"id": "given", "prompt": "2+2?", "responses": ["4", "Four.", "5", "4."]},
+        {"id": "short", "prompt": "2+2?", "responses": ["4", "Four.", "5"]},
+    ]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in records) + "not json\n")
     monkeypatch.setenv("BBWD_API_REPLAY", "fixtures/llamacpp.json")  # forwarded to the sampling actors
-    settings = Settings(target="smollm2-135m", base_url="http://127.0.0.1:9/v1", k=4, temperature=0.7,
-                        max_tokens=24, seed=0, device="cpu", cache_dir=str(tmp_path / "cache"))
+    settings = Settings(
+        target="smollm2-135m",
+        base_url="http://127.0.0.1:9/v1",
+        k=4,
+        temperature=0.7,
+        max_tokens=24,
+        seed=0,
+        device="cpu",
+        cache_dir=str(tmp_path / "cache"),
+    )
     on_ray = run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, **SMALL)
     local = run_local(settings, src, tmp_path / "local.jsonl", True, 2)
     out = rows(tmp_path / "ray.jsonl")
@@ -198,8 +252,16 @@ def test_api_budget_is_shared_by_the_sampling_actors(cluster, tiny_folder, tmp_p
     src.write_text("".join(json.dumps({"prompt": f"{w} is a city"}) + "\n" for w in WORDS[:8]))
     monkeypatch.setenv("SERVED_MODEL_KEY", "sk-test-key-0123456789")
     with FaultServer(latency=0.25, api_key="sk-test-key-0123456789") as server:
-        settings = Settings(teacher=tiny_folder, target="served-model", base_url=server.base_url, k=4,
-                            api_key_env="SERVED_MODEL_KEY", concurrency=3, cache=False, device="cpu")
+        settings = Settings(
+            teacher=tiny_folder,
+            target="served-model",
+            base_url=server.base_url,
+            k=4,
+            api_key_env="SERVED_MODEL_KEY",
+            concurrency=3,
+            cache=False,
+            device="cpu",
+        )
         summary = run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, sample_workers=2, **SMALL)
     assert summary.errors == 0 and summary.usage.requests == len(server.received) >= 32
     assert server.max_in_flight == 3  # the budget is used, and not exceeded (each actor alone would allow 3)
@@ -210,6 +272,20 @@ def teacher_actors() -> list[dict]:
     from ray._private import state
 
     return [a for a in state.actors().values() if a["ActorClassName"] == "MapWorker(MapBatches(TeacherStage))"]
+
+
+def wait_alive_teacher(running, before: set, timeout: float = 300) -> dict:
+    """The one live teacher actor not in ``before`` (earlier runs' actor ids): its GCS record, polled while
+    ``running()`` is true."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [a for a in teacher_actors() if a["State"] == "ALIVE" and a["Pid"] and a["ActorID"] not in before]
+        if alive:
+            (actor,) = alive
+            return actor
+        assert running(), "the run ended before its teacher actor was listed"
+        time.sleep(0.1)
+    raise AssertionError(f"no live teacher actor listed within {timeout} s")
 
 
 def wait_lines(path: Path, n: int, running, timeout: float = 600) -> int:
@@ -223,8 +299,19 @@ def wait_lines(path: Path, n: int, running, timeout: float = 600) -> int:
 
 def presampled_log(path: Path, n: int = 24) -> None:
     answers = ["Paris is the capital of France.", "It is Paris.", "Lyon, I think."]
-    path.write_text("".join(json.dumps({"id": i, "prompt": f"Question {i}: what is the capital of France?",
-                                        "responses": answers[i % 3:] + answers[:i % 3]}) + "\n" for i in range(n)))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": i,
+                    "prompt": f"Question {i}: what is the capital of France?",
+                    "responses": answers[i % 3 :] + answers[: i % 3],
+                }
+            )
+            + "\n"
+            for i in range(n)
+        )
+    )
 
 
 def presampled_with_local_output(tmp_path: Path) -> tuple[Path, Path, Settings]:
@@ -245,8 +332,8 @@ def test_killed_teacher_actor_is_restarted_and_every_line_written_once(cluster, 
     done: dict = {}
     run = threading.Thread(target=lambda: done.update(summary=run_ray(settings, src, dst, False, 2, **SMALL)))
     run.start()
+    actor = wait_alive_teacher(run.is_alive, before)  # found while it loads: the state API may list it late
     at_kill = wait_lines(dst, 2, run.is_alive)
-    (actor,) = [a for a in teacher_actors() if a["State"] == "ALIVE"]
     os.kill(actor["Pid"], signal.SIGKILL)
     run.join(600)
     assert at_kill < 24, "the kill must land mid-run"
@@ -261,8 +348,26 @@ def test_killed_teacher_actor_is_restarted_and_every_line_written_once(cluster, 
 def test_killed_driver_resumes_as_the_local_engine_does(cluster, tmp_path):
     """`bbwd batch --engine ray` on the module's cluster, kill -9 mid-run, then the run again resumes it."""
     src, dst, settings = presampled_with_local_output(tmp_path)
-    proc = subprocess.Popen([*BBWD, str(src), "-o", str(dst), "-k", "3", "--group-size", "2", "--device", "cpu",
-                             "--engine", "ray", "--ray-address", cluster], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            *BBWD,
+            str(src),
+            "-o",
+            str(dst),
+            "-k",
+            "3",
+            "--group-size",
+            "2",
+            "--device",
+            "cpu",
+            "--engine",
+            "ray",
+            "--ray-address",
+            cluster,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_lines(dst, 3, lambda: proc.poll() is None)
     proc.kill()
     proc.communicate()
@@ -282,25 +387,67 @@ def test_calibrated_rows_equal_the_local_engine_and_resume_checks_the_calibratio
     from blackbox_wd.errors import BBWDError
 
     src = tmp_path / "in.jsonl"
-    src.write_text("".join(json.dumps({"id": i, "prompt": " ".join(WORDS[i:i + 3])}) + "\n" for i in range(5)))
+    src.write_text("".join(json.dumps({"id": i, "prompt": " ".join(WORDS[i : i + 3])}) + "\n" for i in range(5)))
     settings = Settings(teacher=tiny_folder, target=tiny_folder, k=3, max_tokens=6, device="cpu")
     cal = make(Detector.from_settings(settings).reported_settings())
     run_local(settings, src, tmp_path / "local.jsonl", True, 2, cal)
     run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, calibration=cal, **SMALL)
     out = rows(tmp_path / "ray.jsonl")
     assert_same(out, rows(tmp_path / "local.jsonl"))
-    assert all(r["calibration"] == cal.id and r["p_hallucination"] == pytest.approx(cal.predict(r), rel=1e-12)
-               for r in out)
+    assert all(
+        r["calibration"] == cal.id and r["p_hallucination"] == pytest.approx(cal.predict(r), rel=1e-12) for r in out
+    )
     with pytest.raises(BBWDError, match="was written with another calibration"):
         run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, **SMALL)
+
+
+def test_the_driver_reports_the_resolved_device_and_the_local_fingerprint(cluster, tiny_folder):
+    """The driver's wiring comes from the one builder: the device resolved for the cluster (no GPU here: cpu, as a
+    local run resolves "auto"), the same reported settings and fingerprint as the local engine's."""
+    from blackbox_wd.ray_engine import RayRunner
+
+    settings = Settings(teacher=tiny_folder, target=tiny_folder, k=3, max_tokens=6, device="auto")
+    driver, local = RayRunner(settings, True).detector, Detector.from_settings(settings, None)
+    assert driver.reported.as_dict()["device"] == local.reported.as_dict()["device"] == "cpu"
+    assert driver.reported.as_dict() == local.reported.as_dict() and driver.fingerprint == local.fingerprint
 
 
 def test_missing_ray_is_one_error_line_naming_the_extra(tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_text('{"prompt": "hi", "responses": ["a", "b"]}\n')
-    code = ("import sys; sys.modules['ray'] = None; from blackbox_wd.cli import main; "
-            f"main(['batch', {str(src)!r}, '-o', {str(tmp_path / 'o.jsonl')!r}, '--engine', 'ray'])")
+    code = (
+        "import sys; sys.modules['ray'] = None; from blackbox_wd.cli import main; "
+        f"main(['batch', {str(src)!r}, '-o', {str(tmp_path / 'o.jsonl')!r}, '--engine', 'ray'])"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert proc.stderr == "error: --engine ray needs Ray: pip install 'blackbox-wd[ray]' (ray[data]==2.60.0)\n"
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_adaptive_k_replayed_equals_the_local_engine(cluster, tmp_path, monkeypatch):
+    """-k auto on Ray: the teacher actors run the stages, drawing through the cluster's API slots; the rows equal
+    the local engine's, stop where it stopped, and make the requests the recorded stages made."""
+    fixture = json.loads(Path("fixtures/llamacpp_auto.json").read_text())
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        "".join(json.dumps({"id": f"a{i}", "prompt": p}) + "\n" for i, p in enumerate(fixture["meta"]["prompts"]))
+    )
+    monkeypatch.setenv("BBWD_API_REPLAY", "fixtures/llamacpp_auto.json")
+    settings = Settings(
+        target=fixture["meta"]["model"],
+        base_url="http://127.0.0.1:9/v1",
+        k=10,
+        stop="settle",
+        temperature=0.7,
+        max_tokens=16,
+        seed=0,
+        device="cpu",
+        cache=False,
+    )
+    run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, **SMALL)
+    run_local(settings, src, tmp_path / "local.jsonl", True, 2)
+    out = rows(tmp_path / "ray.jsonl")
+    assert {r["id"]: [r["n_samples"], r["usage"]["requests"]] for r in out} == fixture["meta"]["drawn"]
+    print(f"max relative deviation of scores, Ray vs local: {assert_same(out, rows(tmp_path / 'local.jsonl')):.3g}")

@@ -6,13 +6,16 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.teachers.registry import resolve
 
 
-@pytest.mark.parametrize("name,source,kind", [
-    ("smollm2-135m", "smollm2-135m", "embedded"),
-    ("llama-2-7b", "meta-llama/Llama-2-7b-chat-hf", "hub"),
-    ("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", "hub"),
-    ("qwen3-8b", "Qwen/Qwen3-8B", "hub"),
-    ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", "hub"),
-])
+@pytest.mark.parametrize(
+    "name,source,kind",
+    [
+        ("smollm2-135m", "smollm2-135m", "embedded"),
+        ("llama-2-7b", "meta-llama/Llama-2-7b-chat-hf", "hub"),
+        ("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", "hub"),
+        ("qwen3-8b", "Qwen/Qwen3-8B", "hub"),
+        ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", "hub"),
+    ],
+)
 def test_known_names(name, source, kind):
     spec = resolve(name)
     assert (spec.source, spec.kind) == (source, kind)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -20,20 +22,27 @@ TEXTS = [
 @pytest.mark.parametrize("text", TEXTS)
 def test_split_spans_are_offsets_into_the_text(text):
     spans = split(text)
-    assert spans and all(text[s.start:s.end] == s.text for s in spans)
+    assert spans and all(text[s.start : s.end] == s.text for s in spans)
     assert all(s.text == s.text.strip() and s.text for s in spans)  # no whitespace around a sentence
-    assert all(a.end <= b.start for a, b in zip(spans, spans[1:]))  # in order, not overlapping
-    covered = "".join(text[a.end:b.start] for a, b in zip(spans, spans[1:]))
+    assert all(a.end <= b.start for a, b in pairwise(spans))  # in order, not overlapping
+    covered = "".join(text[a.end : b.start] for a, b in pairwise(spans))
     assert not covered.strip()  # only whitespace between sentences
 
 
-@pytest.mark.parametrize(("text", "sentences"), zip(TEXTS, [
-    ["Dr. Smith went to Washington D.C. in 1950.", "He was born in St. Louis, Mo., e.g. near the river."],
-    ["John Smith (born 1 May 1950) is a painter.", "He lives in Paris.", "He paints."],
-    ["Zoë Müller — née Łukasz — was born in Zürich.", "東京に住んでいます。", "She moved in 2001!", "Really?"],
-    ["Leading and trailing whitespace.", "Second one."],
-    ["no punctuation at all"],
-]))
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    zip(
+        TEXTS,
+        [
+            ["Dr. Smith went to Washington D.C. in 1950.", "He was born in St. Louis, Mo., e.g. near the river."],
+            ["John Smith (born 1 May 1950) is a painter.", "He lives in Paris.", "He paints."],
+            ["Zoë Müller — née Łukasz — was born in Zürich.", "東京に住んでいます。", "She moved in 2001!", "Really?"],
+            ["Leading and trailing whitespace.", "Second one."],
+            ["no punctuation at all"],
+        ],
+        strict=True,
+    ),
+)
 def test_split_keeps_abbreviations_and_breaks_at_sentence_ends(text, sentences):
     assert [s.text for s in split(text)] == sentences
     assert split("") == [] and split(" \n ") == []

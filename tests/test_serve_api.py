@@ -9,8 +9,8 @@ import asyncio
 import math
 import time
 
-import pytest
 import openai
+import pytest
 import torch
 from conftest import direct_sentences
 from serve_support import BbwdServe, CuttingProxy, metric, passes_with_company
@@ -28,6 +28,7 @@ def llama():
     """llama.cpp serving the embedded GGUF with 4 slots (n honoured up to 4, logprobs returned), on one thread:
     on a shared 2-core machine two spinning threads made a token take seconds."""
     import xllamacpp  # noqa: F401  (in the test extra: a missing install fails here, loudly)
+
     from blackbox_wd.teachers.embedded import ensure_gguf
 
     with LlamaCppServer(ensure_gguf(), n_parallel=4, n_threads=1) as server:
@@ -45,8 +46,17 @@ def proxy(llama):
 def served(proxy, llama, tmp_path_factory):
     """`bbwd serve --target smollm2-135m --base-url <proxy to llama.cpp>` with a token and its own cache."""
     tmp = tmp_path_factory.mktemp("serve_api")
-    args = ["--target", llama.model, "--base-url", proxy.base_url, "--teacher", "smollm2-135m",
-            "--cache-dir", str(tmp / "cache"), *SCORE_ARGS]
+    args = [
+        "--target",
+        llama.model,
+        "--base-url",
+        proxy.base_url,
+        "--teacher",
+        "smollm2-135m",
+        "--cache-dir",
+        str(tmp / "cache"),
+        *SCORE_ARGS,
+    ]
     with BbwdServe(args, tmp / "serve.log", env={"BBWD_API_TIMEOUT": "120"}) as server:
         server.cache_dir = tmp / "cache"
         yield server
@@ -55,13 +65,19 @@ def served(proxy, llama, tmp_path_factory):
 def check_verdict(bbwd: dict, fingerprint: str, answer: str | None = None) -> None:
     """A complete verdict: finite scores, K, the server's fingerprint, AnswerWD and the sentences of the answer
     (spans of its text when given), no calibration fields."""
-    assert set(bbwd) == {"avg_wd", "eigen_wd", "answer_wd", "sentences", "sentence_wd", "k", "fingerprint"}
+    assert set(bbwd) == {
+        *("avg_wd", "eigen_wd", "eigen_wd_fixed", "answer_wd", "sentences", "sentence_wd", "answer_unigram"),
+        *("baselines", "k", "target_tokens", "fingerprint"),
+    }
+    assert bbwd["target_tokens"] > 0  # the target's tokens for the K samples
     assert math.isfinite(bbwd["answer_wd"]) and bbwd["answer_wd"] >= 0
-    assert bbwd["sentences"] and all(set(s) == {"text", "start", "end", "score"} for s in bbwd["sentences"])
+    assert {"ls", "es", "er", "dse"} <= set(bbwd["baselines"]) and bbwd["eigen_wd_fixed"] >= 1
+    sentence_keys = {"text", "start", "end", "score", "unigram", "p_hallucination", "flag"}
+    assert bbwd["sentences"] and all(set(s) == sentence_keys for s in bbwd["sentences"])
     known = [s["score"] for s in bbwd["sentences"] if s["score"] is not None]
     assert bbwd["sentence_wd"] == pytest.approx(sum(known) / len(known), rel=1e-12)
     if answer is not None:
-        assert all(answer[s["start"]:s["end"]] == s["text"] for s in bbwd["sentences"])
+        assert all(answer[s["start"] : s["end"]] == s["text"] for s in bbwd["sentences"])
     assert bbwd["k"] == K and bbwd["fingerprint"] == fingerprint
     assert math.isfinite(bbwd["avg_wd"]) and bbwd["avg_wd"] >= 0
     assert math.isfinite(bbwd["eigen_wd"]) and bbwd["eigen_wd"] >= 1
@@ -78,8 +94,13 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
 
     from blackbox_wd import Detector, Settings
 
-    request = dict(model=llama.model, messages=[{"role": "user", "content": "What is the capital of France?"}],
-                   temperature=0, max_tokens=8, seed=1)
+    request = dict(
+        model=llama.model,
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        temperature=0,
+        max_tokens=8,
+        seed=1,
+    )
     got = served.client().chat.completions.create(**request).to_dict()
     direct = OpenAI(base_url=llama.base_url, api_key="x", max_retries=0).chat.completions.create(**request).to_dict()
     bbwd = got.pop("bbwd")
@@ -90,8 +111,16 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
     check_verdict(bbwd, fingerprint, got["choices"][0]["message"]["content"])
 
     # one pipeline, one fingerprint: `bbwd score` with the same settings and cache scores the same samples
-    settings = Settings(target=llama.model, base_url=proxy.base_url, k=K, max_tokens=12, temperature=0.8, seed=3,
-                        device="cpu", cache_dir=str(served.cache_dir))
+    settings = Settings(
+        target=llama.model,
+        base_url=proxy.base_url,
+        k=K,
+        max_tokens=12,
+        temperature=0.8,
+        seed=3,
+        device="cpu",
+        cache_dir=str(served.cache_dir),
+    )
     detector = Detector.from_settings(settings)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a shared 2-core machine: OpenMP's spinning threads slow a forward many times
@@ -100,7 +129,7 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
     finally:
         torch.set_num_threads(threads)
     assert result.usage.cache_hits == K and result.usage.requests == 0  # the server's samples, from the cache
-    assert detector.fingerprint() == fingerprint == result.settings["fingerprint"]
+    assert detector.fingerprint == fingerprint == result.settings["fingerprint"]
     assert bbwd["avg_wd"] == pytest.approx(result.avg_wd, rel=1e-5)
     assert bbwd["eigen_wd"] == pytest.approx(result.eigen_wd, rel=1e-5)
     # AnswerWD: the forwarded answer's cloud against the same K samples' clouds
@@ -109,8 +138,9 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
 
     answer = got["choices"][0]["message"]["content"]
     states = detector.teacher.encode(result.prompt, [answer, *result.responses])
-    assert bbwd["answer_wd"] == pytest.approx(answer_wd(w2_to_each(states[0].states, [s.states for s in states[1:]])),
-                                              rel=1e-5)
+    assert bbwd["answer_wd"] == pytest.approx(
+        answer_wd(w2_to_each(states[0].states, [s.states for s in states[1:]])), rel=1e-5
+    )
     # its sentences: the answer's tokens' costs in the same plans, per sentence
     texts, scores = direct_sentences(detector.teacher, result.prompt, answer, result.responses)
     assert [s["text"] for s in bbwd["sentences"]] == texts
@@ -127,10 +157,16 @@ def test_32_concurrent_requests_all_scored_sharing_teacher_passes(served, llama)
 
     async def ask_all():
         async with served.async_client() as client:
-            return await asyncio.gather(*(client.chat.completions.create(
-                model=llama.model, max_tokens=6,
-                messages=[{"role": "user", "content": f"Name one animal that starts with the letter {c}."}])
-                for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" + "abcdef"))
+            return await asyncio.gather(
+                *(
+                    client.chat.completions.create(
+                        model=llama.model,
+                        max_tokens=6,
+                        messages=[{"role": "user", "content": f"Name one animal that starts with the letter {c}."}],
+                    )
+                    for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" + "abcdef"
+                )
+            )
 
     for _ in range(2):
         before = served.metrics()
@@ -140,8 +176,11 @@ def test_32_concurrent_requests_all_scored_sharing_teacher_passes(served, llama)
         for answer in answers:
             assert answer.choices[0].message.content is not None
             check_verdict(answer.model_extra["bbwd"], fingerprint)
-        assert metric(after, "bbwd_requests_total", route=route, status="200") - \
-            metric(before, "bbwd_requests_total", route=route, status="200") == 32
+        assert (
+            metric(after, "bbwd_requests_total", route=route, status="200")
+            - metric(before, "bbwd_requests_total", route=route, status="200")
+            == 32
+        )
         scored = metric(after, "bbwd_teacher_batch_requests_sum") - metric(before, "bbwd_teacher_batch_requests_sum")
         assert scored == 32  # every request went through a teacher pass once
         assert metric(after, "bbwd_queue_depth") == 0
@@ -150,8 +189,12 @@ def test_32_concurrent_requests_all_scored_sharing_teacher_passes(served, llama)
 
 def test_stream_passes_chunks_through_then_the_verdict(served, llama):
     stream = served.client().chat.completions.create(
-        model=llama.model, stream=True, max_tokens=8, temperature=0,
-        messages=[{"role": "user", "content": "What is the capital of Italy?"}])
+        model=llama.model,
+        stream=True,
+        max_tokens=8,
+        temperature=0,
+        messages=[{"role": "user", "content": "What is the capital of Italy?"}],
+    )
     chunks = list(stream)
     *answer, last = chunks
     assert len(answer) >= 2 and all(c.choices for c in answer)
@@ -161,15 +204,22 @@ def test_stream_passes_chunks_through_then_the_verdict(served, llama):
     assert last.choices == [] and last.id == answer[0].id and last.model == answer[0].model
     check_verdict(last.model_extra["bbwd"], healthz_fingerprint(served), text)  # the gathered deltas' sentences
     direct = served.client().chat.completions.create(  # the same request, not streamed: the same answer
-        model=llama.model, max_tokens=8, temperature=0,
-        messages=[{"role": "user", "content": "What is the capital of Italy?"}])
+        model=llama.model,
+        max_tokens=8,
+        temperature=0,
+        messages=[{"role": "user", "content": "What is the capital of Italy?"}],
+    )
     assert direct.choices[0].message.content == text
 
 
 def test_n_choices_pass_through_with_one_verdict(served, llama):
     got = served.client().chat.completions.create(
-        model=llama.model, n=3, max_tokens=6, temperature=1.0,
-        messages=[{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a colour."}])
+        model=llama.model,
+        n=3,
+        max_tokens=6,
+        temperature=1.0,
+        messages=[{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Name a colour."}],
+    )
     assert [c.index for c in got.choices] == [0, 1, 2]
     check_verdict(got.model_extra["bbwd"], healthz_fingerprint(served))
 
@@ -177,8 +227,12 @@ def test_n_choices_pass_through_with_one_verdict(served, llama):
 def test_a_stream_cut_midway_ends_with_an_error_event(served, llama):
     t0 = time.monotonic()
     stream = served.client().chat.completions.create(
-        model=llama.model, stream=True, max_tokens=12, temperature=0,
-        messages=[{"role": "user", "content": "Tell me about the sea. [cut]"}])
+        model=llama.model,
+        stream=True,
+        max_tokens=12,
+        temperature=0,
+        messages=[{"role": "user", "content": "Tell me about the sea. [cut]"}],
+    )
     received = []
     with pytest.raises(openai.APIError) as err:
         for chunk in stream:
@@ -187,5 +241,6 @@ def test_a_stream_cut_midway_ends_with_an_error_event(served, llama):
     assert err.value.body["type"] == "upstream_error" and "stream broken" in err.value.body["message"]
     assert time.monotonic() - t0 < 120
     answer = served.client().chat.completions.create(  # the server goes on
-        model=llama.model, max_tokens=4, messages=[{"role": "user", "content": "Name a fish."}])
+        model=llama.model, max_tokens=4, messages=[{"role": "user", "content": "Name a fish."}]
+    )
     assert answer.model_extra["bbwd"]["k"] == K

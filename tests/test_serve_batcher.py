@@ -10,17 +10,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+from conftest import break_teacher_pass_on
 
-import blackbox_wd.serve.batcher as batcher_module
+import blackbox_wd.pipeline as pipeline_module
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.pipeline import Detector, Result
-from blackbox_wd.serve.service import _scoring_failed
 from blackbox_wd.records import Sample, SampleSet
 from blackbox_wd.serve.batcher import TeacherBatcher
 from blackbox_wd.serve.metrics import Metrics
+from blackbox_wd.serve.service import _scoring_failed
 from blackbox_wd.settings import Settings
-from conftest import break_teacher_pass_on
 
 pytestmark = pytest.mark.slow
 
@@ -49,8 +49,10 @@ def run_batch(detector: Detector, jobs) -> tuple[list[Result | BaseException], M
     metrics = Metrics.create()
 
     async def go():
-        with ThreadPoolExecutor(1, thread_name_prefix="bbwd-model") as model, \
-                ThreadPoolExecutor(2, thread_name_prefix="bbwd-ot") as ot:
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix="bbwd-model") as model,
+            ThreadPoolExecutor(2, thread_name_prefix="bbwd-ot") as ot,
+        ):
             batcher = TeacherBatcher(detector, model, ot, metrics, wait=0.05)
             batcher.start()
             out = await asyncio.gather(*(batcher.score(m, s) for m, s in jobs), return_exceptions=True)
@@ -63,23 +65,26 @@ def run_batch(detector: Detector, jobs) -> tuple[list[Result | BaseException], M
 def test_requests_together_share_one_pass_off_the_event_loop(smollm_teacher, one_thread, monkeypatch):
     detector = Detector(smollm_teacher, LocalSampler(smollm_teacher), Settings(k=2, device="cpu"))
     threads: dict[str, set[str]] = {"teacher_pass_isolated": set(), "score_states": set()}
-    for name in threads:
-        real = getattr(batcher_module, name)
+    for name in threads:  # the wiring's stages, which the batcher calls through its Detector
+        real = getattr(pipeline_module, name)
 
         def spy(*args, _real=real, _name=name, **kw):
             threads[_name].add(threading.current_thread().name.rsplit("_", 1)[0])
             return _real(*args, **kw)
 
-        monkeypatch.setattr(batcher_module, name, spy)
+        monkeypatch.setattr(pipeline_module, name, spy)
     results, metrics = run_batch(detector, items())
+    seen = {name: set(where) for name, where in threads.items()}  # before the reference below runs on this thread
     expected = detector.score_many(items())
     assert [r.avg_wd for r in results] == [e.avg_wd for e in expected]  # the same single pass: identical
     assert [r.eigen_wd for r in results] == [e.eigen_wd for e in expected]
-    assert results[0].settings["fingerprint"] == detector.fingerprint()
-    assert threads == {"teacher_pass_isolated": {"bbwd-model"}, "score_states": {"bbwd-ot"}}
+    assert results[0].settings["fingerprint"] == detector.fingerprint
+    assert seen == {"teacher_pass_isolated": {"bbwd-model"}, "score_states": {"bbwd-ot"}}
     batches = metrics.teacher_batch.collect()[0].samples
-    assert {s.name: s.value for s in batches if s.name.endswith(("_count", "_sum"))} == \
-        {"bbwd_teacher_batch_requests_count": 1.0, "bbwd_teacher_batch_requests_sum": 3.0}
+    assert {s.name: s.value for s in batches if s.name.endswith(("_count", "_sum"))} == {
+        "bbwd_teacher_batch_requests_count": 1.0,
+        "bbwd_teacher_batch_requests_sum": 3.0,
+    }
     assert metrics.queue_depth.collect()[0].samples[0].value == 0
 
 

@@ -33,8 +33,14 @@ def action_for(seen: Counter):
 
     def pick(body: dict) -> str | None:
         text = str((body.get("messages") or [{}])[-1].get("content"))
-        for marker, action in (("[500]", "500"), ("[429]", "429"), ("[drop]", "drop"), ("[400]", "400"),
-                               ("[401]", "401"), ("[stall]", "stall:3")):
+        for marker, action in (
+            ("[500]", "500"),
+            ("[429]", "429"),
+            ("[drop]", "drop"),
+            ("[400]", "400"),
+            ("[401]", "401"),
+            ("[stall]", "stall:3"),
+        ):
             if marker in text:
                 return action
         if "[flaky]" in text:
@@ -47,8 +53,13 @@ def action_for(seen: Counter):
 
 @pytest.fixture(scope="module")
 def fault():
-    leaky = {"error": {"message": f"Incorrect API key provided: {UPSTREAM_KEY}", "type": "invalid_request_error",
-                       "code": "invalid_api_key"}}
+    leaky = {
+        "error": {
+            "message": f"Incorrect API key provided: {UPSTREAM_KEY}",
+            "type": "invalid_request_error",
+            "code": "invalid_api_key",
+        }
+    }
     with FaultServer(api_key=UPSTREAM_KEY, override=action_for(Counter()), error_bodies={401: leaky}) as server:
         yield server
 
@@ -57,9 +68,24 @@ def fault():
 def served(fault, tmp_path_factory):
     """`bbwd serve --target served-model --base-url <fault server> --api-key-env ...`, K=2, a 2 s retry budget."""
     tmp = tmp_path_factory.mktemp("serve_faults")
-    args = ["--target", MODEL, "--base-url", fault.base_url, "--api-key-env", "UPSTREAM_KEY_FOR_TEST", "-k", "2",
-            "--max-tokens", "24", "--cache-dir", str(tmp / "cache"), "--retry-budget", str(BUDGET),
-            "--max-body-bytes", str(MAX_BODY)]
+    args = [
+        "--target",
+        MODEL,
+        "--base-url",
+        fault.base_url,
+        "--api-key-env",
+        "UPSTREAM_KEY_FOR_TEST",
+        "-k",
+        "2",
+        "--max-tokens",
+        "24",
+        "--cache-dir",
+        str(tmp / "cache"),
+        "--retry-budget",
+        str(BUDGET),
+        "--max-body-bytes",
+        str(MAX_BODY),
+    ]
     env = {"UPSTREAM_KEY_FOR_TEST": UPSTREAM_KEY, "BBWD_API_BACKOFF_CAP": "0.1", "BBWD_API_TIMEOUT": "10"}
     with BbwdServe(args, tmp / "serve.log", env=env) as server:
         server.tmp = tmp
@@ -70,8 +96,11 @@ def served(fault, tmp_path_factory):
 def ask(server: BbwdServe, content: str, **kw) -> dict:
     """A chat completion through the official client; its body as a dict (kept for the key check)."""
     try:
-        got = server.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": content}],
-                                                      **kw).to_dict()
+        got = (
+            server.client()
+            .chat.completions.create(model=MODEL, messages=[{"role": "user", "content": content}], **kw)
+            .to_dict()
+        )
     except openai.APIStatusError as exc:
         server.bodies.append(exc.response.text)
         raise
@@ -102,15 +131,35 @@ def test_bad_input_gets_openai_errors_and_the_server_goes_on(served, fault):
         (raw_post(served, b'[1, 2]'), 400, None, "must be a JSON object"),
         (raw_post(served, json.dumps({"model": MODEL}).encode()), 400, "messages", "messages: Field required"),
         (raw_post(served, json.dumps({"model": MODEL, "messages": []}).encode()), 400, "messages", "at least 1"),
-        (raw_post(served, json.dumps({"model": MODEL, "messages": [{"role": "robot", "content": "x"}]}).encode()),
-         400, "messages.0.role", "messages.0.role"),
-        (raw_post(served, json.dumps({"model": MODEL, "stream": "yes",
-                                      "messages": [{"role": "user", "content": "x"}]}).encode()),
-         400, "stream", "valid boolean"),
-        (raw_post(served, json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "x" * MAX_BODY}]})
-                  .encode()), 413, None, f"larger than {MAX_BODY} bytes"),
-        (raw_post(served, json.dumps({"model": "gpt-17", "messages": [{"role": "user", "content": "x"}]}).encode()),
-         404, "model", "'gpt-17' does not exist"),
+        (
+            raw_post(served, json.dumps({"model": MODEL, "messages": [{"role": "robot", "content": "x"}]}).encode()),
+            400,
+            "messages.0.role",
+            "messages.0.role",
+        ),
+        (
+            raw_post(
+                served,
+                json.dumps({"model": MODEL, "stream": "yes", "messages": [{"role": "user", "content": "x"}]}).encode(),
+            ),
+            400,
+            "stream",
+            "valid boolean",
+        ),
+        (
+            raw_post(
+                served, json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "x" * MAX_BODY}]}).encode()
+            ),
+            413,
+            None,
+            f"larger than {MAX_BODY} bytes",
+        ),
+        (
+            raw_post(served, json.dumps({"model": "gpt-17", "messages": [{"role": "user", "content": "x"}]}).encode()),
+            404,
+            "model",
+            "'gpt-17' does not exist",
+        ),
     ]
     for response, status, param, text in cases:
         assert response.status_code == status, response.text
@@ -141,7 +190,8 @@ def test_token_required_on_every_route_but_health(served):
     assert no_token.status_code == 401 and no_token.headers["www-authenticate"] == "Bearer"
     with pytest.raises(openai.AuthenticationError):
         served.client(api_key="not-the-token").chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "x"}])
+            model=MODEL, messages=[{"role": "user", "content": "x"}]
+        )
     good(served)
 
 
@@ -171,13 +221,23 @@ def test_a_client_error_of_the_target_comes_back_as_is(served):
 
 def test_body_forwarded_unchanged_tools_pass_through_and_text_is_scored(served, fault):
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}]
-    messages = [{"role": "developer", "content": "Be brief."},
-                {"role": "user", "content": [{"type": "text", "text": "Capital of Ghana?"},
-                                             {"type": "image_url", "image_url": {"url": "data:,"}}]},
-                {"role": "assistant", "content": None,
-                 "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "Accra"},
-                {"role": "user", "content": "So? [tools]"}]
+    messages = [
+        {"role": "developer", "content": "Be brief."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Capital of Ghana?"},
+                {"type": "image_url", "image_url": {"url": "data:,"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "Accra"},
+        {"role": "user", "content": "So? [tools]"},
+    ]
     request = {"model": MODEL, "messages": messages, "tools": tools, "tool_choice": "auto", "user": "u-1"}
     sent = len(fault.received)
     response = raw_post(served, json.dumps(request).encode())
@@ -190,9 +250,15 @@ def test_body_forwarded_unchanged_tools_pass_through_and_text_is_scored(served, 
     forwarded = [r for r in new if "tools" in r["body"]]
     assert [r["body"] for r in forwarded] == [request]  # the client's request, unchanged, sent once
     scoring = [r["body"] for r in new if "tools" not in r["body"]]
-    assert scoring and all(b["messages"] == [{"role": "system", "content": "Be brief."},
-                                             {"role": "user", "content": "Capital of Ghana?"},
-                                             {"role": "user", "content": "So? [tools]"}] for b in scoring)
+    assert scoring and all(
+        b["messages"]
+        == [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Capital of Ghana?"},
+            {"role": "user", "content": "So? [tools]"},
+        ]
+        for b in scoring
+    )
     assert all(r["authorization"] == f"Bearer {UPSTREAM_KEY}" for r in new)  # bbwd's key, never the client's token
 
 
@@ -201,16 +267,22 @@ def test_a_request_the_teacher_cannot_take_fails_alone(served, fault):
 
     async def together():
         async with served.async_client() as client:
-            return await asyncio.gather(*(client.chat.completions.create(
-                model=MODEL, messages=[{"role": "user", "content": text}])
-                for text in ["Name a river.", long, "Name a mountain."]), return_exceptions=True)
+            return await asyncio.gather(
+                *(
+                    client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": text}])
+                    for text in ["Name a river.", long, "Name a mountain."]
+                ),
+                return_exceptions=True,
+            )
 
     sent = len(fault.received)
     first, failed, third = asyncio.run(together())
     assert first.model_extra["bbwd"]["k"] == 2 and third.model_extra["bbwd"]["k"] == 2
     assert isinstance(failed, openai.BadRequestError) and failed.status_code == 400  # refused before any sampling
-    assert failed.body["code"] == "context_length_exceeded" and "over the teacher's context of 8192" in \
-        failed.body["message"]
+    assert (
+        failed.body["code"] == "context_length_exceeded"
+        and "over the teacher's context of 8192" in failed.body["message"]
+    )
     assert not any("word word" in str(r["body"]) for r in fault.received[sent:])  # nothing of it reached the target
     good(served)
 

@@ -30,8 +30,12 @@ def served(tmp_path_factory):
 
 def post(server: BbwdServe, body: bytes, timeout: float = 120) -> httpx.Response:
     """A raw POST with the server's token."""
-    return httpx.post(server.base_url + "/chat/completions", content=body, timeout=timeout,
-                      headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.token}"})
+    return httpx.post(
+        server.base_url + "/chat/completions",
+        content=body,
+        timeout=timeout,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.token}"},
+    )
 
 
 def ask(client: openai.AsyncOpenAI, content: str, **kw):
@@ -50,10 +54,12 @@ def test_an_over_context_request_is_refused_at_once_and_delays_no_one(served):
     async def run():
         async with served.async_client(timeout=120) as client:
             _, alone = await timed(ask(client, "Name a river."))  # also warms the model up
-            (over, t_over), (ok, t_ok) = await asyncio.gather(timed(ask(client, "word " * 20000)),
-                                                              timed(ask(client, "Name a mountain.")))
-            (big, t_big), (ok2, t_ok2) = await asyncio.gather(timed(ask(client, "hello world " * 250_000)),
-                                                              timed(ask(client, "Name a lake.")))
+            (over, t_over), (ok, t_ok) = await asyncio.gather(
+                timed(ask(client, "word " * 20000)), timed(ask(client, "Name a mountain."))
+            )
+            (big, t_big), (ok2, t_ok2) = await asyncio.gather(
+                timed(ask(client, "hello world " * 250_000)), timed(ask(client, "Name a lake."))
+            )
             return alone, over, t_over, ok, t_ok, big, t_big, ok2, t_ok2
 
     alone, over, t_over, ok, t_ok, big, t_big, ok2, t_ok2 = asyncio.run(run())
@@ -72,13 +78,17 @@ def test_an_over_context_request_is_refused_at_once_and_delays_no_one(served):
 
 def test_a_request_may_not_ask_for_more_work_than_the_scoring(served):
     with pytest.raises(openai.BadRequestError) as err:
-        served.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
-                                                n=4, max_tokens=100)
+        served.client().chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Hi"}], n=4, max_tokens=100
+        )
     assert err.value.body["param"] == "max_tokens" and err.value.body["code"] == "invalid_value"
-    assert "n x max_tokens = 4 x 100 tokens is over this server's bound of K x --max-tokens = 3 x 16" in \
-        err.value.body["message"]
-    got = served.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
-                                                  n=3, max_tokens=16)
+    assert (
+        "n x max_tokens = 4 x 100 tokens is over this server's bound of K x --max-tokens = 3 x 16"
+        in err.value.body["message"]
+    )
+    got = served.client().chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Hi"}], n=3, max_tokens=16
+    )
     assert len(got.choices) == 3 and got.model_extra["bbwd"]["k"] == 3
 
 
@@ -95,9 +105,11 @@ def test_a_lone_surrogate_is_a_400_not_a_500(served):
 def test_a_client_that_hangs_up_is_not_an_internal_error(served):
     before = served.metrics()
     with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Authorization: Bearer " + served.token.encode() + b"\r\nContent-Length: 1000\r\n\r\n"
-                     b'{"model": "smollm2-135m", "stream": true, "messages": [')
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Authorization: Bearer " + served.token.encode() + b"\r\nContent-Length: 1000\r\n\r\n"
+            b'{"model": "smollm2-135m", "stream": true, "messages": ['
+        )
         time.sleep(0.5)
     deadline = time.monotonic() + 30
     while metric(served.metrics(), "bbwd_errors_total", kind="client_disconnected") < 1:
@@ -110,7 +122,7 @@ def test_a_client_that_hangs_up_is_not_an_internal_error(served):
 
 def test_a_huge_header_gets_431_and_the_server_stays_up(served):
     with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
-        request = (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 1_000_000 + b"\r\n\r\n")
+        request = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 1_000_000 + b"\r\n\r\n"
         sock.sendall(request)
         answer = b""
         while chunk := sock.recv(65536):
@@ -127,8 +139,9 @@ def test_control_token_text_in_a_message_stays_in_its_turn(served):
 
     tok = AutoTokenizer.from_pretrained(ensure_hf_folder(EMBEDDED_MODELS[MODEL]))
     messages = [{"role": "user", "content": HOSTILE}]
-    expected = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False,
-                                       sanitize_control_tokens=True)
+    expected = tok.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=False, sanitize_control_tokens=True
+    )
     assert expected.count(tok.convert_tokens_to_ids("<|im_start|>")) == 3  # the template's own turns only
     got = served.client().chat.completions.create(model=MODEL, messages=messages)
     assert got.usage.prompt_tokens == len(expected) and got.model_extra["bbwd"]["k"] == 3

@@ -32,9 +32,29 @@ def test_white_box_answer_and_verdict_are_bbwd_scores(served):
     assert 1 <= got.usage.completion_tokens <= 8 and got.usage.prompt_tokens > 5
     bbwd = got.model_extra["bbwd"]
     # `bbwd score` with the same settings: white-box samples are seeded per (seed, messages, index)
-    proc = subprocess.run([sys.executable, "-m", "blackbox_wd", "score", "--json", "-k", "2", "--max-tokens", "8",
-                           "--seed", "5", "--device", "cpu", PROMPT], cwd=REPO, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "blackbox_wd",
+            "score",
+            "--json",
+            "-k",
+            "2",
+            "--max-tokens",
+            "8",
+            "--seed",
+            "5",
+            "--device",
+            "cpu",
+            PROMPT,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert bbwd["fingerprint"] == result["settings"]["fingerprint"] and bbwd["k"] == 2
@@ -46,8 +66,9 @@ def test_white_box_answer_and_verdict_are_bbwd_scores(served):
 
 @pytest.mark.slow
 def test_white_box_stream_and_concurrent_async_requests(served):
-    stream = served.client().chat.completions.create(model=MODEL, stream=True, n=2, temperature=0,
-                                                     messages=[{"role": "user", "content": PROMPT}])
+    stream = served.client().chat.completions.create(
+        model=MODEL, stream=True, n=2, temperature=0, messages=[{"role": "user", "content": PROMPT}]
+    )
     *answer, last = list(stream)
     assert sorted({c.choices[0].index for c in answer}) == [0, 1]
     texts = ["".join(c.choices[0].delta.content or "" for c in answer if c.choices[0].index == i) for i in (0, 1)]
@@ -56,8 +77,14 @@ def test_white_box_stream_and_concurrent_async_requests(served):
 
     async def four():
         async with served.async_client() as client:
-            return await asyncio.gather(*(client.chat.completions.create(
-                model=MODEL, max_tokens=4, messages=[{"role": "user", "content": f"Count to {i}."}]) for i in range(4)))
+            return await asyncio.gather(
+                *(
+                    client.chat.completions.create(
+                        model=MODEL, max_tokens=4, messages=[{"role": "user", "content": f"Count to {i}."}]
+                    )
+                    for i in range(4)
+                )
+            )
 
     for got in asyncio.run(four()):
         assert got.choices[0].message.content and got.model_extra["bbwd"]["k"] == 2
@@ -65,8 +92,14 @@ def test_white_box_stream_and_concurrent_async_requests(served):
 
 def serve_error(*args: str, env: dict | None = None) -> str:
     """stderr of a `bbwd serve` that must fail at once with exit code 2."""
-    proc = subprocess.run([sys.executable, "-m", "blackbox_wd", "serve", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-m", "blackbox_wd", "serve", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr

@@ -5,30 +5,33 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import break_teacher_pass_on
 
 from blackbox_wd.cli import main
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import SCORE_FIELDS, Settings, fingerprint
-from conftest import break_teacher_pass_on
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("k", 0, "k must be at least 2 (got 0)"),
-    ("k", 1, "k must be at least 2 (got 1)"),
-    ("top_p", 0.0, "top_p must be in (0, 1] (got 0.0)"),
-    ("top_p", 1.5, "top_p must be in (0, 1] (got 1.5)"),
-    ("temperature", -1.0, "temperature must be a number >= 0 (got -1.0)"),
-    ("temperature", float("nan"), "temperature must be a number >= 0 (got nan)"),
-    ("max_tokens", 0, "max_tokens must be an integer >= 1 (got 0)"),
-    ("concurrency", 0, "concurrency must be an integer >= 1 (got 0)"),
-    ("token_budget", 0, "token_budget must be an integer >= 1 (got 0)"),
-    ("alpha", -1e-3, "alpha must be a number >= 0 (got -0.001)"),
-    ("p", 0.0, "p must be a number > 0 (got 0.0)"),
-    ("seed", -1, "seed must be an integer >= 0 (got -1)"),
-    ("layer", 0, "layer must be an integer >= 1 (got 0)"),
-    ("dtype", "int8", "dtype must be one of auto, float32, bfloat16, float16 (got int8)"),
-    ("retry_budget", -5.0, "retry_budget must be a number of seconds >= 0 (got -5.0)"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("k", 0, "k must be at least 2 (got 0)"),
+        ("k", 1, "k must be at least 2 (got 1)"),
+        ("top_p", 0.0, "top_p must be in (0, 1] (got 0.0)"),
+        ("top_p", 1.5, "top_p must be in (0, 1] (got 1.5)"),
+        ("temperature", -1.0, "temperature must be a number >= 0 (got -1.0)"),
+        ("temperature", float("nan"), "temperature must be a number >= 0 (got nan)"),
+        ("max_tokens", 0, "max_tokens must be an integer >= 1 (got 0)"),
+        ("concurrency", 0, "concurrency must be an integer >= 1 (got 0)"),
+        ("token_budget", 0, "token_budget must be an integer >= 1 (got 0)"),
+        ("alpha", -1e-3, "alpha must be a number >= 0 (got -0.001)"),
+        ("p", 0.0, "p must be a number > 0 (got 0.0)"),
+        ("seed", -1, "seed must be an integer >= 0 (got -1)"),
+        ("layer", 0, "layer must be an integer >= 1 (got 0)"),
+        ("dtype", "int8", "dtype must be one of auto, float32, bfloat16, float16 (got int8)"),
+        ("retry_budget", -5.0, "retry_budget must be a number of seconds >= 0 (got -5.0)"),
+    ],
+)
 def test_settings_out_of_range_are_refused(field, value, message):
     with pytest.raises(BBWDError) as err:
         Settings(**{field: value})
@@ -43,26 +46,40 @@ def run_cli(argv, capsys):
     return done.value.code, out.out, out.err
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["batch", "IN", "-o", "OUT", "--group-size", "0"], "error: group_size must be an integer >= 1 (got 0)"),
-    (["batch", "IN", "-o", "OUT", "--top-p", "0"], "error: top_p must be in (0, 1] (got 0.0)"),
-    (["batch", "IN", "-o", "OUT", "--top-p", "1.5"], "error: top_p must be in (0, 1] (got 1.5)"),
-    (["batch", "IN", "-o", "OUT", "--temperature", "-1"], "error: temperature must be a number >= 0 (got -1.0)"),
-    (["batch", "IN", "-o", "OUT", "-k", "0"], "error: k must be at least 2 (got 0)"),
-    (["batch", "IN", "-o", "OUT", "--concurrency", "0"], "error: concurrency must be an integer >= 1 (got 0)"),
-    (["batch", "IN", "-o", "OUT", "--max-tokens", "0"], "error: max_tokens must be an integer >= 1 (got 0)"),
-    (["batch", "IN", "-o", "missing_dir/out.jsonl"], "error: output folder missing_dir does not exist: create it first"),
-    (["batch", "IN", "-o", "."], "error: output . is a folder: give a file path with -o"),
-    (["batch", "nope.jsonl", "-o", "OUT"], "error: input file not found: nope.jsonl"),
-    (["score", "-k", "abc", "hi"], "error: Invalid value for '-k' / '--k'"),
-    (["score"], "error: Missing argument 'prompt'."),
-    (["scor", "hi"], "error: No such command 'scor'."),
-    (["score", "--top-p", "0", "hi"], "error: top_p must be in (0, 1] (got 0.0)"),
-    (["score", "--target", "gpt-4o", "hi"], "error: unknown target 'gpt-4o': API presets are gpt-4o-mini, "
-                                            "deepseek-chat; any other model behind an OpenAI-compatible endpoint "
-                                            "needs --base-url URL"),
-    (["score", "--target", "org/name", "hi"], "error: unknown target 'org/name': API presets are"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["batch", "IN", "-o", "OUT", "--group-size", "0"], "error: group_size must be an integer >= 1 (got 0)"),
+        (["batch", "IN", "-o", "OUT", "--top-p", "0"], "error: top_p must be in (0, 1] (got 0.0)"),
+        (["batch", "IN", "-o", "OUT", "--top-p", "1.5"], "error: top_p must be in (0, 1] (got 1.5)"),
+        (["batch", "IN", "-o", "OUT", "--temperature", "-1"], "error: temperature must be a number >= 0 (got -1.0)"),
+        (["batch", "IN", "-o", "OUT", "-k", "0"], "error: k must be at least 2 (got 0)"),
+        (["batch", "IN", "-o", "OUT", "--concurrency", "0"], "error: concurrency must be an integer >= 1 (got 0)"),
+        (["batch", "IN", "-o", "OUT", "--max-tokens", "0"], "error: max_tokens must be an integer >= 1 (got 0)"),
+        (
+            ["batch", "IN", "-o", "missing_dir/out.jsonl"],
+            "error: output folder missing_dir does not exist: create it first",
+        ),
+        (["batch", "IN", "-o", "."], "error: output . is a folder: give a file path with -o"),
+        (["batch", "nope.jsonl", "-o", "OUT"], "error: input file not found: nope.jsonl"),
+        (["score", "-k", "abc", "hi"], "error: k must be an integer >= 2 or auto (got abc)"),
+        (["score", "-k", "5", "--k-max", "20", "hi"], "error: --k-max applies with -k auto"),
+        (
+            ["score", "-k", "auto", "--k-max", "1", "hi"],
+            "error: k must be at least 2 (got 1): a distance needs two responses",
+        ),
+        (["score"], "error: Missing argument 'prompt'."),
+        (["scor", "hi"], "error: No such command 'scor'."),
+        (["score", "--top-p", "0", "hi"], "error: top_p must be in (0, 1] (got 0.0)"),
+        (
+            ["score", "--target", "gpt-4o", "hi"],
+            "error: unknown target 'gpt-4o': API presets are gpt-4o-mini, "
+            "deepseek-chat; any other model behind an OpenAI-compatible endpoint "
+            "needs --base-url URL",
+        ),
+        (["score", "--target", "org/name", "hi"], "error: unknown target 'org/name': API presets are"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "IN").write_text('{"prompt": "hi", "responses": ["a", "b"]}\n')
@@ -113,8 +130,9 @@ def test_an_error_while_scoring_is_one_line_and_debug_shows_its_cause(capsys, mo
     from blackbox_wd.teachers.hf import HFTeacher
 
     teacher = HFTeacher(*tiny_llama, name="tiny")
-    monkeypatch.setattr(pipeline.Detector, "from_settings",
-                        classmethod(lambda cls, s, cal=None: cls(teacher, LocalSampler(teacher), s, cal)))
+    monkeypatch.setattr(
+        pipeline.Detector, "from_settings", classmethod(lambda cls, s, cal=None: cls(teacher, LocalSampler(teacher), s))
+    )
     break_teacher_pass_on(monkeypatch, "hi", "pass\nbroke")
     code, _, err = run_cli(["score", "-k", "2", "--max-tokens", "3", "--device", "cpu", "hi"], capsys)
     assert code == 2 and err.splitlines()[-1] == "error: scoring failed: RuntimeError: pass broke", err

@@ -14,8 +14,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "transformers", "sklearn", "matplotlib", "rouge_score", "nltk", "ot", "scipy", "ray", "fastapi",
-         "spacy")
+HEAVY = (
+    "torch",
+    "transformers",
+    "sklearn",
+    "matplotlib",
+    "rouge_score",
+    "nltk",
+    "ot",
+    "scipy",
+    "ray",
+    "fastapi",
+    "spacy",
+)
 
 PROBE = """
 import json, sys
@@ -27,34 +38,66 @@ print(json.dumps({{"code": code, "heavy": [m for m in {heavy!r} if m in sys.modu
 def probe(body: str) -> dict:
     """Run ``body`` in a fresh interpreter; the exit code it sets and the heavy modules it loaded."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    out = subprocess.run([sys.executable, "-c", PROBE.format(body=body, heavy=HEAVY)], capture_output=True,
-                         text=True, timeout=120, env=env, cwd=ROOT, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(body=body, heavy=HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
     return json.loads(out.stdout.splitlines()[-1])
 
 
 def run_main(argv: list[str]) -> str:
-    return ("from blackbox_wd.cli import main\n"
-            f"try:\n    main({argv!r})\nexcept SystemExit as exc:\n    code = exc.code\n")
+    return (
+        f"from blackbox_wd.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
+    )
 
 
 def test_import_cli_loads_no_heavy_module() -> None:
     assert probe("import blackbox_wd.cli\ncode = 0") == {"code": 0, "heavy": []}
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["score", "--help"], ["batch", "--help"], ["eval", "--help"],
-                                  ["calibrate", "--help"], ["serve", "--help"], []])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["score", "--help"],
+        ["batch", "--help"],
+        ["eval", "--help"],
+        ["calibrate", "--help"],
+        ["serve", "--help"],
+        [],
+    ],
+)
 def test_help_loads_no_heavy_module(argv: list[str]) -> None:
     assert probe(run_main(argv)) == {"code": 0, "heavy": []}
 
 
-@pytest.mark.parametrize("argv", [["score", "-k", "1", "x"], ["score", "--temperature", "-1", "x"],
-                                  ["score", "-k", "two", "x"], ["score"], ["no-such-command"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["score", "-k", "1", "x"],
+        ["score", "--temperature", "-1", "x"],
+        ["score", "-k", "two", "x"],
+        ["score"],
+        ["no-such-command"],
+    ],
+)
 def test_argument_error_loads_no_heavy_module(argv: list[str]) -> None:
     assert probe(run_main(argv)) == {"code": 2, "heavy": []}
 
 
-@pytest.mark.parametrize("argv", [["score", " "], ["batch", "no-such-file.jsonl", "-o", "out.jsonl"],
-                                  ["batch", "fixtures/tiny_qa.jsonl", "-o", "out.jsonl", "--ray-address", "auto"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["score", " "],
+        ["batch", "no-such-file.jsonl", "-o", "out.jsonl"],
+        ["batch", "fixtures/tiny_qa.jsonl", "-o", "out.jsonl", "--ray-address", "auto"],
+    ],
+)
 def test_input_error_found_before_the_models_loads_no_heavy_module(argv: list[str]) -> None:
     assert probe(run_main(argv)) == {"code": 2, "heavy": []}
 
@@ -64,7 +107,8 @@ def test_public_names_still_import() -> None:
     from blackbox_wd import BBWDError, Calibration, Detector, Result, Settings
 
     assert blackbox_wd.Detector is Detector and Settings().k == 10
-    assert {BBWDError, Calibration, Detector, Result, Settings} <= {getattr(blackbox_wd, n) for n in blackbox_wd.__all__}
+    exported = {getattr(blackbox_wd, n) for n in blackbox_wd.__all__}
+    assert {BBWDError, Calibration, Detector, Result, Settings} <= exported
     with pytest.raises(AttributeError):
         blackbox_wd.no_such_name  # noqa: B018
 

@@ -35,7 +35,7 @@ def test_a_second_pass_reads_every_response_and_the_answer_from_the_cache(teache
     assert teacher.tokens.real == forced  # nothing ran
     assert (first.cached, second.cached) == (0, 4)
     assert first.teacher_tokens > 0 and second.teacher_tokens == 0
-    for a, b in zip([*first.states, first.answer], [*second.states, second.answer]):
+    for a, b in zip([*first.states, first.answer], [*second.states, second.answer], strict=True):
         np.testing.assert_array_equal(a.states, b.states)
         np.testing.assert_array_equal(a.last, b.last)
     assert len(cache) == 4
@@ -74,10 +74,24 @@ def test_entries_are_npz_without_pickles(teacher, tmp_path):
 
 
 RECORDS = [
-    {"id": "a", "source": "t", "question": "what is the capital of france", "answers": ["paris"],
-     "response": "paris", "samples": ["paris", "it is paris", "rome", "a big city"], "label": 0},
-    {"id": "b", "source": "t", "question": "what is a big city", "answers": ["paris"],
-     "response": "rome", "samples": ["rome", "paris", "no", "yes it is"], "label": 1},
+    {
+        "id": "a",
+        "source": "t",
+        "question": "what is the capital of france",
+        "answers": ["paris"],
+        "response": "paris",
+        "samples": ["paris", "it is paris", "rome", "a big city"],
+        "label": 0,
+    },
+    {
+        "id": "b",
+        "source": "t",
+        "question": "what is a big city",
+        "answers": ["paris"],
+        "response": "rome",
+        "samples": ["rome", "paris", "no", "yes it is"],
+        "label": 1,
+    },
 ]
 
 
@@ -92,7 +106,7 @@ def test_an_eval_rerun_with_a_smaller_k_reads_the_states_of_the_first(teacher, t
     assert teacher.tokens.real == forced
     assert [r["timings"]["teacher_cached"] for r in rows] == [4, 4]  # 3 samples and the judged answer
     fresh = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3)), data, tmp_path / "fresh")
-    for r, f in zip(rows, fresh):
+    for r, f in zip(rows, fresh, strict=True):
         assert "teacher_cached" not in f["timings"]
         for key in ("avg_wd", "eigen_wd", "answer_wd", "lne", "es"):
             assert r[key] == pytest.approx(f[key], rel=1e-5, abs=1e-6), key
@@ -107,8 +121,9 @@ def test_no_lne_runs_the_teacher_to_the_layer_only(teacher, tmp_path):
     with_lne = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3), cache=cache), load(path), tmp_path / "lne")
     assert all("lne" in r for r in with_lne)
     # the cache now holds log-probs: a run without LNE still has none
-    rows = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3), cache=cache, lne=False), load(path),
-                    tmp_path / "out")
+    rows = evaluate(
+        Detector(teacher, RecordedSamples(), Settings(k=3), cache=cache, lne=False), load(path), tmp_path / "out"
+    )
     assert [r["timings"]["teacher_cached"] for r in rows] == [4, 4]
     assert all("lne" not in r and r["lne_source"] is None and "es" in r for r in rows)
     settings = json.loads((tmp_path / "out" / "settings.json").read_text())

@@ -31,8 +31,17 @@ def test_layer_is_floor_half(teacher):
 
 def test_prompt_ids_follow_chat_template(teacher):
     tok = teacher.tokenizer
-    assert tok.convert_ids_to_tokens(teacher.prompt_ids(MESSAGES)) == \
-        ["<user>", "what", "is", "the", "capital", "of", "france", "<end>", "<assistant>"]
+    assert tok.convert_ids_to_tokens(teacher.prompt_ids(MESSAGES)) == [
+        "<user>",
+        "what",
+        "is",
+        "the",
+        "capital",
+        "of",
+        "france",
+        "<end>",
+        "<assistant>",
+    ]
 
 
 def test_states_are_exactly_the_response_tokens(teacher):
@@ -44,7 +53,7 @@ def test_states_are_exactly_the_response_tokens(teacher):
     # plain forward of the whole turn, EOS and end-of-turn included: only the response rows are kept
     eot = teacher.tokenizer.convert_tokens_to_ids(["<end>", "<eos>"])
     hidden, _ = plain_hidden(teacher.model, prompt + resp + eot, teacher.layer)
-    expected = hidden[len(prompt): len(prompt) + len(resp)]
+    expected = hidden[len(prompt) : len(prompt) + len(resp)]
     proj = projection_matrix(32)
     np.testing.assert_allclose(ts.states, expected @ proj, atol=1e-5)
     np.testing.assert_allclose(ts.last, expected[-1], atol=1e-5)
@@ -56,11 +65,11 @@ def test_states_are_exactly_the_response_tokens(teacher):
 def test_batched_padded_equals_single(teacher):
     responses = ["paris", "it is rome a big city", "the capital is paris yes"]
     batched = teacher.encode(MESSAGES, responses)
-    for r, ts in zip(responses, batched):
+    for r, ts in zip(responses, batched, strict=True):
         (single,) = teacher.encode(MESSAGES, [r])
         np.testing.assert_allclose(ts.states, single.states, atol=1e-5)
     teacher.token_budget = 1  # one sequence per forward pass
-    for ts, again in zip(batched, teacher.encode(MESSAGES, responses)):
+    for ts, again in zip(batched, teacher.encode(MESSAGES, responses), strict=True):
         np.testing.assert_allclose(ts.states, again.states, atol=1e-5)
 
 

@@ -37,8 +37,12 @@ def random_clouds(rng: np.random.Generator, sizes: list[int], dim: int = 128, no
     """Token-state-like clouds: a shared offset of the given norm plus per-response spread."""
     offset = rng.normal(size=dim)
     offset *= norm / np.linalg.norm(offset)
-    return [offset + rng.normal(size=(m, dim)) * (0.2 * norm / np.sqrt(dim)) + rng.normal(size=dim) * 0.05 * norm / np.sqrt(dim)
-            for m in sizes]
+    return [
+        offset
+        + rng.normal(size=(m, dim)) * (0.2 * norm / np.sqrt(dim))
+        + rng.normal(size=dim) * 0.05 * norm / np.sqrt(dim)
+        for m in sizes
+    ]
 
 
 def test_identical_sets_give_zero() -> None:
@@ -199,8 +203,12 @@ def test_w2_to_each_hand_computed():
     from blackbox_wd.transport import w2_to_each
 
     x = np.array([[0.0, 0.0], [2.0, 0.0]])
-    clouds = [np.array([[1.0, 0.0]]), x.copy(), np.array([[0.0, 3.0], [2.0, 3.0]]),
-              np.array([[0.0, 0.0], [0.0, 2.0], [2.0, 0.0], [2.0, 2.0]])]
+    clouds = [
+        np.array([[1.0, 0.0]]),
+        x.copy(),
+        np.array([[0.0, 3.0], [2.0, 3.0]]),
+        np.array([[0.0, 0.0], [0.0, 2.0], [2.0, 0.0], [2.0, 2.0]]),
+    ]
     np.testing.assert_allclose(w2_to_each(x, clouds), [1.0, 0.0, 3.0, np.sqrt(2.0)], rtol=1e-12, atol=1e-12)
 
 
@@ -265,7 +273,7 @@ def test_token_cost_rows_average_to_emd2(sizes):
     costs = token_costs_to_each(clouds[0], clouds[1:])
     assert costs.shape == (len(sizes) - 1, sizes[0]) and np.all(costs >= 0)
     x = clouds[0]
-    for row, y in zip(costs, clouds[1:]):
+    for row, y in zip(costs, clouds[1:], strict=True):
         a, b = np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y))
         ref = ot.emd2(a, b, ot.dist(x, y, metric="sqeuclidean"), numItermax=10_000_000)
         assert row.mean() == pytest.approx(ref, rel=1e-9)

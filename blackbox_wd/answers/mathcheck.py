@@ -58,8 +58,7 @@ def _worker() -> ProcessPoolExecutor:
 
 def _correct(response: str, answers: tuple[str, ...]) -> bool:
     pred = parse_response(response)
-    return bool(pred) and any(verify(list(parse_reference(a)), list(pred), timeout_seconds=TIMEOUT_S)
-                              for a in answers)
+    return bool(pred) and any(verify(list(parse_reference(a)), list(pred), timeout_seconds=TIMEOUT_S) for a in answers)
 
 
 def _same(gold: str, prediction: str) -> bool:

@@ -10,25 +10,54 @@ import re
 import string
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # rouge-score imports nltk (~1.5 s): loaded on first use, not on the path of `bbwd score`
-    from rouge_score.rouge_scorer import RougeScorer
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
 
-@lru_cache(maxsize=1)
-def _scorer() -> RougeScorer:
-    from rouge_score.rouge_scorer import RougeScorer
+def rouge_tokens(text: str) -> tuple[str, ...]:
+    """rouge-score's tokens of ``text``: its default tokenizer, no stemming (lowercase [a-z0-9] runs)."""
+    from rouge_score.tokenize import tokenize  # imported on first use: off the path of `bbwd --help`
 
-    return RougeScorer(["rougeL"], use_stemmer=False)
+    return tuple(tokenize(text, None))
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two token sequences.
+
+    Bit-parallel over ``b`` (Hyyro 2004, "Bit-parallel LCS-length computation revisited"): one integer
+    addition a token of ``a`` instead of a row of the dynamic programme, the same length as rouge-score's table.
+
+    >>> lcs_length("the cat sat on the mat".split(), "a cat sat the mat".split())
+    4
+    """
+    n = len(b)
+    if not a or not n:
+        return 0
+    match: dict[str, int] = {}
+    for i, token in enumerate(b):
+        match[token] = match.get(token, 0) | (1 << i)
+    ones = (1 << n) - 1
+    v = ones
+    for token in a:
+        u = v & match.get(token, 0)
+        v = ((v + u) | (v - u)) & ones
+    return n - v.bit_count()
+
+
+def token_rouge_l_f1(reference: Sequence[str], response: Sequence[str]) -> float:
+    """ROUGE-L F1 of two token sequences, as rouge-score computes it (0 when either is empty)."""
+    lcs = lcs_length(reference, response)
+    if lcs == 0:
+        return 0.0
+    precision, recall = lcs / len(response), lcs / len(reference)
+    return 2 * precision * recall / (precision + recall)
 
 
 def rouge_l_f1(reference: str, response: str) -> float:
-    """ROUGE-L F1 (rouge-score, no stemming; symmetric in its arguments)."""
-    return float(_scorer().score(reference, response)["rougeL"].fmeasure)
+    """ROUGE-L F1 (rouge-score's tokens, no stemming; symmetric in its arguments): equal to
+    ``RougeScorer(["rougeL"]).score(reference, response)["rougeL"].fmeasure``."""
+    return token_rouge_l_f1(rouge_tokens(reference), rouge_tokens(response))
 
 
 def normalize_answer(s: str) -> str:
@@ -51,6 +80,8 @@ def has_rouge_tokens(text: str) -> bool:
     return bool(tokenize(text, None))
 
 
+@lru_cache(maxsize=4096)
 def em_key(text: str) -> str:
-    """SQuAD normalisation, or lowercase/whitespace only when that leaves nothing ('A+', '---')."""
+    """SQuAD normalisation, or lowercase/whitespace only when that leaves nothing ('A+', '---'); memoised, as DSE's
+    exact-match judge asks it of every response once per pair."""
     return normalize_answer(text) or " ".join(text.lower().split())

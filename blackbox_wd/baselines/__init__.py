@@ -19,8 +19,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from blackbox_wd.baselines.dse import (Entails, TeacherEntailment, discrete_semantic_entropy,
-                                       exact_match_entails, semantic_ids)
+from blackbox_wd.baselines.dse import (
+    Entails,
+    TeacherEntailment,
+    discrete_semantic_entropy,
+    exact_match_entails,
+    semantic_ids,
+)
 from blackbox_wd.baselines.er import effective_rank
 from blackbox_wd.baselines.es import ES_ALPHA, eigenscore
 from blackbox_wd.baselines.lne import lne
@@ -28,14 +33,30 @@ from blackbox_wd.baselines.ls import lexical_similarity
 
 BASELINES = ("lne", "ls", "es", "er", "dse")
 
-__all__ = ["BASELINES", "ES_ALPHA", "Entails", "TeacherEntailment", "compute_baselines",
-           "discrete_semantic_entropy", "effective_rank", "eigenscore", "exact_match_entails",
-           "lexical_similarity", "lne", "semantic_ids"]
+__all__ = [
+    "BASELINES",
+    "ES_ALPHA",
+    "Entails",
+    "TeacherEntailment",
+    "compute_baselines",
+    "discrete_semantic_entropy",
+    "effective_rank",
+    "eigenscore",
+    "exact_match_entails",
+    "lexical_similarity",
+    "lne",
+    "semantic_ids",
+]
 
 
-def compute_baselines(responses: Sequence[str], *, logprobs: Sequence[Sequence[float]] | None = None,
-                      embeddings: Sequence[np.ndarray] | np.ndarray | None = None,
-                      entails: Entails | None = None, es_alpha: float = ES_ALPHA) -> dict[str, float]:
+def compute_baselines(
+    responses: Sequence[str],
+    *,
+    logprobs: Sequence[Sequence[float]] | None = None,
+    embeddings: Sequence[np.ndarray] | np.ndarray | None = None,
+    entails: Entails | None = None,
+    es_alpha: float = ES_ALPHA,
+) -> dict[str, float]:
     """All baselines computable from what is given, keyed lne/ls/es/er/dse.
 
     ``ls`` always; ``lne`` when ``logprobs`` is given; ``es`` and ``er`` when ``embeddings``

@@ -53,7 +53,7 @@ def semantic_ids(responses: Sequence[str], entails: Entails) -> list[int]:
             continue
         ids[i] = next_id
         if prefetch:
-            open_ = [b for j, b in enumerate(responses[i + 1:], i + 1) if ids[j] == -1 and b.strip() != a.strip()]
+            open_ = [b for j, b in enumerate(responses[i + 1 :], i + 1) if ids[j] == -1 and b.strip() != a.strip()]
             prefetch([(a, b) for b in open_])
             prefetch([(b, a) for b in open_ if entails(a, b)])
         for j in range(i + 1, len(responses)):
@@ -101,9 +101,11 @@ def final_answer_entails(premise: str, hypothesis: str) -> bool:
 def entailment_prompt(premise: str, hypothesis: str, question: str | None = None) -> str:
     """The yes/no question put to the teacher LM."""
     head = f'We are evaluating answers to the question "{question}".\n' if question else ""
-    return (f"{head}Answer A: {premise}\nAnswer B: {hypothesis}\n"
-            "Does Answer A entail Answer B, that is, if Answer A is true, must Answer B also be true? "
-            "Reply with yes or no only.")
+    return (
+        f"{head}Answer A: {premise}\nAnswer B: {hypothesis}\n"
+        "Does Answer A entail Answer B, that is, if Answer A is true, must Answer B also be true? "
+        "Reply with yes or no only."
+    )
 
 
 class TeacherEntailment:
@@ -156,17 +158,27 @@ class TeacherEntailment:
         todo = list(dict.fromkeys(p for p in pairs if p not in self.cache))
         pad = getattr(self.teacher.tokenizer, "pad_token_id", None) or 0
         for start in range(0, len(todo), batch_size):
-            chunk = todo[start:start + batch_size]
-            seqs = [self.teacher.prompt_ids([{"role": "user", "content": entailment_prompt(a, b, self.question)}])
-                    for a, b in chunk]
+            chunk = todo[start : start + batch_size]
+            seqs = [
+                self.teacher.prompt_ids([{"role": "user", "content": entailment_prompt(a, b, self.question)}])
+                for a, b in chunk
+            ]
             ids, mask = pad_batch(seqs, pad, left=True)
             positions = (mask.cumsum(1) - 1).clamp(min=0)
             dev = self.teacher.device
             with torch.inference_mode():
-                logits = self.teacher.model(input_ids=ids.to(dev), attention_mask=mask.to(dev),
-                                            position_ids=positions.to(dev), logits_to_keep=1).logits[:, -1].float()
+                logits = (
+                    self.teacher.model(
+                        input_ids=ids.to(dev),
+                        attention_mask=mask.to(dev),
+                        position_ids=positions.to(dev),
+                        logits_to_keep=1,
+                    )
+                    .logits[:, -1]
+                    .float()
+                )
             margins = torch.logsumexp(logits[:, self.yes_ids], 1) - torch.logsumexp(logits[:, self.no_ids], 1)
-            for pair, m in zip(chunk, margins.tolist()):
+            for pair, m in zip(chunk, margins.tolist(), strict=True):
                 self.cache[pair] = m
             self.calls += len(chunk)
 

@@ -18,15 +18,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations
 
-from blackbox_wd.answers.text import rouge_l_f1
+from blackbox_wd.answers.text import rouge_tokens, token_rouge_l_f1
 
 
 def mean_pairwise_rouge_l(responses: Sequence[str]) -> float:
-    """Mean ROUGE-L F1 over the unordered pairs i < j."""
+    """Mean ROUGE-L F1 over the unordered pairs i < j (each response tokenised once)."""
     if len(responses) < 2:
         raise ValueError("lexical similarity needs at least 2 responses")
-    pairs = list(combinations(responses, 2))
-    return sum(rouge_l_f1(a, b) for a, b in pairs) / len(pairs)
+    pairs = list(combinations([rouge_tokens(r) for r in responses], 2))
+    return sum(token_rouge_l_f1(a, b) for a, b in pairs) / len(pairs)
 
 
 def lexical_similarity(responses: Sequence[str]) -> float:

@@ -75,12 +75,18 @@ class NLIEntailment:
         todo = list(dict.fromkeys(p for p in pairs if p not in self.cache))
         model, tok = self.nli.model, self.nli.tokenizer
         for start in range(0, len(todo), self.batch_size):
-            chunk = todo[start:start + self.batch_size]
-            enc = tok([a for a, _ in chunk], [b for _, b in chunk], padding=True, truncation=True,
-                      max_length=self.nli.max_length, return_tensors="pt").to(model.device)
+            chunk = todo[start : start + self.batch_size]
+            enc = tok(
+                [a for a, _ in chunk],
+                [b for _, b in chunk],
+                padding=True,
+                truncation=True,
+                max_length=self.nli.max_length,
+                return_tensors="pt",
+            ).to(model.device)
             with torch.inference_mode():
                 verdicts = model(**enc).logits.argmax(-1) == self.nli.entailment_id
-            self.cache.update(zip(chunk, verdicts.tolist()))
+            self.cache.update(zip(chunk, verdicts.tolist(), strict=True))
             self.calls += len(chunk)
 
     def __call__(self, premise: str, hypothesis: str) -> bool:

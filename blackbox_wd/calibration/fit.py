@@ -1,74 +1,75 @@
-"""Fitting a calibration with scikit-learn on labelled results, with k-fold cross-validation.
+"""Fitting a calibration on labelled results: the combined verdict's heads and the sentence head.
 
-Input: the rows of ``bbwd eval``'s ``results.jsonl`` (or any JSONL with ``avg_wd``, ``eigen_wd`` and
-a 0/1 label, 1 = hallucination) and the reported settings they were scored with (``settings.json``
-beside them, which ``bbwd eval`` writes, or any file named with ``--settings-from``).
+Input: one or more results files (``bbwd eval``'s ``results.jsonl``, all scored under one settings
+fingerprint) and the reported settings they were scored with (``settings.json`` beside the first, which
+``bbwd eval`` writes, or any file named with ``--settings-from``). A row's label is its ``label`` field (0/1,
+1 = hallucination; another field with ``--label``), else its ``human_score`` (in [0, 1]: the share of
+inaccurate sentences), which enters as a weighted pair of rows (``combine.table_from``). A row with
+``sentences`` and ``sentence_labels`` also gives one row per sentence to the sentence head (label: minor or
+major inaccurate).
 
-For each feature set (the combined score [AvgWD, ln EigenWD]; each single score; with
-``with_baselines`` also the combined score plus the baselines, for information) one model is
-``CalibratedClassifierCV(make_pipeline(StandardScaler(), LogisticRegression()), method, cv,
-ensemble=False)``: the logistic regression is fitted on all rows and its calibrator on its
-out-of-fold decisions. The calibrator (isotonic or Platt) is the one with the lower log-loss of
-out-of-fold probabilities (nested: ``cross_val_predict`` of the whole calibrated model). All folds are
-``StratifiedKFold(folds, shuffle=True, random_state=seed)``. The threshold is chosen on the
-out-of-fold probabilities of the applied (combined) model.
+The members are those every labelled row has (``model.MEMBERS``: a member some rows lack, say DSE on
+passages, is left out, since the verdict could not tell its absence from its value); the heads are those
+members less each combination of the members a result may lack (the judged answer's, LNE, EigenWD's fixed
+bandwidth), down to [AvgWD, ln EigenWD]. Each head is fitted by ``combine.fit_head`` (``COMBINER`` over the
+standardised members, the calibrator of lower nested out-of-fold log-loss, the threshold at the target
+out-of-fold FPR), every fold grouped by prompt; the sentence head likewise with ``SENTENCE_COMBINER``.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.calibration import CalibratedClassifierCV
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import (brier_score_loss, confusion_matrix, f1_score, log_loss, precision_recall_curve,
-                             precision_score, recall_score, roc_auc_score, roc_curve)
-from sklearn.model_selection import StratifiedKFold, cross_val_predict
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from blackbox_wd import __version__
-from blackbox_wd.calibration.model import (COVERED, FEATURES, METHODS, Calibration, FittedOn, Isotonic, OperatingPoint, Platt,
-                                     ScoreModel, calibration_fingerprint, covered_settings)
+from blackbox_wd.adaptive import fit_settles
+from blackbox_wd.calibration.combine import HeadFit, Table, fit_head, head_sets, table_from
+from blackbox_wd.calibration.model import (
+    ANSWER_MEMBERS,
+    COVERED,
+    FEATURES,
+    MEMBERS,
+    SENTENCE_MEMBERS,
+    Calibration,
+    FittedOn,
+    Head,
+    Stage,
+    calibration_fingerprint,
+    covered_settings,
+    member_value,
+)
+from blackbox_wd.checks import is_finite_number
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.settings import RECORDED, fingerprint
+from blackbox_wd.settings import LATER_FIELDS, RECORDED, fingerprint
 
-BASELINES = ("lne", "ls", "es", "er", "dse")
-SKLEARN_METHOD = {"isotonic": "isotonic", "platt": "sigmoid"}
 ECE_BINS = 10
+# chosen on the recorded dev sets by grouped cross-validation (bench/verdict.py; bench/RESULTS.md, "The combined
+# verdict"): the answer heads' by the mean of SAC3's AUROC and WikiBio's Pearson, the sentence head's by the mean
+# of its NonFact and Factual AUC-PR
+COMBINER = "select"
+SENTENCE_COMBINER = "mean"
+OPTIONAL = (ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))  # members a result may lack, each group at once
+NONFACT = ("minor_inaccurate", "major_inaccurate")
 
 
 @dataclass
-class LabelledScores:
-    """Labels and scores of the usable rows of a results file."""
+class Labelled:
+    """The labelled rows of results files: the answer table, the sentence table, and what was read."""
 
-    y: np.ndarray  # 1 = hallucination
-    scores: dict[str, np.ndarray]  # avg_wd, log_eigen_wd and the baselines (NaN where missing)
-    data: dict[str, int]  # rows per ``source``
+    answers: Table
+    sentences: Table | None
+    data: dict[str, int]  # prompts per ``source``
     fingerprint: str | None  # the rows' settings fingerprint (None when they carry none)
     skipped_errors: int = 0
     skipped_unlabelled: int = 0
-
-    def matrix(self, features: Sequence[str]) -> np.ndarray:
-        """(n, len(features)) array of the named scores."""
-        return np.column_stack([self.scores[f] for f in features])
-
-
-@dataclass
-class ModelFit:
-    """One fitted score model and its out-of-fold figures on the fitting data."""
-
-    model: ScoreModel
-    estimator: CalibratedClassifierCV  # the fitted scikit-learn model ``model`` was read from
-    decision: np.ndarray  # out-of-fold logistic-regression decision (the score's ranking)
-    p: np.ndarray  # out-of-fold probabilities of the chosen calibrator
-    log_loss: dict[str, float]  # out-of-fold log-loss of each calibrator tried
+    stages: dict[int, Table] = field(default_factory=dict)  # -k auto rows: each stage before the last, by its k
 
 
 @dataclass
@@ -76,29 +77,18 @@ class CalibrationFit:
     """A fitted calibration with the cross-validated fits its report is made from."""
 
     calibration: Calibration
-    scores: LabelledScores
-    combined: ModelFit  # the applied model
-    singles: dict[str, ModelFit]  # one per single score
-    extended: ModelFit | None  # combined score plus the baselines: reported, not applied
-    baselines: tuple[str, ...]  # the baselines in ``extended``
+    labelled: Labelled
+    heads: list[HeadFit]  # one per head, in the calibration's order
+    sentence: HeadFit | None
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def read_labelled(path: Path, label: str = "label") -> LabelledScores:
-    """The rows of a JSONL results file that have scores and the label; BBWDError naming a bad line.
-
-    Rows with an ``error`` and rows without the label (MATH rows have no ``label_em``) are skipped
-    and counted; rows from more than one settings fingerprint are refused.
-    """
-    if not path.is_file():
-        raise BBWDError(f"input file not found: {path}")
-    ys, rows, data, fps = [], [], Counter(), {}
-    errors = unlabelled = 0
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
+def read_rows(paths: Sequence[Path]) -> list[tuple[str, int, dict[str, Any]]]:
+    """(file, line, row) of every JSON object of the files; BBWDError naming a bad line."""
+    out = []
+    for path in paths:
+        if not path.is_file():
+            raise BBWDError(f"input file not found: {path}")
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
@@ -107,33 +97,90 @@ def read_labelled(path: Path, label: str = "label") -> LabelledScores:
                 raise BBWDError(f"{path} line {n}: not JSON") from None
             if not isinstance(row, dict):
                 raise BBWDError(f"{path} line {n}: expected a JSON object")
-            if row.get("error") is not None:
-                errors += 1
-                continue
-            if row.get(label) is None:
-                unlabelled += 1
-                continue
-            if row[label] not in (0, 1):  # True/False compare equal to 1/0
-                raise BBWDError(f"{path} line {n}: field '{label}' must be 0 or 1 (got {row[label]!r})")
-            for name in ("avg_wd", "eigen_wd"):
-                if not _number(row.get(name)) or (name == "eigen_wd" and row[name] <= 0):
-                    raise BBWDError(f"{path} line {n}: field '{name}' must be a finite number"
-                                    f"{' > 0' if name == 'eigen_wd' else ''} (got {row.get(name)!r})")
-            fps.setdefault(row.get("fingerprint"), n)
-            ys.append(int(row[label]))
-            rows.append(row)
-            data[str(row.get("source", path.name))] += 1
-    if not rows:
-        raise BBWDError(f"{path} has no row with a score and field '{label}' ({unlabelled} without it, {errors} with "
-                        "an error): choose the label with --label")
+            out.append((str(path), n, row))
+    return out
+
+
+def row_label(row: dict[str, Any], label: str, where: str) -> float | None:
+    """The row's label: ``label`` (0 or 1), else ``human_score`` (in [0, 1]), else None."""
+    if row.get(label) is not None:
+        if row[label] not in (0, 1):  # True/False compare equal to 1/0
+            raise BBWDError(f"{where}: field '{label}' must be 0 or 1 (got {row[label]!r})")
+        return float(row[label])
+    h = row.get("human_score")
+    if h is None:
+        return None
+    if not is_finite_number(h) or not 0 <= h <= 1:
+        raise BBWDError(f"{where}: field 'human_score' must be a number in [0, 1] (got {h!r})")
+    return float(h)
+
+
+def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
+    """The labelled rows of results files; rows with an ``error`` or no label are skipped and counted, rows from
+    more than one settings fingerprint refused, a row without AvgWD or EigenWD > 0 refused by its line."""
+    members: dict[str, list[float | None]] = {m: [] for m in MEMBERS}
+    labels: list[float] = []
+    groups: list[str] = []
+    source: list[str] = []
+    fps: dict[str | None, str] = {}
+    sentence: dict[str, list[Any]] = {"score": [], "unigram": [], "y": [], "group": []}
+    staged: dict[int, dict[str, list[float | None]]] = {}  # k -> member -> values, in row order
+    errors = unlabelled = 0
+    for path, n, row in read_rows(paths):
+        where = f"{path} line {n}"
+        if row.get("error") is not None:
+            errors += 1
+            continue
+        y = row_label(row, label, where)
+        if y is None:
+            unlabelled += 1
+            continue
+        for name in FEATURES:
+            if member_value(row, name) is None:
+                raise BBWDError(
+                    f"{where}: field '{name.removeprefix('log_')}' must be a finite number (> 0 for eigen_wd)"
+                )
+        fps.setdefault(row.get("fingerprint"), where)
+        group = f"{path}:{row.get('id', n)}"
+        for name in MEMBERS:
+            members[name].append(member_value(row, name))
+        for stage in (row.get("stages") or [])[:-1]:  # the last stage is the row's own
+            values = staged.setdefault(int(stage["k"]), {m: [None] * len(labels) for m in MEMBERS})
+            for name in MEMBERS:
+                values[name].append(member_value(stage["scores"], name))
+        for values in staged.values():  # a row without this stage lacks its members
+            for column in values.values():
+                column.extend([None] * (len(labels) + 1 - len(column)))
+        labels.append(y)
+        groups.append(group)
+        source.append(str(row.get("source", Path(path).name)))
+        for s, tag in zip(row.get("sentences") or [], row.get("sentence_labels") or [], strict=False):
+            sentence["score"].append(member_value(s, "score"))
+            sentence["unigram"].append(member_value(s, "unigram"))
+            sentence["y"].append(float(tag in NONFACT))
+            sentence["group"].append(group)
+    if not labels:
+        raise BBWDError(
+            f"{', '.join(map(str, paths))}: no row with scores and field '{label}' or 'human_score' ({unlabelled} "
+            f"without, {errors} with an error): choose the label with --label"
+        )
     if len(fps) > 1:
-        seen = ", ".join(f"{fp} (first on line {n})" for fp, n in fps.items())
-        raise BBWDError(f"{path} mixes rows from different settings (fingerprints {seen}): calibrate each run alone")
-    scores = {"avg_wd": np.array([r["avg_wd"] for r in rows], dtype=float),
-              "log_eigen_wd": np.log(np.array([r["eigen_wd"] for r in rows], dtype=float))}
-    for name in BASELINES:
-        scores[name] = np.array([r[name] if _number(r.get(name)) else np.nan for r in rows], dtype=float)
-    return LabelledScores(np.array(ys, dtype=int), scores, dict(data), next(iter(fps), None), errors, unlabelled)
+        seen = ", ".join(f"{fp} (first at {where})" for fp, where in fps.items())
+        raise BBWDError(f"the rows mix settings (fingerprints {seen}): calibrate rows of one settings fingerprint")
+    answers = table_from(members, labels, groups, source)
+    sentences = (
+        table_from(
+            {m: sentence[m] for m in SENTENCE_MEMBERS},
+            sentence["y"],
+            sentence["group"],
+            ["sentence"] * len(sentence["y"]),
+        )
+        if sentence["y"]
+        else None
+    )
+    data = dict(Counter(source))
+    stages = {k: table_from(values, labels, groups, source) for k, values in sorted(staged.items())}
+    return Labelled(answers, sentences, data, next(iter(fps), None), errors, unlabelled, stages)
 
 
 def read_settings(results: Path, settings_from: Path | None, rows_fingerprint: str | None) -> dict[str, Any]:
@@ -144,155 +191,243 @@ def read_settings(results: Path, settings_from: Path | None, rows_fingerprint: s
     """
     path = settings_from or results.parent / "settings.json"
     if not path.is_file():
-        raise BBWDError(f"no settings for {results}: {path} not found (bbwd eval writes settings.json beside "
-                        "results.jsonl; otherwise pass --settings-from FILE, e.g. the 'settings' of bbwd score --json)")
+        raise BBWDError(
+            f"no settings for {results}: {path} not found (bbwd eval writes settings.json beside "
+            "results.jsonl; otherwise pass --settings-from FILE, e.g. the 'settings' of bbwd score --json)"
+        )
     try:
         settings = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         raise BBWDError(f"{path} is not JSON") from None
     if not isinstance(settings, dict):
         raise BBWDError(f"{path}: expected a JSON object of settings")
-    missing = [name for name in COVERED if name not in settings]
+    missing = [name for name in COVERED if name not in settings and name not in LATER_FIELDS]
     if missing:
         raise BBWDError(f"{path} lacks the setting(s) {', '.join(missing)}")
     if rows_fingerprint is not None and fingerprint(settings) != rows_fingerprint:
-        raise BBWDError(f"{path} does not describe {results}: its settings have fingerprint {fingerprint(settings)}, "
-                        f"the rows {rows_fingerprint}")
+        raise BBWDError(
+            f"{path} does not describe {results}: its settings have fingerprint {fingerprint(settings)}, "
+            f"the rows {rows_fingerprint}"
+        )
     return settings
 
 
-def folds_for(folds: int, seed: int) -> StratifiedKFold:
-    """The stratified, shuffled k-fold splitter of every cross-validation here."""
-    return StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
-
-
-def calibrated_model(method: str, folds: int, seed: int) -> CalibratedClassifierCV:
-    """Standardise, logistic regression, then the calibrator fitted on out-of-fold decisions."""
-    return CalibratedClassifierCV(make_pipeline(StandardScaler(), LogisticRegression()),
-                                  method=SKLEARN_METHOD[method], cv=folds_for(folds, seed), ensemble=False)
-
-
-def score_model(estimator: CalibratedClassifierCV, features: Sequence[str], method: str) -> ScoreModel:
-    """The JSON-safe parameters of a fitted ``calibrated_model``."""
-    pair = estimator.calibrated_classifiers_[0]
-    scaler, logistic = pair.estimator[0], pair.estimator[-1]
-    cal = pair.calibrators[0]
-    calibrator = Isotonic(tuple(cal.X_thresholds_.tolist()), tuple(cal.y_thresholds_.tolist())) \
-        if method == "isotonic" else Platt(float(cal.a_), float(cal.b_))
-    return ScoreModel(features=tuple(features), mean=tuple(scaler.mean_.tolist()), scale=tuple(scaler.scale_.tolist()),
-                      coef=tuple(logistic.coef_[0].tolist()), intercept=float(logistic.intercept_[0]),
-                      calibrator=calibrator)
-
-
-def fit_model(X: np.ndarray, y: np.ndarray, features: Sequence[str], folds: int = 5, seed: int = 0,
-              methods: Sequence[str] = METHODS) -> ModelFit:
-    """Fit one score model; its calibrator is the one of ``methods`` with the lowest out-of-fold log-loss."""
-    cv = folds_for(folds, seed)
-    decision = cross_val_predict(make_pipeline(StandardScaler(), LogisticRegression()), X, y, cv=cv,
-                                 method="decision_function")
-    probs = {m: cross_val_predict(calibrated_model(m, folds, seed), X, y, cv=cv, method="predict_proba")[:, 1]
-             for m in methods}
-    losses = {m: float(log_loss(y, p, labels=[0, 1])) for m, p in probs.items()}
-    best = min(methods, key=losses.__getitem__)
-    estimator = calibrated_model(best, folds, seed).fit(X, y)
-    return ModelFit(score_model(estimator, features, best), estimator, decision, probs[best], losses)
-
-
-def expected_calibration_error(y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS) -> float:
-    """ECE = sum over bins b of (n_b / n) |mean(y in b) - mean(p in b)| = sum_b |sum_b y - sum_b p| / n.
-
-    The bins are ``bins`` equal-width intervals of p: [0, 1/bins], (1/bins, 2/bins], ...,
-    ((bins-1)/bins, 1], those of ``sklearn.calibration.calibration_curve(strategy="uniform")``, so
-    the ECE is the count-weighted gap of the reliability diagram's points; empty bins count zero.
-    """
+def expected_calibration_error(
+    y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS, w: np.ndarray | None = None
+) -> float:
+    """ECE = sum over bins b of |sum_b w y - sum_b w p| / sum w, over ``bins`` equal-width bins of p: [0, 1/bins],
+    (1/bins, 2/bins], ..., those of ``sklearn.calibration.calibration_curve(strategy="uniform")``."""
     y = np.asarray(y, dtype=float)
     p = np.asarray(p, dtype=float)
+    w = np.ones_like(p) if w is None else np.asarray(w, dtype=float)
     which = np.searchsorted(np.linspace(0.0, 1.0, bins + 1)[1:-1], p)
-    gap = np.bincount(which, weights=y, minlength=bins) - np.bincount(which, weights=p, minlength=bins)
-    return float(np.abs(gap).sum() / p.size)
+    gap = np.bincount(which, weights=w * y, minlength=bins) - np.bincount(which, weights=w * p, minlength=bins)
+    return float(np.abs(gap).sum() / w.sum())
 
 
-def choose_threshold(y: np.ndarray, p: np.ndarray, target_fpr: float | None = 0.1,
-                     max_f1: bool = False) -> OperatingPoint:
-    """The threshold on p (flag when p >= it) and its operating point on (y, p).
+def fit_calibration(
+    labelled: Labelled,
+    settings: Mapping[str, Any],
+    *,
+    source: str = "",
+    label: str = "label",
+    folds: int = 5,
+    target_fpr: float = 0.1,
+    seed: int = 0,
+    samples: str | None = None,
+    combiner: str = COMBINER,
+    sentence_combiner: str = SENTENCE_COMBINER,
+) -> CalibrationFit:
+    """Fit the heads and the sentence head, cross-validated by prompt (the module's docstring).
 
-    ``target_fpr``: the smallest threshold whose false-positive rate is at most ``target_fpr``
-    (``roc_curve``); ``max_f1``: the threshold of the highest F1 (``precision_recall_curve``).
+    Parameters
+    ----------
+    labelled : Labelled
+        The rows, from :func:`read_labelled`.
+    settings : mapping of str to Any
+        The reported settings the rows were scored with (every name of ``COVERED``); the calibration is
+        valid for these (seed excluded).
+    source : str, default=""
+        The labelled results files, as stored in ``fitted_on.source``.
+    label : str, default="label"
+        The 0/1 label's field name, as stored.
+    folds : int, default=5
+        Folds of every cross-validation, >= 2; each class needs rows in at least ``2 * folds`` prompts.
+    target_fpr : float, default=0.1
+        Each head's threshold is the smallest whose out-of-fold false-positive rate is at most this.
+    seed : int, default=0
+        The folds' shuffle seed.
+    samples : str or None, default=None
+        Who drew the rows' samples; required when ``settings["target"]`` is ``"recorded"``.
+    combiner : {"logistic", "mean", "select"}, default=COMBINER
+        How each head combines its standardised members (``combine.fit_linear``); the default was chosen on
+        the recorded dev sets (bench/RESULTS.md, "The combined verdict").
+    sentence_combiner : {"logistic", "mean", "select"}, default=SENTENCE_COMBINER
+        The same for the sentence head.
+
+    Returns
+    -------
+    fit : CalibrationFit
+        ``fit.calibration`` (the :class:`Calibration` to save) and the fits its report is drawn from.
+
+    Raises
+    ------
+    BBWDError
+        Too few prompts of a class for ``folds``, a bad ``folds`` or ``target_fpr``, or recorded samples
+        without ``samples``.
     """
-    y = np.asarray(y, dtype=int)
-    p = np.asarray(p, dtype=float)
-    if max_f1:
-        precision, recall, thresholds = precision_recall_curve(y, p)
-        denom = precision + recall
-        f1 = np.divide(2 * precision * recall, denom, out=np.zeros_like(denom), where=denom > 0)[:-1]
-        threshold = float(thresholds[np.argmax(f1)])
-        rule, target_fpr = "max_f1", None
-    else:
-        check_target_fpr(target_fpr)
-        fpr, _, thresholds = roc_curve(y, p, drop_intermediate=False)
-        ok = np.flatnonzero((fpr <= target_fpr) & np.isfinite(thresholds))
-        if ok.size == 0:
-            raise BBWDError(f"no threshold keeps the FPR at or below {target_fpr} on the fitting data (the lowest is "
-                            f"{fpr[np.isfinite(thresholds)].min():.3f}): raise --target-fpr or use --max-f1")
-        threshold = float(thresholds[ok[-1]])
-        rule = "target_fpr"
-    flagged = (p >= threshold).astype(int)
-    tn, fp = confusion_matrix(y, flagged, labels=[0, 1])[0]
-    return OperatingPoint(rule=rule, target_fpr=target_fpr, threshold=threshold, fpr=float(fp / (fp + tn)),
-                          tpr=float(recall_score(y, flagged, zero_division=0)),
-                          precision=float(precision_score(y, flagged, zero_division=0)),
-                          f1=float(f1_score(y, flagged, zero_division=0)))
-
-
-def check_target_fpr(target_fpr: float | None) -> None:
-    """Raise BBWDError unless the target false-positive rate is in [0, 1)."""
-    if target_fpr is None or not 0 <= target_fpr < 1:
-        raise BBWDError(f"target FPR must be in [0, 1) (got {target_fpr})")
-
-
-def check_classes(y: np.ndarray, folds: int, label: str) -> None:
-    """Raise BBWDError unless each class has at least 2 * folds rows (nested k-fold needs them)."""
+    if settings.get("target") == RECORDED and not samples:
+        raise BBWDError(
+            "the rows' samples were recorded in the data (target \"recorded\"), so their settings do not "
+            "say who drew them: name it with --samples, e.g. --samples 'gpt-3.5-turbo at T=1.0'"
+        )
     if not isinstance(folds, int) or folds < 2:
         raise BBWDError(f"folds must be an integer >= 2 (got {folds})")
-    pos = int(y.sum())
-    neg = int(y.size - pos)
-    if min(pos, neg) < 2 * folds:
-        raise BBWDError(f"label '{label}' has {neg} correct and {pos} hallucinated prompts; {folds}-fold "
-                        f"cross-validation needs at least {2 * folds} of each (lower --folds or label more prompts)")
+    t = labelled.answers
+    members = [m for m in MEMBERS if t.rows([m]).all()]
+    sets = head_sets(members, OPTIONAL)
+    if FEATURES not in sets:
+        sets.append(FEATURES)
+    heads = [fit_head(t, head, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr) for head in sets]
+    sentence = None
+    if labelled.sentences is not None:
+        sentence = fit_head(
+            labelled.sentences,
+            SENTENCE_MEMBERS,
+            combiner=sentence_combiner,
+            folds=folds,
+            seed=seed,
+            target_fpr=target_fpr,
+        )
+    first = heads[0]
+    applied = used_heads([h.head for h in heads])
+    y, w = t.y[first.rows], t.w[first.rows]
+    fitted_on = FittedOn(
+        source=source,
+        data=labelled.data,
+        protocol=settings.get("protocol"),
+        label=label,
+        n=len(set(t.groups.tolist())),
+        positives=int(round(float(np.sum(t.w * t.y)))),
+        base_rate=float(np.sum(t.w * t.y) / np.sum(t.w)),
+        folds=folds,
+        seed=seed,
+        cv={
+            "auroc": float(roc_auc_score(y, first.z, sample_weight=w)),
+            "log_loss": first.log_loss[first.head.model.method],
+            "brier": float(brier_score_loss(y, first.p, sample_weight=w)),
+            "ece": expected_calibration_error(y, first.p, w=w),
+        },
+        samples=samples or None,
+        sentence_base_rate=None if sentence is None else float(np.mean(labelled.sentences.y)),  # type: ignore[union-attr]
+        sentence_n=None if sentence is None else int(labelled.sentences.y.size),  # type: ignore[union-attr]
+    )
+    stages = fit_stages(labelled, sets, heads[0], combiner, folds, seed, target_fpr)
+    calibration = Calibration(
+        model=applied[0].model,
+        operating_point=applied[0].operating_point,
+        fingerprint=calibration_fingerprint(settings),
+        settings=covered_settings(settings),
+        fitted_on=fitted_on,
+        bbwd_version=__version__,
+        more_heads=tuple(applied[1:]),
+        sentence=None if sentence is None else sentence.head,
+        stages=stages,
+    )
+    return CalibrationFit(calibration, labelled, heads, sentence)
 
 
-def fit_calibration(scores: LabelledScores, settings: Mapping[str, Any], *, source: str = "", label: str = "label",
-                    folds: int = 5, target_fpr: float | None = 0.1, max_f1: bool = False,
-                    with_baselines: bool = False, seed: int = 0, samples: str | None = None) -> CalibrationFit:
-    """Fit the applied model, one model per single score, and pick the threshold; cross-validated."""
-    if settings.get("target") == RECORDED and not samples:
-        raise BBWDError("the rows' samples were recorded in the data (target \"recorded\"), so their settings do not "
-                        "say who drew them: name it with --samples, e.g. --samples 'gpt-3.5-turbo at T=1.0'")
-    y = scores.y
-    check_classes(y, folds, label)
-    if not max_f1:
-        check_target_fpr(target_fpr)
-    combined = fit_model(scores.matrix(FEATURES), y, FEATURES, folds, seed)
-    baselines = tuple(b for b in BASELINES if np.isfinite(scores.scores[b]).all()) if with_baselines else ()
-    singles = {f: fit_model(scores.matrix((f,)), y, (f,), folds, seed) for f in (*FEATURES, *baselines)}
-    extended = fit_model(scores.matrix(FEATURES + baselines), y, FEATURES + baselines, folds, seed) \
-        if baselines else None
-    point = choose_threshold(y, combined.p, target_fpr, max_f1)
-    cv = {"auroc": float(roc_auc_score(y, combined.decision)), "log_loss": combined.log_loss[combined.model.method],
-          "brier": float(brier_score_loss(y, combined.p)), "ece": expected_calibration_error(y, combined.p)}
-    fitted_on = FittedOn(source=source, data=scores.data, protocol=settings.get("protocol"), label=label,
-                         n=int(y.size), positives=int(y.sum()), base_rate=float(y.mean()), folds=folds, seed=seed, cv=cv,
-                         samples=samples or None)
-    calibration = Calibration(model=combined.model, operating_point=point, fingerprint=calibration_fingerprint(settings),
-                              settings=covered_settings(settings), fitted_on=fitted_on, bbwd_version=__version__)
-    return CalibrationFit(calibration, scores, combined, singles, extended, baselines)
+def fit_stages(
+    labelled: Labelled,
+    sets: Sequence[Sequence[str]],
+    final: HeadFit,
+    combiner: str,
+    folds: int,
+    seed: int,
+    target_fpr: float,
+) -> tuple[Stage, ...]:
+    """``-k auto``: each stage's heads (the same member sets, fitted on the stage's members) and its band
+    (``adaptive.fit_settles`` over each prompt's nested out-of-fold p and flag of the first head, at every stage and
+    at the last)."""
+    if not labelled.stages:
+        return ()
+    fits = {
+        k: [fit_head(t, head, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr) for head in sets]
+        for k, t in labelled.stages.items()
+    }
+    tables = [*labelled.stages.values(), labelled.answers]
+    firsts = [f[0] for f in fits.values()] + [final]
+    by_prompt = [
+        {g: (p, p >= hf.head.operating_point.threshold) for g, p in zip(t.groups[hf.rows], hf.p, strict=True)}
+        for t, hf in zip(tables, firsts, strict=True)
+    ]
+    prompts = sorted(set.intersection(*(set(d) for d in by_prompt)))
+    p = np.array([[d[g][0] for g in prompts] for d in by_prompt])
+    flags = np.array([[d[g][1] for g in prompts] for d in by_prompt])
+    settles = fit_settles(p, flags)
+    return tuple(
+        Stage(k, tuple(used_heads([h.head for h in fits[k]])), settle) for k, settle in zip(fits, settles, strict=True)
+    )
 
 
-def fit_file(results: Path, *, label: str = "label", settings_from: Path | None = None, folds: int = 5,
-             target_fpr: float | None = 0.1, max_f1: bool = False, with_baselines: bool = False,
-             seed: int = 0, samples: str | None = None) -> CalibrationFit:
-    """Read a labelled results file and its settings, and fit a calibration on them."""
-    scores = read_labelled(results, label)
-    settings = read_settings(results, settings_from, scores.fingerprint)
-    return fit_calibration(scores, settings, source=str(results), label=label, folds=folds, target_fpr=target_fpr,
-                           max_f1=max_f1, with_baselines=with_baselines, seed=seed, samples=samples)
+def used_heads(heads: Sequence[Head]) -> list[Head]:
+    """The heads as applied: each without the members it gives no weight (so a result lacking one is still judged
+    by it, and the verdict names what it rests on), a head whose members an earlier one already reads dropped.
+    z, p and the threshold are unchanged."""
+    out: list[Head] = []
+    for head in heads:
+        m = head.model
+        keep = [i for i, c in enumerate(m.coef) if c != 0.0] or list(range(len(m.coef)))
+        model = replace(
+            m,
+            features=tuple(m.features[i] for i in keep),
+            mean=tuple(m.mean[i] for i in keep),
+            scale=tuple(m.scale[i] for i in keep),
+            coef=tuple(m.coef[i] for i in keep),
+        )
+        if all(h.members != model.features for h in out):
+            out.append(Head(model, head.operating_point))
+    return out
+
+
+def fit_files(
+    results: Sequence[Path],
+    *,
+    label: str = "label",
+    settings_from: Path | None = None,
+    folds: int = 5,
+    target_fpr: float = 0.1,
+    seed: int = 0,
+    samples: str | None = None,
+) -> CalibrationFit:
+    """Read labelled results files and their settings, and fit a calibration on them.
+
+    Parameters
+    ----------
+    results : sequence of Path
+        JSONL files of scored rows (``bbwd eval``'s ``results.jsonl``) of one settings fingerprint; rows with an
+        ``error`` or without a label are skipped.
+    label : str, default="label"
+        The row field holding the 0/1 label, 1 = hallucination (a row without it: its ``human_score``).
+    settings_from : Path or None, default=None
+        The reported settings (JSON) the rows were scored with; None: ``settings.json`` beside the first file.
+        Its fingerprint must be the rows'.
+    folds, target_fpr, seed, samples
+        As in :func:`fit_calibration`.
+
+    Returns
+    -------
+    fit : CalibrationFit
+    """
+    labelled = read_labelled(results, label)
+    settings = read_settings(results[0], settings_from, labelled.fingerprint)
+    return fit_calibration(
+        labelled,
+        settings,
+        source=", ".join(map(str, results)),
+        label=label,
+        folds=folds,
+        target_fpr=target_fpr,
+        seed=seed,
+        samples=samples,
+    )

@@ -1,8 +1,8 @@
-"""A fitted calibration: raw scores -> probability of hallucination -> flag, stored as plain JSON.
+"""A fitted calibration: a result's signals -> probability of hallucination -> flag, stored as plain JSON.
 
 The applied model (fitted by ``calibration.fit``) is
 
-    z = sum_j coef_j * (x_j - mean_j) / scale_j + intercept      x = [AvgWD, ln EigenWD]
+    z = sum_j coef_j * (x_j - mean_j) / scale_j + intercept      x = the head's members (``MEMBERS``)
     p = calibrator(z)
     flag = p >= threshold
 
@@ -11,6 +11,17 @@ with z the combined score (scikit-learn's ``StandardScaler`` then ``LogisticRegr
 "clip")``: linear interpolation between the stored points, constant beyond them) or Platt
 (``p = 1 / (1 + exp(a z + b))``, the sign scikit-learn's sigmoid calibration stores). The JSON holds
 every number needed to compute p, so applying a calibration needs numpy only.
+
+A calibration holds one or more **heads**, each such a model over its own members with its own threshold,
+most members first: a result is judged by the first head whose members it has (a result without a judged
+answer has no AnswerWD, a target without log-probs no LNE), and says which members it used. The first
+calibrations (format 1) hold one head over [AvgWD, ln EigenWD]; they still load and apply. A **sentence**
+head, when present, gives each sentence of a judged answer its own p and flag from its OT score and its
+lexical surprise (``SENTENCE_MEMBERS``).
+
+p holds for the base rate of the data the calibration was fitted on; :func:`shift_prior` moves it to a base
+rate the user states, by Bayes' rule. The flag is set on the fitted p, so its false-positive rate, which
+a change of base rate leaves alone, is the one the calibration was chosen for.
 
 A calibration is valid for the settings that change a prompt's score except the seed (which
 changes which samples are drawn, not their law): ``settings.fingerprint(reported, seed=False)``
@@ -24,23 +35,40 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.special import expit
 
+from blackbox_wd.adaptive import Settle
+from blackbox_wd.checks import is_finite_number as _number
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.settings import RECORDED, SCORE_FIELDS, fingerprint
+from blackbox_wd.settings import LATER_FIELDS, RECORDED, SCORE_FIELDS, fingerprint
 
-FORMAT = "bbwd-calibration/1"
-FEATURES = ("avg_wd", "log_eigen_wd")  # what the applied model reads
+FORMAT_1 = "bbwd-calibration/1"  # one head over FEATURES; still read, and written for such a calibration
+FORMAT = "bbwd-calibration/2"  # heads over any MEMBERS, and a sentence head
+FEATURES = ("avg_wd", "log_eigen_wd")  # the first calibrations' one head, and the head every result has
+BASELINE_MEMBERS = ("lne", "ls", "es", "er", "dse")
+# What a head may read, each a number of a result (``member_value``); "log_" members are the log of the score.
+MEMBERS = (
+    "avg_wd",
+    "log_eigen_wd",
+    "log_eigen_wd_fixed",
+    "answer_wd",
+    "sentence_wd",
+    "answer_unigram",
+    *BASELINE_MEMBERS,
+)
+ANSWER_MEMBERS = ("answer_wd", "sentence_wd", "answer_unigram")  # only with a judged answer
+SENTENCE_MEMBERS = ("score", "unigram")  # of each sentence: its OT score and its lexical surprise
 METHODS = ("isotonic", "platt")
 # The readable settings a calibration covers: what changes a score, less the seed and the prompt
 # protocol (the protocol says where it was fitted, ``FittedOn.protocol``; a scored prompt has none).
 COVERED = tuple(name for name in SCORE_FIELDS if name not in ("seed", "protocol"))
 # Of those, what a score means: a calibration fitted under other values of these is refused ...
-MEANING = ("teacher", "layer", "k", "alpha", "p", "proj_dim", "proj_seed")
+MEANING = ("teacher", "layer", "k", "stop", "alpha", "p", "proj_dim", "proj_seed", "norm")
 # ... and the sampling side: a calibration fitted under other values of these applies, with a note.
 SAMPLING = ("target", "sampler", "endpoint", "temperature", "top_p", "max_tokens")
 assert sorted(MEANING + SAMPLING) == sorted(COVERED)
@@ -48,8 +76,13 @@ PACKAGE_CALIBRATIONS = Path(__file__).resolve().parents[1] / "calibrations"
 
 
 def covered_settings(reported: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings of a run (``Detector.reported_settings()``) that a calibration must match."""
-    return {name: reported.get(name) for name in COVERED}
+    """The settings of a run (``Detector.reported_settings()``) that a calibration must match; a setting added
+    later (``settings.LATER_FIELDS``) that they lack has the value that gives the behaviour from before it."""
+    out = {name: reported.get(name) for name in COVERED}
+    for name, before in LATER_FIELDS.items():
+        if out.get(name, before) is None:
+            out[name] = before
+    return out
 
 
 def calibration_fingerprint(reported: Mapping[str, Any]) -> str:
@@ -57,17 +90,39 @@ def calibration_fingerprint(reported: Mapping[str, Any]) -> str:
     return fingerprint(covered_settings(reported), seed=False)
 
 
-def feature_row(result: Any) -> np.ndarray:
-    """[AvgWD, ln EigenWD] of a ``Result`` or of a row dict (``avg_wd``, ``eigen_wd``)."""
-    get = result.get if isinstance(result, Mapping) else lambda name: getattr(result, name, None)
-    avg, eig = get("avg_wd"), get("eigen_wd")
-    if not _number(avg) or not _number(eig) or eig <= 0:
-        raise BBWDError(f"cannot calibrate: avg_wd={avg!r}, eigen_wd={eig!r} (need finite numbers, eigen_wd > 0)")
-    return np.array([avg, math.log(eig)], dtype=float)
+def member_value(result: Any, name: str) -> float | None:
+    """The member ``name`` of a ``Result``, a row dict or a sentence (attributes or keys), None when it has none.
+
+    A "log_" member is the log of the score after the prefix (None unless that is > 0); a baseline is read from
+    the result's ``baselines`` when it is not a field of its own (an eval row has them as fields).
+    """
+    get = result.get if isinstance(result, Mapping) else lambda key: getattr(result, key, None)
+    if name.startswith("log_"):
+        base = member_value(result, name[4:])
+        return math.log(base) if base is not None and base > 0 else None
+    value = get(name)
+    if value is None and name in BASELINE_MEMBERS:
+        value = (get("baselines") or {}).get(name)
+    return float(value) if _number(value) else None
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def shift_prior(p: float, fitted: float, stated: float) -> float:
+    """p, a probability at base rate ``fitted``, moved to base rate ``stated`` by Bayes' rule.
+
+    The likelihood ratio a score carries does not change with the prior, so the odds scale by the ratio of
+    the prior odds: odds' = odds * (stated / (1 - stated)) / (fitted / (1 - fitted)).
+
+    Examples
+    --------
+    >>> shift_prior(0.5, 0.5, 0.75)
+    0.75
+    >>> round(shift_prior(0.9, 0.75, 0.5), 4)
+    0.75
+    """
+    if p <= 0.0 or p >= 1.0 or fitted == stated:
+        return float(p)
+    odds = p / (1.0 - p) * (stated / (1.0 - stated)) / (fitted / (1.0 - fitted))
+    return float(odds / (1.0 + odds))
 
 
 @dataclass(frozen=True)
@@ -122,14 +177,17 @@ class ScoreModel:
         return self.calibrator(self.decision(X))
 
     @classmethod
-    def from_dict(cls, body: dict[str, Any]) -> "ScoreModel":
+    def from_dict(cls, body: dict[str, Any]) -> ScoreModel:
         """The model from its ``asdict`` form (lists for tuples); KeyError/TypeError when malformed."""
-        cal = dict(body["calibrator"])
-        kind = {"isotonic": Isotonic, "platt": Platt}.get(cal.get("method"))
+        cal: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in body["calibrator"].items()}
+        kinds: dict[str, type[Isotonic] | type[Platt]] = {"isotonic": Isotonic, "platt": Platt}
+        kind = kinds.get(str(cal.get("method")))
         if kind is None:
             raise TypeError(f"calibrator method {cal.get('method')!r} is not one of {', '.join(METHODS)}")
-        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in body.items() if k != "calibrator"}
-        return cls(**fields, calibrator=kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in cal.items()}))
+        fields: dict[str, Any] = {
+            k: tuple(v) if isinstance(v, list) else v for k, v in body.items() if k != "calibrator"
+        }
+        return cls(**fields, calibrator=kind(**cal))
 
 
 @dataclass(frozen=True)
@@ -143,6 +201,66 @@ class OperatingPoint:
     tpr: float
     precision: float
     f1: float
+
+
+@dataclass(frozen=True)
+class Head:
+    """One applied model with its threshold: how results that have its members are judged."""
+
+    model: ScoreModel
+    operating_point: OperatingPoint
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The members the head reads."""
+        return self.model.features
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any]) -> Head:
+        """The head from its ``asdict`` form; KeyError/TypeError when malformed."""
+        return cls(ScoreModel.from_dict(body["model"]), OperatingPoint(**body["operating_point"]))
+
+    def judge(self, values: np.ndarray, fitted_rate: float | None, base_rate: float | None) -> Verdict:
+        """The verdict on the head's member ``values``: p moved from ``fitted_rate`` to ``base_rate`` when both are
+        given (``shift_prior``), the flag on the fitted p."""
+        fitted = float(self.model.probability(values)[0])
+        p = fitted if base_rate is None or fitted_rate is None else shift_prior(fitted, fitted_rate, base_rate)
+        return Verdict(p, bool(fitted >= self.operating_point.threshold), self, fitted)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A result's verdict: p (at the stated base rate, else the fitted one), the flag, and how it was reached."""
+
+    p: float
+    flag: bool
+    head: Head  # the head that judged: its members are what the verdict rests on
+    p_fitted: float  # p at the base rate of the fitting data (the flag compares this with the head's threshold)
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The members the verdict rests on."""
+        return self.head.members
+
+    @property
+    def threshold(self) -> float:
+        """The head's threshold, on the fitted p."""
+        return self.head.operating_point.threshold
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A stage of ``-k auto`` before the last: its heads, fitted on the first ``k`` samples of the calibration's
+    data, and its band (``adaptive.Settle``): a prompt whose p at this stage is outside it stops here."""
+
+    k: int
+    heads: tuple[Head, ...]
+    settle: Settle
+
+    @classmethod
+    def from_dict(cls, body: dict[str, Any]) -> Stage:
+        """The stage from its ``asdict`` form; KeyError/TypeError when malformed."""
+        return cls(int(body["k"]), tuple(Head.from_dict(h) for h in body["heads"]), Settle(**body["settle"]))
 
 
 @dataclass(frozen=True)
@@ -160,11 +278,45 @@ class FittedOn:
     seed: int
     cv: dict[str, float]  # auroc (combined score), log_loss, brier, ece of the applied model
     samples: str | None = None  # who drew the rows' samples (bbwd calibrate --samples); stored only when given
+    sentence_base_rate: float | None = None  # with a sentence head: the share of hallucinated sentences it saw
+    sentence_n: int | None = None  # with a sentence head: the sentences it was fitted on
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """A fitted calibration, valid for one settings fingerprint (seed excluded)."""
+    """A fitted calibration, valid for one settings fingerprint (seed excluded).
+
+    Maps a result's AvgWD and EigenWD to a probability of hallucination and a flag (the module's
+    docstring gives the model); made by :func:`blackbox_wd.calibration.fit.fit_calibration`, stored
+    with :meth:`save` and read with :meth:`load` (the JSON holds every number, so applying needs numpy
+    only). A run whose settings mean something else is refused (:meth:`check`).
+
+    Parameters
+    ----------
+    model : ScoreModel
+        Standardisation, logistic-regression coefficients and the calibrator (isotonic or Platt) of the
+        features [AvgWD, ln EigenWD].
+    operating_point : OperatingPoint
+        The threshold on p and its cross-validated FPR, TPR, precision and F1 on the fitting data.
+    fingerprint : str
+        16 hex digits: ``settings.fingerprint(reported, seed=False)`` of the covered settings.
+    settings : dict of str to Any
+        The covered settings (``COVERED``), readable; their fingerprint is ``fingerprint``.
+    fitted_on : FittedOn
+        The data it was fitted on (source, prompts per dataset, label, n, base rate, folds) and its
+        cross-validated AUROC, log-loss, Brier score and ECE.
+    bbwd_version : str
+        The version of bbwd that fitted it.
+    origin : str, default=""
+        Where it was loaded from (a path, or "embedded NAME"); not stored, not compared.
+
+    Examples
+    --------
+    >>> cal = Calibration.load(PACKAGE_CALIBRATIONS / "smollm2-135m.json")
+    >>> p = cal.predict({"avg_wd": 40.0, "eigen_wd": 3.0})
+    >>> 0.0 <= p <= 1.0 and cal.flag(p) == (p >= cal.threshold)
+    True
+    """
 
     model: ScoreModel
     operating_point: OperatingPoint
@@ -173,10 +325,76 @@ class Calibration:
     fitted_on: FittedOn
     bbwd_version: str
     origin: str = field(default="", compare=False)  # where it was loaded from; not stored
+    more_heads: tuple[Head, ...] = ()  # after the first (``model``, ``operating_point``), fewer members each
+    sentence: Head | None = None  # each sentence's p and flag from SENTENCE_MEMBERS
+    stages: tuple[Stage, ...] = ()  # -k auto: the stages before the last (whose heads are ``heads``), in order
 
     @property
+    def heads(self) -> tuple[Head, ...]:
+        """Every head, most members first: the first (``model``, ``operating_point``), then ``more_heads``."""
+        return (Head(self.model, self.operating_point), *self.more_heads)
+
+    def stage(self, k: int | None) -> Stage | None:
+        """The stage before the last that judges a result of ``k`` samples; None for the last (or no stages)."""
+        return next((s for s in self.stages if s.k == k), None)
+
+    def settled(self, verdict: Verdict, k: int) -> bool:
+        """True when a result of ``k`` samples with this verdict stops drawing: at the last stage always, before
+        it when the fitted p is outside the stage's band (``adaptive.Settle``)."""
+        stage = self.stage(k)
+        return stage is None or stage.settle.settled(verdict.p_fitted)
+
+    def head_for(self, result: Any, k: int | None = None) -> tuple[Head, np.ndarray]:
+        """The first head (of the stage of ``k`` samples, when one is) whose members the result has, with their
+        values; BBWDError naming what is missing."""
+        stage = self.stage(k)
+        heads = self.heads if stage is None else stage.heads
+        for head in heads:
+            values = [member_value(result, m) for m in head.members]
+            if all(v is not None for v in values):
+                return head, np.array(values, dtype=float)
+        last = heads[-1].members
+        missing = [m for m in last if member_value(result, m) is None]
+        raise BBWDError(f"cannot calibrate: no finite {', '.join(missing)} (eigen_wd must be > 0)")
+
+    def verdict(self, result: Any, base_rate: float | None = None, k: int | None = None) -> Verdict:
+        """The verdict of a ``Result`` or a row dict: p, flag and the members used.
+
+        Parameters
+        ----------
+        result : Result or mapping
+            Its members as attributes or keys (``member_value``).
+        base_rate : float or None, default=None
+            The share of hallucinations where the user scores, in (0, 1): p is moved to it from the fitting
+            data's (``shift_prior``). The flag does not move: it compares the fitted p with the threshold,
+            whose false-positive rate does not depend on the base rate.
+        k : int or None, default=None
+            The samples the result was scored on: a stage's heads judge it when the calibration has that stage
+            (``-k auto``); None, or the last stage's K: the calibration's own heads.
+
+        Returns
+        -------
+        Verdict
+        """
+        head, x = self.head_for(result, k)
+        return head.judge(x, self.fitted_on.base_rate, base_rate)
+
+    def sentence_verdicts(self, sentences: Any, base_rate: float | None = None) -> list[Verdict | None]:
+        """Each sentence's verdict from the sentence head (None for a sentence without its members, and for
+        every sentence when the calibration has no sentence head)."""
+        if self.sentence is None:
+            return [None] * len(sentences)
+        head, rate = self.sentence, self.fitted_on.sentence_base_rate
+        out: list[Verdict | None] = []
+        for sentence in sentences:
+            values = [member_value(sentence, m) for m in head.members]
+            known = all(v is not None for v in values)
+            out.append(head.judge(np.array(values, dtype=float), rate, base_rate) if known else None)
+        return out
+
+    @cached_property
     def id(self) -> str:
-        """16 hex digits of sha256 over the JSON document: which calibration scored a batch row."""
+        """16 hex digits of sha256 over the JSON document: which calibration scored a batch row (computed once)."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
     @property
@@ -185,8 +403,25 @@ class Calibration:
         return self.operating_point.threshold
 
     def predict(self, result: Any) -> float:
-        """Probability of hallucination of a ``Result`` or a row dict with ``avg_wd`` and ``eigen_wd``."""
-        return float(self.model.probability(feature_row(result))[0])
+        """Probability of hallucination of a ``Result`` or a row dict with ``avg_wd`` and ``eigen_wd``.
+
+        Parameters
+        ----------
+        result : Result or mapping
+            Anything with the members of one of the heads (the last needs ``avg_wd``, a finite number,
+            and ``eigen_wd``, a finite number > 0), as attributes or keys.
+
+        Returns
+        -------
+        p : float
+            The calibrated probability of hallucination, in [0, 1].
+
+        Raises
+        ------
+        BBWDError
+            No head's members are all there (``avg_wd`` or ``eigen_wd`` missing, not finite, or ``eigen_wd <= 0``).
+        """
+        return self.verdict(result).p
 
     def flag(self, p: float) -> bool:
         """True when ``p`` reaches the threshold."""
@@ -194,13 +429,15 @@ class Calibration:
 
     def _differing(self, reported: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
         """The run's value of each of ``names`` that differs from the calibration's."""
-        run = covered_settings(reported)
-        return {name: run[name] for name in names if self.settings.get(name) != run[name]}
+        run, own = covered_settings(reported), covered_settings(self.settings)
+        return {name: run[name] for name in names if own[name] != run[name]}
 
     def _diffs(self, reported: Mapping[str, Any], names: tuple[str, ...]) -> list[str]:
         """'name: value in the calibration, value here' for each of ``names`` that differs."""
-        return [f"{name}: {json.dumps(self.settings.get(name))} in the calibration, {json.dumps(value)} here"
-                for name, value in self._differing(reported, names).items()]
+        return [
+            f"{name}: {json.dumps(self.settings.get(name))} in the calibration, {json.dumps(value)} here"
+            for name, value in self._differing(reported, names).items()
+        ]
 
     def mismatch(self, reported: Mapping[str, Any]) -> str | None:
         """None when the run's settings mean what the calibration's meant (``MEANING``), else which differ (one
@@ -210,8 +447,10 @@ class Calibration:
         diffs = self._diffs(reported, MEANING)
         if not diffs and self._differing(reported, SAMPLING):
             return None
-        return (f"it is for settings {self.fingerprint}, this run has {calibration_fingerprint(reported)} "
-                f"({'; '.join(diffs) or 'the same values, of other types'})")
+        return (
+            f"it is for settings {self.fingerprint}, this run has {calibration_fingerprint(reported)} "
+            f"({'; '.join(diffs) or 'the same values, of other types'})"
+        )
 
     def sampling_note(self, reported: Mapping[str, Any]) -> str | None:
         """None when the run samples as the calibration's data was sampled, else a one-line note naming what differs."""
@@ -222,11 +461,15 @@ class Calibration:
         data = ", ".join(f"{k} ({v})" for k, v in self.fitted_on.data.items())
         if self.settings.get("target") == RECORDED:  # no sampling settings to compare: say who drew the samples
             here = ", ".join(f"{k} {json.dumps(v)}" for k, v in differing.items())
-            return (f"note: {name} was fitted on recorded samples ({self.fitted_on.samples or 'origin not stated'}; "
-                    f"{data}); this run: {here}: its risk is a probability on that data")
+            return (
+                f"note: {name} was fitted on recorded samples ({self.fitted_on.samples or 'origin not stated'}; "
+                f"{data}); this run: {here}: its risk is a probability on that data"
+            )
         diffs = "; ".join(self._diffs(reported, SAMPLING))
-        return (f"note: {name} was fitted on samples drawn otherwise ({data}; {diffs}): its risk is a probability "
-                "on that data")
+        return (
+            f"note: {name} was fitted on samples drawn otherwise ({data}; {diffs}): its risk is a probability "
+            "on that data"
+        )
 
     def check(self, reported: Mapping[str, Any]) -> None:
         """Raise BBWDError unless the run's settings are those calibrated."""
@@ -235,34 +478,69 @@ class Calibration:
             name = f"calibration {self.origin}" if self.origin else "the calibration"
             raise BBWDError(f"{name} does not apply to this run: {why}")
 
-    def summary(self) -> dict[str, Any]:
-        """What a scored result says about the calibration it used."""
-        return {"origin": self.origin, "id": self.id, "fingerprint": self.fingerprint, "threshold": self.threshold,
-                "operating_point": asdict(self.operating_point), "n": self.fitted_on.n,
-                "label": self.fitted_on.label, "data": self.fitted_on.data}
+    def summary(self, verdict: Verdict | None = None, base_rate: float | None = None) -> dict[str, Any]:
+        """What a scored result says about the calibration it used (with its verdict: the head's members and
+        threshold, and the base rate its p is at)."""
+        out = {
+            "origin": self.origin,
+            "id": self.id,
+            "fingerprint": self.fingerprint,
+            "threshold": self.threshold,
+            "operating_point": asdict(self.operating_point),
+            "n": self.fitted_on.n,
+            "label": self.fitted_on.label,
+            "data": self.fitted_on.data,
+        }
+        if verdict is not None:
+            out.update(
+                threshold=verdict.threshold,
+                operating_point=asdict(verdict.head.operating_point),
+                members=list(verdict.members),
+                base_rate={"fitted": self.fitted_on.base_rate, "stated": base_rate},
+            )
+        return out
 
     def to_json(self) -> str:
-        """The calibration as a JSON document (plain numbers and strings; no NaN)."""
-        body = {"format": FORMAT, **asdict(self)}
-        del body["origin"]
-        if self.fitted_on.samples is None:  # files without it keep their bytes, and so their id
-            del body["fitted_on"]["samples"]
+        """The calibration as a JSON document (plain numbers and strings; no NaN); format 1 when it has one head
+        over FEATURES and no sentence head, so that such a file keeps its bytes and its id."""
+        body: dict[str, Any] = {"format": FORMAT, **asdict(self)}
+        del body["origin"], body["more_heads"], body["sentence"], body["stages"]
+        for name in ("samples", "sentence_base_rate", "sentence_n"):  # files without them keep their bytes, and id
+            if body["fitted_on"][name] is None:
+                del body["fitted_on"][name]
+        if self.more_heads or self.sentence is not None or self.stages or self.model.features != FEATURES:
+            body["more_heads"] = [asdict(h) for h in self.more_heads]
+            body["sentence"] = None if self.sentence is None else asdict(self.sentence)
+            if self.stages:
+                body["stages"] = [asdict(s) for s in self.stages]
+        else:
+            body["format"] = FORMAT_1
         return json.dumps(body, indent=1, allow_nan=False) + "\n"
 
     @classmethod
-    def from_json(cls, text: str | bytes, origin: str = "") -> "Calibration":
-        """Parse and check a calibration written by ``to_json``."""
+    def from_json(cls, text: str | bytes, origin: str = "") -> Calibration:
+        """Parse and check a calibration written by ``to_json`` (format 1 or 2)."""
         where = origin or "calibration"
         try:
             body = json.loads(text, parse_constant=_no_constant)  # bytes: UTF-8 or a ValueError
         except ValueError as exc:
             raise BBWDError(f"{where} is not a calibration file: {exc}") from None
-        if not isinstance(body, dict) or body.get("format") != FORMAT:
-            raise BBWDError(f"{where} is not a calibration file (field 'format' is not {FORMAT!r})")
+        if not isinstance(body, dict) or body.get("format") not in (FORMAT_1, FORMAT):
+            raise BBWDError(f"{where} is not a calibration file (field 'format' is not {FORMAT!r} or {FORMAT_1!r})")
         try:
-            cal = cls(model=ScoreModel.from_dict(body["model"]), operating_point=OperatingPoint(**body["operating_point"]),
-                      fingerprint=body["fingerprint"], settings=body["settings"], fitted_on=FittedOn(**body["fitted_on"]),
-                      bbwd_version=body["bbwd_version"], origin=origin)
+            sentence = body.get("sentence")
+            cal = cls(
+                model=ScoreModel.from_dict(body["model"]),
+                operating_point=OperatingPoint(**body["operating_point"]),
+                fingerprint=body["fingerprint"],
+                settings=body["settings"],
+                fitted_on=FittedOn(**body["fitted_on"]),
+                bbwd_version=body["bbwd_version"],
+                origin=origin,
+                more_heads=tuple(Head.from_dict(h) for h in body.get("more_heads", [])),
+                sentence=None if sentence is None else Head.from_dict(sentence),
+                stages=tuple(Stage.from_dict(s) for s in body.get("stages", [])),
+            )
         except (KeyError, TypeError) as exc:
             raise BBWDError(f"{where}: missing or unexpected field: {exc}") from None
         _check(cal, where)
@@ -273,7 +551,7 @@ class Calibration:
         Path(path).write_text(self.to_json(), encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Calibration":
+    def load(cls, path: str | Path) -> Calibration:
         """Read a calibration file; BBWDError naming the file when it is missing or not one."""
         path = Path(path)
         if not path.is_file():
@@ -287,30 +565,66 @@ def _no_constant(name: str) -> None:
 
 def _check(cal: Calibration, where: str) -> None:
     """Raise BBWDError naming the first field of a calibration that cannot be right."""
-    m = cal.model
-    n = len(m.features)
-    rules = [
-        ("model.features", m.features == FEATURES, f"{list(FEATURES)}"),
-        ("model.mean/scale/coef", len(m.mean) == len(m.scale) == len(m.coef) == n, f"{n} numbers each"),
-        ("model.scale", all(s > 0 for s in m.scale), "positive"),
-        ("model.calibrator", not isinstance(m.calibrator, Isotonic) or (
-            len(m.calibrator.x) == len(m.calibrator.y) >= 1 and list(m.calibrator.x) == sorted(m.calibrator.x)
-            and all(0 <= v <= 1 for v in m.calibrator.y)), "isotonic points with x increasing and y in [0, 1]"),
-        ("operating_point.threshold", 0 <= cal.threshold <= 1, "in [0, 1]"),
-        ("fingerprint", cal.fingerprint == calibration_fingerprint(cal.settings),
-         "the fingerprint of its settings (the file was edited?)"),
+    rules: list[tuple[str, bool, str]] = []
+    named: list[tuple[str, Head, tuple[str, ...]]] = [("model", Head(cal.model, cal.operating_point), MEMBERS)]
+    named += [(f"more_heads[{n}]", h, MEMBERS) for n, h in enumerate(cal.more_heads)]
+    named += [("sentence", cal.sentence, SENTENCE_MEMBERS)] if cal.sentence is not None else []
+    named += [(f"stages[{n}].heads[{m}]", h, MEMBERS) for n, s in enumerate(cal.stages) for m, h in enumerate(s.heads)]
+    rules += [
+        (
+            f"stages[{n}]",
+            bool(s.heads) and 2 <= s.k < cal.settings.get("k", 0) and 0 <= s.settle.below <= s.settle.above <= 1,
+            "heads, 2 <= k < the calibration's k, 0 <= below <= above <= 1",
+        )
+        for n, s in enumerate(cal.stages)
+    ]
+    for where_, head, allowed in named:
+        m = head.model
+        n = len(m.features)
+        unknown = [f for f in m.features if f not in allowed]
+        rules += [
+            (f"{where_}.features", n >= 1 and not unknown, f"members of {list(allowed)} (unknown: {unknown})"),
+            (f"{where_}.mean/scale/coef", len(m.mean) == len(m.scale) == len(m.coef) == n, f"{n} numbers each"),
+            (f"{where_}.scale", all(s > 0 for s in m.scale), "positive"),
+            (
+                f"{where_}.calibrator",
+                not isinstance(m.calibrator, Isotonic)
+                or (
+                    len(m.calibrator.x) == len(m.calibrator.y) >= 1
+                    and list(m.calibrator.x) == sorted(m.calibrator.x)
+                    and all(0 <= v <= 1 for v in m.calibrator.y)
+                ),
+                "isotonic points with x increasing and y in [0, 1]",
+            ),
+            (f"{where_}.operating_point.threshold", 0 <= head.operating_point.threshold <= 1, "in [0, 1]"),
+        ]
+    rules += [
+        ("fitted_on.base_rate", 0 < cal.fitted_on.base_rate < 1, "in (0, 1)"),
+        (
+            "fitted_on.sentence_base_rate",
+            cal.sentence is None
+            or (cal.fitted_on.sentence_base_rate is not None and 0 < cal.fitted_on.sentence_base_rate < 1),
+            "in (0, 1) with a sentence head",
+        ),
+        (
+            "fingerprint",
+            cal.fingerprint == calibration_fingerprint(cal.settings),
+            "the fingerprint of its settings (the file was edited?)",
+        ),
     ]
     for name, ok, want in rules:
         if not ok:
             raise BBWDError(f"{where}: field '{name}' must be {want}")
 
 
-def default_calibration_path(teacher: str, white_box: bool = True) -> Path | None:
+def default_calibration_path(teacher: str, white_box: bool = True, staged: bool = False) -> Path | None:
     """The calibration shipped with bbwd for a registry teacher (it may not exist): ``<teacher>.json`` for white-box
-    runs, ``<teacher>.api.json`` for runs that score another target; None for other teachers."""
+    runs, ``<teacher>.api.json`` for runs that score another target, each with ``.auto`` before ``.json`` for
+    ``-k auto`` (``staged``); None for other teachers."""
     if not teacher or Path(teacher).name != teacher or teacher.startswith("."):
         return None
-    return PACKAGE_CALIBRATIONS / (f"{teacher}.json" if white_box else f"{teacher}.api.json")
+    auto = ".auto" if staged else ""
+    return PACKAGE_CALIBRATIONS / (f"{teacher}{auto}.json" if white_box else f"{teacher}.api{auto}.json")
 
 
 def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
@@ -322,13 +636,15 @@ def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | Non
     """
     teacher = str(reported.get("teacher"))
     white_box = bool(reported.get("white_box", True))
-    path = default_calibration_path(teacher, white_box)
+    path = default_calibration_path(teacher, white_box, reported.get("stop") is not None)
     if path is None:
         return None, None
     if not path.is_file():
-        kind = "" if white_box else "black-box runs with "
-        return None, (f"note: no calibration ships for {kind}{teacher} yet, so no risk is shown: fit one on labelled "
-                      "results with 'bbwd calibrate' and pass it with --calibration")
+        kind = ("" if white_box else "black-box runs with ") + ("-k auto and " if reported.get("stop") else "")
+        return None, (
+            f"note: no calibration ships for {kind}{teacher} yet, so no risk is shown: fit one on labelled "
+            "results with 'bbwd calibrate' and pass it with --calibration"
+        )
     cal = replace(Calibration.load(path), origin=f"embedded {path.name}")
     why = cal.mismatch(reported)
     if why is not None:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from blackbox_wd.sampling import BatchSampler
     from blackbox_wd.teachers.hf import HFTeacher
 
-__all__ = ["LocalSampler", "api_sampler_for", "local_sampler_for", "local_sampler_name", "target_kind"]
+__all__ = ["LocalSampler", "api_host", "api_sampler_for", "local_sampler_for", "local_sampler_name", "target_kind"]
 
 
 def target_kind(settings: Settings) -> str:
@@ -27,17 +27,22 @@ def target_kind(settings: Settings) -> str:
     downloaded, since it usually names a hosted model that needs ``--base-url``.
     """
     target = settings.target
-    if settings.white_box:
+    if settings.white_box or target is None:  # white_box holds for no target; the check tells type checkers
         return "white-box"
     if settings.base_url is not None or target in PRESETS:
         return "api"
     path = Path(target).expanduser()
-    if target in known_names() or (target.endswith(".gguf") and path.is_file()) or \
-            (path.is_dir() and (path / "config.json").exists()):
+    if (
+        target in known_names()
+        or (target.endswith(".gguf") and path.is_file())
+        or (path.is_dir() and (path / "config.json").exists())
+    ):
         return "local"
-    raise BBWDError(f"unknown target '{target}': API presets are {', '.join(PRESETS)}; any other model behind an "
-                    "OpenAI-compatible endpoint needs --base-url URL (and --api-key-env VAR); local targets are "
-                    f"{', '.join(known_names())}, a model folder or a .gguf file")
+    raise BBWDError(
+        f"unknown target '{target}': API presets are {', '.join(PRESETS)}; any other model behind an "
+        "OpenAI-compatible endpoint needs --base-url URL (and --api-key-env VAR); local targets are "
+        f"{', '.join(known_names())}, a model folder or a .gguf file"
+    )
 
 
 def api_sampler_for(settings: Settings) -> APISampler | None:
@@ -47,6 +52,15 @@ def api_sampler_for(settings: Settings) -> APISampler | None:
     from blackbox_wd.clients.api import make_api_sampler
 
     return make_api_sampler(settings)
+
+
+def api_host(settings: Settings) -> str | None:
+    """The host of the settings' API endpoint (a reported setting); None for a local target."""
+    if target_kind(settings) != "api":
+        return None
+    from blackbox_wd.clients.api import api_endpoint
+
+    return api_endpoint(settings).host
 
 
 def local_model(settings: Settings) -> str | None:
@@ -81,6 +95,8 @@ def local_sampler_for(settings: Settings, teacher: HFTeacher) -> BatchSampler:
     from blackbox_wd.teachers.hf import load_teacher
 
     name = local_model(settings)
+    if name is None:
+        raise BBWDError(f"target '{settings.target}' is an API model: it has no local sampler")
     model = teacher if settings.white_box else load_teacher(name, settings.device, settings.dtype)
     if drawn_by(name, model.device.type) == "transformers":
         return LocalSampler(model)

@@ -42,8 +42,16 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from blackbox_wd.clients.cache import CachedSample, SampleCache, sample_key
 from blackbox_wd.clients.presets import Endpoint, resolve_endpoint
 from blackbox_wd.clients.replay import Cassette, RecordingTransport, ReplayMiss, ReplayTransport, scrub
-from blackbox_wd.clients.retry import (EmptyContent, RetryPolicy, describe, gave_up, is_retryable, make_stop,
-                                       make_wait, server_message)
+from blackbox_wd.clients.retry import (
+    EmptyContent,
+    RetryPolicy,
+    describe,
+    gave_up,
+    is_retryable,
+    make_stop,
+    make_wait,
+    server_message,
+)
 from blackbox_wd.errors import BBWDError, SamplingError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, Usage
 from blackbox_wd.sampling import AsyncSampler
@@ -99,9 +107,17 @@ def parse_choices(response: Any) -> tuple[list[Choice | None], int]:
 class APISampler(AsyncSampler):
     """Draws K responses per prompt from an OpenAI-compatible endpoint, cached and retried."""
 
-    def __init__(self, endpoint: Endpoint, *, concurrency: int = 16, cache: SampleCache | None = None,
-                 retry: RetryPolicy = RetryPolicy(), timeout: float = 60.0,
-                 transport: TransportFactory | None = None, shared_slot: SlotFactory | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        concurrency: int = 16,
+        cache: SampleCache | None = None,
+        retry: RetryPolicy = RetryPolicy(),
+        timeout: float = 60.0,
+        transport: TransportFactory | None = None,
+        shared_slot: SlotFactory | None = None,
+    ) -> None:
         """A sampler for ``endpoint``; ``transport`` makes the httpx transport of each event loop, and
         ``shared_slot`` a slot of a budget shared with other samplers, held by each request on top of this one's."""
         if concurrency < 1:
@@ -115,8 +131,9 @@ class APISampler(AsyncSampler):
         self.shared_slot = shared_slot or nullcontext
         self.honours_n = endpoint.honours_n
         # Optional fields not to send: the preset's knowledge, then what the server refused with a 400.
-        self.unsupported = {name for name, sent in (("logprobs", endpoint.logprobs), ("seed", endpoint.seed))
-                            if not sent}
+        self.unsupported = {
+            name for name, sent in (("logprobs", endpoint.logprobs), ("seed", endpoint.seed)) if not sent
+        }
         self._bound: tuple[asyncio.AbstractEventLoop, openai.AsyncOpenAI, asyncio.Semaphore] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -135,10 +152,18 @@ class APISampler(AsyncSampler):
         loop = asyncio.get_running_loop()
         if self._bound is None or self._bound[0] is not loop:
             http = httpx.AsyncClient(
-                transport=self.transport() if self.transport else None, timeout=httpx.Timeout(self.timeout),
-                limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency))
-            client = openai.AsyncOpenAI(api_key=self.endpoint.api_key, base_url=self.endpoint.base_url,
-                                        max_retries=0, timeout=self.timeout, http_client=http)
+                transport=self.transport() if self.transport else None,
+                timeout=httpx.Timeout(self.timeout),
+                limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
+            )
+            # openai takes an httpx client at run time as well as an httpx2 one; its type names httpx2's only
+            client = openai.AsyncOpenAI(
+                api_key=self.endpoint.api_key,
+                base_url=self.endpoint.base_url,
+                max_retries=0,
+                timeout=self.timeout,
+                http_client=http,  # type: ignore[arg-type]  # openai's stub names httpx2's client only
+            )
             self._bound = (loop, client, asyncio.Semaphore(self.concurrency))
         return self._bound[1], self._bound[2]
 
@@ -194,7 +219,9 @@ class APISampler(AsyncSampler):
 
     async def _draw(self, messages: Messages, params: SamplingParams, usage: Usage) -> SampleSet:
         """Cache hits first, then one ``n`` request, then single requests for the samples still missing."""
-        keys = [sample_key(self.endpoint.host, self.endpoint.model, messages, params, i) for i in range(params.k)]
+        first = params.start
+        host, model = self.endpoint.host, self.endpoint.model
+        keys = [sample_key(host, model, messages, params, first + i) for i in range(params.k)]
         slots = [self._cached(key, usage) for key in keys]
         missing = [i for i, s in enumerate(slots) if s is None]
 
@@ -202,27 +229,28 @@ class APISampler(AsyncSampler):
             """Put a non-empty choice in its slot and the cache; an empty one leaves the slot missing."""
             if choice is None:
                 return
-            slots[index] = Sample(choice.text, token_logprobs=choice.token_logprobs,
-                                  finish_reason=choice.finish_reason)
+            slots[index] = Sample(choice.text, token_logprobs=choice.token_logprobs, finish_reason=choice.finish_reason)
             usage.completion_tokens += choice.completion_tokens
             if self.cache is not None:
-                self.cache.put(keys[index], CachedSample(choice.text, choice.token_logprobs,
-                                                         choice.finish_reason, choice.completion_tokens))
+                self.cache.put(
+                    keys[index],
+                    CachedSample(choice.text, choice.token_logprobs, choice.finish_reason, choice.completion_tokens),
+                )
 
         if len(missing) > 1 and self.honours_n is not False:
             try:
-                choices = await self._create(messages, params, len(missing), missing[0], usage)
+                choices = await self._create(messages, params, len(missing), first + missing[0], usage)
             except NRejected:  # e.g. llama.cpp caps n at its slot count: fan out instead
                 self.honours_n, choices = False, []
             if self.honours_n is None:
                 self.honours_n = len(choices) >= len(missing)
-            for index, choice in zip(missing, choices):
+            for index, choice in zip(missing, choices, strict=False):
                 keep(index, choice)
             missing = [i for i in missing if slots[i] is None]
 
         async def single(index: int) -> None:
             """Draw sample ``index`` alone (cached on arrival)."""
-            keep(index, (await self._create(messages, params, 1, index, usage))[0])
+            keep(index, (await self._create(messages, params, 1, first + index, usage))[0])
 
         results = await asyncio.gather(*(single(i) for i in missing), return_exceptions=True)
         failure = next((r for r in results if isinstance(r, BaseException)), None)
@@ -232,8 +260,13 @@ class APISampler(AsyncSampler):
 
     def _body(self, messages: Messages, params: SamplingParams, n: int, index: int) -> dict[str, Any]:
         """Request arguments for ``n`` choices whose first is sample ``index``, less the unsupported fields."""
-        body: dict[str, Any] = dict(model=self.endpoint.model, messages=messages, temperature=params.temperature,
-                                    top_p=params.top_p, max_tokens=params.max_tokens)
+        body: dict[str, Any] = dict(
+            model=self.endpoint.model,
+            messages=messages,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_tokens,
+        )
         if n > 1:
             body["n"] = n
         if params.seed is not None and "seed" not in self.unsupported:
@@ -242,8 +275,9 @@ class APISampler(AsyncSampler):
             body.update(logprobs=True, top_logprobs=1)
         return body
 
-    async def _create(self, messages: Messages, params: SamplingParams, n: int, index: int,
-                      usage: Usage) -> list[Choice | None]:
+    async def _create(
+        self, messages: Messages, params: SamplingParams, n: int, index: int, usage: Usage
+    ) -> list[Choice | None]:
         """One chat completion (None for empty choices), retried in budget; its final failure a SamplingError."""
         client, slots = self._client()
         body = self._body(messages, params, n, index)
@@ -253,8 +287,13 @@ class APISampler(AsyncSampler):
             """Count a retry in the prompt's usage."""
             usage.retries += 1
 
-        retrying = AsyncRetrying(stop=make_stop(self.retry), wait=make_wait(self.retry),
-                                 retry=retry_if_exception(is_retryable), before_sleep=count_retry, reraise=True)
+        retrying = AsyncRetrying(
+            stop=make_stop(self.retry),
+            wait=make_wait(self.retry),
+            retry=retry_if_exception(is_retryable),
+            before_sleep=count_retry,
+            reraise=True,
+        )
         try:
             async for attempt in retrying:
                 with attempt:
@@ -310,7 +349,7 @@ def _env_float(name: str, default: float) -> float:
     return value
 
 
-def api_endpoint(settings: "Settings") -> Endpoint:
+def api_endpoint(settings: Settings) -> Endpoint:
     """The endpoint of the settings' API target; BBWDError for a missing key (none needed to replay a fixture)."""
     replay = os.environ.get("BBWD_API_REPLAY")
     if replay and os.environ.get("BBWD_API_RECORD"):
@@ -323,7 +362,7 @@ def api_timeout() -> float:
     return _env_float("BBWD_API_TIMEOUT", 60.0)
 
 
-def make_api_sampler(settings: "Settings", shared_slot: SlotFactory | None = None) -> APISampler:
+def make_api_sampler(settings: Settings, shared_slot: SlotFactory | None = None) -> APISampler:
     """The API sampler for the settings' target (cache, concurrency, retry budget, record/replay from the env)."""
     endpoint = api_endpoint(settings)
     replay = os.environ.get("BBWD_API_REPLAY")
@@ -337,9 +376,18 @@ def make_api_sampler(settings: "Settings", shared_slot: SlotFactory | None = Non
         rec = Cassette(meta={"base_url_host": endpoint.host, "model": endpoint.model})
         transport = lambda: RecordingTransport(record, rec, secrets=(endpoint.api_key,))  # noqa: E731
     budget = getattr(settings, "retry_budget", RetryPolicy.budget)
-    policy = RetryPolicy(budget=_env_float("BBWD_API_RETRY_BUDGET", budget),
-                         attempts=int(_env_float("BBWD_API_ATTEMPTS", RetryPolicy.attempts)),
-                         cap=_env_float("BBWD_API_BACKOFF_CAP", RetryPolicy.cap))
+    policy = RetryPolicy(
+        budget=_env_float("BBWD_API_RETRY_BUDGET", budget),
+        attempts=int(_env_float("BBWD_API_ATTEMPTS", RetryPolicy.attempts)),
+        cap=_env_float("BBWD_API_BACKOFF_CAP", RetryPolicy.cap),
+    )
     cache = SampleCache(settings.cache_dir) if settings.cache else None
-    return APISampler(endpoint, concurrency=settings.concurrency, cache=cache, retry=policy, timeout=api_timeout(),
-                      transport=transport, shared_slot=shared_slot)
+    return APISampler(
+        endpoint,
+        concurrency=settings.concurrency,
+        cache=cache,
+        retry=policy,
+        timeout=api_timeout(),
+        transport=transport,
+        shared_slot=shared_slot,
+    )

@@ -25,8 +25,12 @@ class CachedSample:
 
 def sample_key(host: str, model: str, messages: Messages, params: SamplingParams, index: int) -> str:
     """sha256 of (endpoint host, model, messages, temperature, top_p, max_tokens, seed, sample index)."""
-    payload = json.dumps([host, model, messages, params.temperature, params.top_p, params.max_tokens,
-                          params.seed, index], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    payload = json.dumps(
+        [host, model, messages, params.temperature, params.top_p, params.max_tokens, params.seed, index],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -49,8 +53,12 @@ class SampleCache:
             return None
         data = json.loads(raw)
         lp = data.get("token_logprobs")
-        return CachedSample(data["text"], tuple(lp) if lp is not None else None,
-                            data.get("finish_reason"), int(data.get("completion_tokens", 0)))
+        return CachedSample(
+            data["text"],
+            tuple(lp) if lp is not None else None,
+            data.get("finish_reason"),
+            int(data.get("completion_tokens", 0)),
+        )
 
     def put(self, key: str, sample: CachedSample) -> None:
         """Store a sample (JSON text, so the cache holds no pickles)."""

@@ -11,20 +11,38 @@ shared by K sequences; sequence i draws with seed ``base + i``, where ``base`` i
 (seed, messages) as :func:`~blackbox_wd.clients.local.sample_seed` does. Requests go one at a
 time, so a prompt's samples do not depend on what else is drawn with it (llama.cpp's kernels
 round differently by batch size, and one rounding flip changes a sample from there on); drawn
-with another K they can differ that way. The chain is temperature then top-p (transformers'
+with another K they can differ that way, so ``-k auto`` draws each stage as the same request every time.
+A prompt is never read from what another request left in llama.cpp's cache: a prompt whose start another
+prompt left in a slot would be read from that cached start, computed in another batch, and its samples would
+then depend on what the process drew before it (a resumed run drew other samples than a clean one). Yet a
+long shared start (a system prompt, few-shot exemplar turns) should be read once, not once a request. So
+a prompt's **earlier turns** (every message but its last, as the chat template renders them: a function of
+the prompt alone) are read once per process from an empty slot, in a request of their own, and saved to a
+file; each request of a prompt with those turns restores that file into slot 0 and reads only the rest
+(``cache_prompt`` on, the slot pinned). Its samples then depend on the prompt and the seed alone, and the
+shared start costs one file read. A prompt without earlier turns (or with under ``PREFIX_MIN`` tokens of
+them) is read afresh in slot 0 (``cache_prompt`` off). The host-memory prompt cache is off.
+The K samples of a request still share one reading of the prompt. The chain is temperature then top-p (transformers'
 order), with every other llama.cpp sampler off.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
+import hashlib
 import os
 import random
+import shutil
+import tempfile
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+from jinja2 import TemplateError
 
 from blackbox_wd.clients.local import sample_seed
 from blackbox_wd.clients.servers import llamacpp_server
@@ -35,12 +53,25 @@ from blackbox_wd.teachers.hf import HFTeacher
 
 SLOTS = 24  # sequences decoded together: a prompt's K samples (a larger K goes in several requests)
 CONTEXT = 8192  # KV cells shared by all sequences (a prompt's cells, shared by its K sequences, count once)
+PREFIX_MIN = 32  # earlier turns shorter than this are read with each request: a restore would save too little
+SLOT = 0  # the slot every request runs in (its K samples take others, copied from it)
 SEED_SPAN = 1 << 31  # llama.cpp seeds are uint32: base + i stays below 2**32 for any K < 2**31
 
 # Every llama.cpp sampler but temperature and top-p switched off, so the law is transformers' one.
-NEUTRAL = {"top_k": 0, "min_p": 0.0, "typical_p": 1.0, "top_n_sigma": -1.0, "repeat_penalty": 1.0,
-           "presence_penalty": 0.0, "frequency_penalty": 0.0, "dry_multiplier": 0.0, "xtc_probability": 0.0,
-           "mirostat": 0, "dynatemp_range": 0.0, "samplers": ["temperature", "top_p"]}
+NEUTRAL = {
+    "top_k": 0,
+    "min_p": 0.0,
+    "typical_p": 1.0,
+    "top_n_sigma": -1.0,
+    "repeat_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "dry_multiplier": 0.0,
+    "xtc_probability": 0.0,
+    "mirostat": 0,
+    "dynatemp_range": 0.0,
+    "samplers": ["temperature", "top_p"],
+}
 
 
 def prompt_seed(seed: int | None, messages: Messages) -> int:
@@ -55,16 +86,29 @@ def threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+@dataclass(frozen=True)
+class Host:
+    """A llama.cpp server in this process, the folder its slots are saved to, and the lock a prompt's requests
+    hold (a restore and the request that reads from it go together)."""
+
+    server: Any
+    slot_dir: Path
+    lock: threading.Lock
+
+
 @functools.cache
-def server_for(gguf: Path) -> Any:
-    """llama.cpp's server in process on ``gguf``: ``SLOTS`` sequences, one unified KV cache of ``CONTEXT`` cells,
-    quiet; started once per process and kept until it exits (the wheel's servers, started and dropped in turn in
-    one process, can hang in their destructor or their first request).
+def server_for(gguf: Path) -> Host:
+    """llama.cpp's server in process on ``gguf``, with the folder its slots are saved to: ``SLOTS`` sequences, one
+    unified KV cache of ``CONTEXT`` cells, quiet; started once per process and kept until it exits (the wheel's
+    servers, started and dropped in turn in one process, can hang in their destructor or their first request).
 
     It listens on a free port of 127.0.0.1: samplers post to its native ``/completion``, the one answer that
     carries every generated token id (the OpenAI-style ones leave out tokens ending inside a UTF-8 character).
     """
-    return llamacpp_server(gguf, slots=SLOTS, context=CONTEXT, threads=threads(), unified=True)
+    slot_dir = Path(tempfile.mkdtemp(prefix="bbwd-llamacpp-slots-"))
+    atexit.register(shutil.rmtree, slot_dir, True)
+    server = llamacpp_server(gguf, slots=SLOTS, context=CONTEXT, threads=threads(), unified=True, slot_dir=slot_dir)
+    return Host(server, slot_dir, threading.Lock())
 
 
 class LlamaCppSampler(BatchSampler):
@@ -75,46 +119,108 @@ class LlamaCppSampler(BatchSampler):
     def __init__(self, teacher: HFTeacher, gguf: str | Path, slots: int = SLOTS) -> None:
         self.teacher = teacher
         self.slots = min(slots, SLOTS)  # sequences a request
-        self.server = server_for(Path(gguf).resolve())
-        self.client = httpx.Client(base_url=self.server.listening_address, timeout=None)  # 127.0.0.1
+        self.host = server_for(Path(gguf).resolve())
+        self.client = httpx.Client(base_url=self.host.server.listening_address, timeout=None)  # 127.0.0.1
 
     def sample(self, messages: Messages, params: SamplingParams) -> SampleSet:
         """K samples for one prompt."""
         return self.sample_many([(messages, params.k)], params)[0]
 
-    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams,
-                    answers: bool = False) -> list[SampleSet]:
+    def sample_many(
+        self, requests: Sequence[tuple[Messages, int]], params: SamplingParams, answers: bool = False
+    ) -> list[SampleSet]:
         """``k`` samples for each (messages, k), and with ``answers`` each prompt's greedy answer (temperature 0).
 
         One request at a time: a prompt's samples are batched with each other only, its answer with nothing, so
         neither depends on what else is drawn (llama.cpp's kernels round by batch size).
         """
         prompts = [self.teacher.prompt_ids(m) for m, _ in requests]  # BBWDError for a prompt over the context
-        for ids, (_, k) in zip(prompts, requests):
+        for ids, (_, k) in zip(prompts, requests, strict=True):
             if len(ids) + k * params.max_tokens > CONTEXT:
-                raise BBWDError(f"a prompt of {len(ids)} tokens and {k} x {params.max_tokens} new ones is over "
-                                f"llama.cpp's cache of {CONTEXT} tokens")
+                raise BBWDError(
+                    f"a prompt of {len(ids)} tokens and {k} x {params.max_tokens} new ones is over "
+                    f"llama.cpp's cache of {CONTEXT} tokens"
+                )
         once = SamplingParams(1, 0.0, 1.0, params.max_tokens, 0)
-        return [SampleSet(self.complete(ids, k, params, prompt_seed(params.seed, m)),
-                          answer=self.complete(ids, 1, once, 0)[0] if answers else None)
-                for ids, (m, k) in zip(prompts, requests)]
+        out = []
+        for ids, (m, k) in zip(prompts, requests, strict=True):
+            head = self.earlier_turns(m, ids)
+            out.append(
+                SampleSet(
+                    self.complete(ids, k, params, prompt_seed(params.seed, m) + params.start, head),
+                    answer=self.complete(ids, 1, once, 0, head)[0] if answers else None,
+                )
+            )
+        return out
 
-    def complete(self, prompt: list[int], k: int, params: SamplingParams, seed: int) -> list[Sample]:
+    def earlier_turns(self, messages: Messages, ids: list[int]) -> list[int]:
+        """The token ids of the prompt's earlier turns (all its messages but the last, rendered as a finished
+        conversation) when the prompt ``ids`` start with them and they are at least ``PREFIX_MIN`` tokens; else []."""
+        tokenizer = self.teacher.tokenizer
+        if len(messages) < 2 or not tokenizer.chat_template:
+            return []
+        try:
+            head = list(
+                tokenizer.apply_chat_template(
+                    list(messages[:-1]),
+                    add_generation_prompt=False,
+                    tokenize=True,
+                    return_dict=False,
+                    sanitize_control_tokens=True,
+                    enable_thinking=False,
+                )
+            )
+        except (TemplateError, ValueError):  # e.g. a template that wants the turns to end with the user's
+            return []
+        return head if PREFIX_MIN <= len(head) < len(ids) and ids[: len(head)] == head else []
+
+    def complete(
+        self, prompt: list[int], k: int, params: SamplingParams, seed: int, head: Sequence[int] = ()
+    ) -> list[Sample]:
         """``k`` completions of the prompt's token ids, sequence i drawn with seed ``seed + i`` (at most ``slots``
-        sequences a request)."""
+        sequences a request). With ``head`` (the prompt's earlier turns) each request starts from the saved
+        reading of ``head`` in slot 0, else from an empty slot (module docstring)."""
         out: list[Sample] = []
         for start in range(0, k, self.slots):
             n = min(self.slots, k - start)
-            body = {"prompt": prompt, "n_cmpl": n, "n_predict": params.max_tokens, "temperature": params.temperature,
-                    "top_p": params.top_p, "seed": seed + start, "n_probs": 1, "return_tokens": True,
-                    "cache_prompt": True, **NEUTRAL}
-            reply = self.client.post("/completion", json=body)
-            if reply.status_code != 200:
-                raise BBWDError(f"llama.cpp: {one_line(reply.text)}")
-            results = reply.json()
-            out += [self.as_sample(r) for r in sorted(results if isinstance(results, list) else [results],
-                                                       key=lambda r: r.get("index", 0))]
+            body = {
+                "prompt": prompt,
+                "n_cmpl": n,
+                "n_predict": params.max_tokens,
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "seed": seed + start,
+                "n_probs": 1,
+                "return_tokens": True,
+                "id_slot": SLOT,
+                "cache_prompt": bool(head),  # only the restored head is read from the cache
+                **NEUTRAL,
+            }
+            with self.host.lock:
+                if head:
+                    self.restore(head)
+                results = self.post("/completion", body)
+            out += [
+                self.as_sample(r)
+                for r in sorted(results if isinstance(results, list) else [results], key=lambda r: r.get("index", 0))
+            ]
         return out
+
+    def restore(self, head: Sequence[int]) -> None:
+        """Slot 0 holding exactly ``head`` read from an empty slot: read and saved once per server, then restored."""
+        name = hashlib.sha256(repr(list(head)).encode()).hexdigest()[:32] + ".bin"
+        if not (self.host.slot_dir / name).exists():
+            self.post(f"/slots/{SLOT}?action=erase", {})
+            self.post("/completion", {"prompt": list(head), "n_predict": 0, "id_slot": SLOT, "cache_prompt": True})
+            self.post(f"/slots/{SLOT}?action=save", {"filename": name})
+        self.post(f"/slots/{SLOT}?action=restore", {"filename": name})
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        """The JSON answer of a POST to the server; BBWDError for any other status than 200."""
+        reply = self.client.post(path, json=body)
+        if reply.status_code != 200:
+            raise BBWDError(f"llama.cpp: {one_line(reply.text)}")
+        return reply.json()
 
     def as_sample(self, result: dict[str, Any]) -> Sample:
         """One llama.cpp completion as a Sample: its token ids (the end-of-turn token dropped), the teacher
@@ -128,7 +234,10 @@ class LlamaCppSampler(BatchSampler):
         if stopped:
             ids = ids[:-1]
         probs = result.get("completion_probabilities") or []
-        complete = [int(p["id"]) for p in probs[:len(ids)]] == list(ids)
-        return Sample(text=self.teacher.tokenizer.decode(ids, skip_special_tokens=True), token_ids=ids,
-                      token_logprobs=tuple(float(p["logprob"]) for p in probs[:len(ids)]) if complete else None,
-                      finish_reason="stop" if stopped else "length")
+        complete = [int(p["id"]) for p in probs[: len(ids)]] == list(ids)
+        return Sample(
+            text=self.teacher.tokenizer.decode(ids, skip_special_tokens=True),
+            token_ids=ids,
+            token_logprobs=tuple(float(p["logprob"]) for p in probs[: len(ids)]) if complete else None,
+            finish_reason="stop" if stopped else "length",
+        )

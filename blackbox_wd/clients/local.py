@@ -39,7 +39,8 @@ class InverseCDFDraw(LogitsProcessor):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         """Scores with +inf at the drawn token of each row (others unchanged, all below it)."""
         drawn = draw_tokens(scores, self.generators)[:, None]
-        return scores.scatter_(1, drawn, float("inf"))
+        scores.scatter_(1, drawn, float("inf"))
+        return scores
 
 
 def draw_tokens(scores: torch.Tensor, generators: Sequence[torch.Generator | None]) -> torch.Tensor:
@@ -55,13 +56,15 @@ def draw_tokens(scores: torch.Tensor, generators: Sequence[torch.Generator | Non
     return drawn.clamp_(max=scores.shape[-1] - 1)
 
 
-def row_generators(requests: Sequence[tuple[Messages, int]], seed: int | None,
-                   answers: bool = False) -> list[torch.Generator | None]:
-    """One CPU generator per sampled row, seeded by ``sample_seed`` (from the OS when seed is None);
-    with ``answers``, each request's k rows are followed by a greedy row (None)."""
+def row_generators(
+    requests: Sequence[tuple[Messages, int]], seed: int | None, answers: bool = False, start: int = 0
+) -> list[torch.Generator | None]:
+    """One CPU generator per sampled row, samples ``start`` to ``start + k - 1`` of each request, seeded by
+    ``sample_seed`` (from the OS when seed is None); with ``answers``, each request's k rows are followed by a
+    greedy row (None)."""
     gens: list[torch.Generator | None] = []
     for messages, k in requests:
-        for i in range(k):
+        for i in range(start, start + k):
             g = torch.Generator()
             if seed is None:
                 g.seed()
@@ -101,8 +104,13 @@ class LocalSampler(BatchSampler):
         for row in rows:
             cut = next((i for i, t in enumerate(row) if t in stop), len(row))
             token_ids = tuple(row[:cut])
-            out.append(Sample(text=self.teacher.tokenizer.decode(token_ids, skip_special_tokens=True),
-                              token_ids=token_ids, finish_reason="stop" if cut < len(row) else "length"))
+            out.append(
+                Sample(
+                    text=self.teacher.tokenizer.decode(token_ids, skip_special_tokens=True),
+                    token_ids=token_ids,
+                    finish_reason="stop" if cut < len(row) else "length",
+                )
+            )
         return out
 
     def sample(self, messages: Messages, params: SamplingParams) -> SampleSet:
@@ -110,8 +118,9 @@ class LocalSampler(BatchSampler):
         return self.sample_many([(messages, params.k)], params)[0]
 
     @torch.inference_mode()
-    def sample_many(self, requests: Sequence[tuple[Messages, int]], params: SamplingParams,
-                    answers: bool = False) -> list[SampleSet]:
+    def sample_many(
+        self, requests: Sequence[tuple[Messages, int]], params: SamplingParams, answers: bool = False
+    ) -> list[SampleSet]:
         """``k`` samples for each (messages, k), all decoded together, one token a step for the rows still going.
 
         The prompts are read once (the tokens they share at their start once for them all, or not again
@@ -129,7 +138,11 @@ class LocalSampler(BatchSampler):
         prefix, last = read(prompts, self.pad_id(), device, run, self.teacher.memo)
         width = [k + answers for _, k in requests]
         index = torch.tensor([n for n, w in enumerate(width) for _ in range(w)], device=device)
-        gens = row_generators(requests, params.seed, answers) if params.temperature > 0 else [None] * len(index)
+        gens = (
+            row_generators(requests, params.seed, answers, params.start)
+            if params.temperature > 0
+            else [None] * len(index)
+        )
         drawn = iter(self.samples(self._decode(prefix, self.teacher.logits(last), index, gens, params)))
         sets = []
         for _, k in requests:
@@ -137,8 +150,14 @@ class LocalSampler(BatchSampler):
             sets.append(SampleSet(samples, answer=next(drawn) if answers else None))
         return sets
 
-    def _decode(self, prefix: Prefix, logits: torch.Tensor, index: torch.Tensor,
-                gens: Sequence[torch.Generator | None], params: SamplingParams) -> list[list[int]]:
+    def _decode(
+        self,
+        prefix: Prefix,
+        logits: torch.Tensor,
+        index: torch.Tensor,
+        gens: Sequence[torch.Generator | None],
+        params: SamplingParams,
+    ) -> list[list[int]]:
         """Token rows after prompts ``index`` (R,), given each prompt's next-token ``logits``: up to
         ``params.max_tokens`` each, a row ending at its first stop token."""
         run, device = decoder_pass(self.teacher.model), logits.device
@@ -150,7 +169,7 @@ class LocalSampler(BatchSampler):
         scores = logits[index]
         for step in range(params.max_tokens):
             tokens = self._pick(scores, [gens[r] for r in live.tolist()], params, stop if step == 0 else None)
-            for r, t in zip(live.tolist(), tokens.tolist()):
+            for r, t in zip(live.tolist(), tokens.tolist(), strict=True):
                 rows[r].append(t)
             going = ~torch.isin(tokens, stop)
             if step == params.max_tokens - 1 or not going.any():
@@ -167,8 +186,12 @@ class LocalSampler(BatchSampler):
         return rows
 
     @staticmethod
-    def _pick(scores: torch.Tensor, gens: Sequence[torch.Generator | None], params: SamplingParams,
-              banned: torch.Tensor | None) -> torch.Tensor:
+    def _pick(
+        scores: torch.Tensor,
+        gens: Sequence[torch.Generator | None],
+        params: SamplingParams,
+        banned: torch.Tensor | None,
+    ) -> torch.Tensor:
         """Each row's next token: ``banned`` ids excluded (no stop as the first token), then temperature,
         top-p and the per-row draw; the most likely token at temperature 0."""
         if banned is not None:

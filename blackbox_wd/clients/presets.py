@@ -27,8 +27,9 @@ class Preset:
 PRESETS: dict[str, Preset] = {
     "gpt-4o-mini": Preset("gpt-4o-mini", "https://api.openai.com/v1", "OPENAI_API_KEY"),
     # DeepSeek returns one choice whatever n is and documents no seed.
-    "deepseek-chat": Preset("deepseek-chat", "https://api.deepseek.com", "DEEPSEEK_API_KEY",
-                            honours_n=False, seed=False),
+    "deepseek-chat": Preset(
+        "deepseek-chat", "https://api.deepseek.com", "DEEPSEEK_API_KEY", honours_n=False, seed=False
+    ),
 }
 
 
@@ -65,8 +66,9 @@ def is_loopback(url: str) -> bool:
         return False
 
 
-def resolve_endpoint(target: str | None, base_url: str | None, api_key_env: str | None,
-                     require_key: bool = True) -> Endpoint:
+def resolve_endpoint(
+    target: str | None, base_url: str | None, api_key_env: str | None, require_key: bool = True
+) -> Endpoint:
     """The endpoint for a target: a preset (overridable URL/key variable) or a model at ``base_url``.
 
     ``require_key=False`` (replay) puts a dummy key in place of a missing one.

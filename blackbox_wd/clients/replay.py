@@ -61,7 +61,7 @@ class Cassette:
     exchanges: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def load(cls, path: str | Path) -> "Cassette":
+    def load(cls, path: str | Path) -> Cassette:
         """Read a fixture file; a missing or malformed one is a BBWDError."""
         try:
             data = json.loads(Path(path).read_text())
@@ -72,15 +72,21 @@ class Cassette:
     def save(self, path: str | Path) -> None:
         """Write the fixture file (pretty JSON)."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps({"meta": self.meta, "exchanges": self.exchanges}, indent=1,
-                                         ensure_ascii=False) + "\n")
+        Path(path).write_text(
+            json.dumps({"meta": self.meta, "exchanges": self.exchanges}, indent=1, ensure_ascii=False) + "\n"
+        )
 
 
 class RecordingTransport(httpx.AsyncBaseTransport):
     """Forwards to a real transport and appends each scrubbed exchange to a cassette file."""
 
-    def __init__(self, path: str | Path, cassette: Cassette, secrets: tuple[str, ...] = (),
-                 inner: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        cassette: Cassette,
+        secrets: tuple[str, ...] = (),
+        inner: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.path, self.cassette, self.secrets = Path(path), cassette, secrets
         self.inner = inner or httpx.AsyncHTTPTransport()
         self._lock = threading.Lock()
@@ -94,10 +100,12 @@ class RecordingTransport(httpx.AsyncBaseTransport):
         resp_body = _json_or_text(scrub(raw.decode("utf-8", "replace"), self.secrets).encode())
         headers = {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers}
         with self._lock:
-            self.cassette.exchanges.append({
-                "request": {"method": request.method, "path": request.url.path, "body": req_body},
-                "response": {"status": response.status_code, "headers": headers, "body": resp_body},
-            })
+            self.cassette.exchanges.append(
+                {
+                    "request": {"method": request.method, "path": request.url.path, "body": req_body},
+                    "response": {"status": response.status_code, "headers": headers, "body": resp_body},
+                }
+            )
             self.cassette.save(self.path)
         return httpx.Response(response.status_code, headers=response.headers, content=raw, request=request)
 
@@ -129,8 +137,10 @@ class ReplayTransport(httpx.AsyncBaseTransport):
                 self._last[key] = queue.popleft()
             resp = self._last.get(key)
             if resp is None:
-                raise ReplayMiss(f"replay miss in {self.source}: no recording of {request.method} "
-                                 f"{request.url.path} {canonical(body)[:300]}; re-record the fixtures")
+                raise ReplayMiss(
+                    f"replay miss in {self.source}: no recording of {request.method} "
+                    f"{request.url.path} {canonical(body)[:300]}; re-record the fixtures"
+                )
             self.served += 1
         content = resp["body"] if isinstance(resp["body"], str) else json.dumps(resp["body"])
         headers = {"content-type": "application/json", **resp.get("headers", {})}

@@ -1,7 +1,7 @@
 """Which API failures are retried, for how long, and how long to wait between tries (tenacity).
 
-Retried (openai's or httpx's errors alike): timeouts, dropped connections, HTTP 408, 409, 429 and 5xx, and a reply whose content is
-empty (null, "" or whitespace); a response header ``x-should-retry: true`` makes any status
+Retried (openai's or httpx's errors alike): timeouts, dropped connections, HTTP 408, 409, 429 and 5xx, and a reply
+whose content is empty (null, "" or whitespace); a response header ``x-should-retry: true`` makes any status
 retried and ``x-should-retry: false`` makes none retried (as openai-python does). Everything else
 (400, 401, 403, 404, 422, ...) fails at once.
 
@@ -66,9 +66,11 @@ def is_retryable(exc: BaseException) -> bool:
 
 def _seconds(raw: str | None) -> float | None:
     """A non-negative number of seconds from a header value, or None when absent or not a number."""
+    if raw is None:
+        return None
     try:
-        value = float(raw)  # type: ignore[arg-type] - None is a TypeError
-    except (TypeError, ValueError):
+        value = float(raw)
+    except ValueError:
         return None
     return None if math.isnan(value) else max(value, 0.0)
 
@@ -119,8 +121,10 @@ def gave_up(exc: BaseException, policy: RetryPolicy, stats: dict[str, Any]) -> s
     hinted = retry_after(exc)
     elapsed = float(stats.get("delay_since_first_attempt") or 0.0)
     if hinted is not None and elapsed + hinted >= policy.budget:
-        return (f"retry after {hinted:g} s is beyond the retry budget of {policy.budget:g} s, "
-                f"{max(policy.budget - elapsed, 0.0):.0f} s left")
+        return (
+            f"retry after {hinted:g} s is beyond the retry budget of {policy.budget:g} s, "
+            f"{max(policy.budget - elapsed, 0.0):.0f} s left"
+        )
     attempts = int(stats.get("attempt_number") or 1)
     return f"{attempts} attempt{'s' if attempts != 1 else ''} in {elapsed:.1f} s"
 
@@ -155,8 +159,10 @@ def describe(exc: BaseException, where: str) -> str:
         return f"{where} timed out"
     if isinstance(exc, (openai.APIConnectionError, httpx.TransportError)):
         cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
-        return (f"could not reach {where}: {type(cause).__name__ if cause else 'connection error'}"
-                f"{': ' + str(cause).splitlines()[0] if cause and str(cause) else ''}")
+        return (
+            f"could not reach {where}: {type(cause).__name__ if cause else 'connection error'}"
+            f"{': ' + str(cause).splitlines()[0] if cause and str(cause) else ''}"
+        )
     if isinstance(exc, BBWDError):
         return f"{where} {exc}" if isinstance(exc, EmptyContent) else str(exc)
     return f"{where}: {type(exc).__name__}: {exc}"

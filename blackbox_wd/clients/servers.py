@@ -94,14 +94,31 @@ class TransformersServer:
         """The OpenAI base URL."""
         return f"http://{HOST}:{self.port}/v1"
 
-    def __enter__(self) -> "TransformersServer":
+    def __enter__(self) -> TransformersServer:
         self.port = self.port or free_port()
         exe = shutil.which("transformers") or str(Path(sys.executable).with_name("transformers"))
         log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "OMP_NUM_THREADS": "1"}
-        self.proc = subprocess.Popen([exe, "serve", str(self.folder), "--host", HOST, "--port", str(self.port),
-                                      "--device", "cpu", "--dtype", "float32", "--log-level", "warning"],
-                                     stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                "serve",
+                str(self.folder),
+                "--host",
+                HOST,
+                "--port",
+                str(self.port),
+                "--device",
+                "cpu",
+                "--dtype",
+                "float32",
+                "--log-level",
+                "warning",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
         try:
             wait_healthy(f"http://{HOST}:{self.port}/health", self.startup_timeout, self.proc)
         except BaseException:
@@ -119,11 +136,25 @@ class TransformersServer:
                 self.proc.wait()
 
 
-def llamacpp_server(gguf: Path, *, slots: int, context: int, threads: int, unified: bool = False,
-                    alias: str | None = None, api_key: str | None = None, port: int = 0) -> Any:
+def llamacpp_server(
+    gguf: Path,
+    *,
+    slots: int,
+    context: int,
+    threads: int,
+    unified: bool = False,
+    alias: str | None = None,
+    api_key: str | None = None,
+    port: int = 0,
+    slot_dir: Path | None = None,
+) -> Any:
     """llama.cpp's server started in this process (xllamacpp) on ``gguf`` at 127.0.0.1 (port 0: a free one),
     quiet and without warm-up: ``slots`` sequences, ``context`` KV cells (one cache shared by all sequences when
-    ``unified``, else split evenly), ``threads`` CPU threads."""
+    ``unified``, else split evenly), ``threads`` CPU threads.
+
+    With ``slot_dir`` its slots can be saved to and restored from files there (``/slots/<id>?action=save``), and
+    its host-memory prompt cache is off: a slot then holds only what its own requests or a restore left in it.
+    """
     try:
         import xllamacpp as xlc
     except ImportError as exc:  # a core dependency: only a broken install gets here
@@ -142,6 +173,10 @@ def llamacpp_server(gguf: Path, *, slots: int, context: int, threads: int, unifi
     p.hostnames = [HOST]
     p.port = port
     p.cpuparams.n_threads = p.cpuparams_batch.n_threads = threads
+    if slot_dir is not None:
+        p.slot_save_path = os.path.join(slot_dir, "")  # llama.cpp appends the file name to it as it is
+        p.cache_ram_mib = 0
+        p.cache_idle_slots = False
     return xlc.Server(p)
 
 
@@ -168,9 +203,16 @@ class LlamaCppServer:
         """The OpenAI base URL."""
         return self.base + "/v1"
 
-    def __enter__(self) -> "LlamaCppServer":
-        self.server = llamacpp_server(self.gguf, slots=self.n_parallel, context=2048 * self.n_parallel,
-                                      threads=self.n_threads, alias=self.alias, api_key=self.api_key, port=self.port)
+    def __enter__(self) -> LlamaCppServer:
+        self.server = llamacpp_server(
+            self.gguf,
+            slots=self.n_parallel,
+            context=2048 * self.n_parallel,
+            threads=self.n_threads,
+            alias=self.alias,
+            api_key=self.api_key,
+            port=self.port,
+        )
         self.base = self.server.listening_address
         return self
 

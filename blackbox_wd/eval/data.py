@@ -43,13 +43,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blackbox_wd.checks import is_finite_number
 from blackbox_wd.logs import line_hash
 
 DATA_ENV = "BBWD_DATA_DIR"
@@ -67,8 +67,9 @@ SENTENCE_LABELS = ("accurate", "minor_inaccurate", "major_inaccurate")
 
 QA_CONTEXT_PROMPT = "Answer the question using the context.\nContext: {context}\nQuestion: {question}\nAnswer briefly."
 QA_PROMPT = "Answer the question briefly.\nQuestion: {question}"
-SHORT_CONTEXT_PROMPT = ("Answer with only the answer: a few words, not a sentence.\nContext: {context}\n"
-                        "Question: {question}")
+SHORT_CONTEXT_PROMPT = (
+    "Answer with only the answer: a few words, not a sentence.\nContext: {context}\nQuestion: {question}"
+)
 SHORT_PROMPT = "Answer with only the answer: a few words, not a sentence.\nQuestion: {question}"
 MATH_PROMPT = "Solve the problem. Be concise and put the final answer in \\boxed{{}}.\nProblem: {question}"
 
@@ -121,8 +122,10 @@ class Dataset:
         """The protocol as reported and fingerprinted: its name and the exemplar ids per style."""
         if self.recorded:
             return {"prompts": RECORDED}
-        return {"prompts": self.protocol,
-                "exemplars": {style: [ex.id for ex in shots] for style, shots in self.exemplars.items() if shots}}
+        return {
+            "prompts": self.protocol,
+            "exemplars": {style: [ex.id for ex in shots] for style, shots in self.exemplars.items() if shots},
+        }
 
 
 def data_dir() -> Path:
@@ -159,8 +162,14 @@ def user_prompt(item: Item, protocol: str) -> str:
 
 def exemplar_turns(exemplars: Sequence[Item], protocol: str) -> list[dict[str, str]]:
     """Each exemplar as a user turn (its prompt) and an assistant turn (its first reference answer)."""
-    return [turn for ex in exemplars for turn in ({"role": "user", "content": user_prompt(ex, protocol)},
-                                                  {"role": "assistant", "content": ex.answers[0]})]
+    return [
+        turn
+        for ex in exemplars
+        for turn in (
+            {"role": "user", "content": user_prompt(ex, protocol)},
+            {"role": "assistant", "content": ex.answers[0]},
+        )
+    ]
 
 
 def pick_exemplars(items: list[Item]) -> dict[str, list[Item]]:
@@ -171,8 +180,7 @@ def pick_exemplars(items: list[Item]) -> dict[str, list[Item]]:
 def _strings(record: dict, key: str, where: str, min_len: int) -> list[str]:
     """A list of at least ``min_len`` non-empty strings under ``key``; ValueError naming it otherwise."""
     value = record.get(key)
-    if not isinstance(value, list) or len(value) < min_len or \
-            not all(isinstance(v, str) and v.strip() for v in value):
+    if not isinstance(value, list) or len(value) < min_len or not all(isinstance(v, str) and v.strip() for v in value):
         raise ValueError(f"{where}'{key}' must be a list of at least {min_len} non-empty strings")
     return value
 
@@ -187,7 +195,7 @@ def recorded_labels(record: dict, where: str = "") -> dict[str, Any]:
         out["label"] = int(record["label"])
     if record.get("human_score") is not None:
         score = record["human_score"]
-        if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        if not is_finite_number(score):
             raise ValueError(f"{where}'human_score' must be a finite number")
         out["human_score"] = float(score)
     if "sentences" in record:
@@ -217,11 +225,19 @@ def parse_recorded(record: dict, where: str = "", input_hash: str = "") -> Item:
     if response is None and "sentences" in record:
         raise ValueError(f"{where}'sentences' are the judged answer's: the record needs a 'response'")
     answers = _strings(record, "answers", where, 1) if "answers" in record else []
-    return Item(id=str(record["id"]), question=str(record.get("question", prompt)), answers=answers,
-                kind="qa" if answers else "passage", source=str(record["source"]), input_hash=input_hash,
-                messages=[{"role": "user", "content": prompt}], protocol=RECORDED,
-                samples=tuple(_strings(record, "samples", where, 2)), response=response,
-                labels=recorded_labels(record, where))
+    return Item(
+        id=str(record["id"]),
+        question=str(record.get("question", prompt)),
+        answers=answers,
+        kind="qa" if answers else "passage",
+        source=str(record["source"]),
+        input_hash=input_hash,
+        messages=[{"role": "user", "content": prompt}],
+        protocol=RECORDED,
+        samples=tuple(_strings(record, "samples", where, 2)),
+        response=response,
+        labels=recorded_labels(record, where),
+    )
 
 
 def parse_record(record: dict, where: str = "", input_hash: str = "") -> Item:
@@ -237,9 +253,15 @@ def parse_record(record: dict, where: str = "", input_hash: str = "") -> Item:
     if isinstance(answers, str) or not isinstance(answers, list) or not answers:
         raise ValueError(f"{where}'answers' must be a non-empty list of strings")
     source = str(record["source"])
-    return Item(id=str(record["id"]), question=str(record["question"]), answers=[str(a) for a in answers],
-                kind=kind_of(source), source=source, context=str(record.get("context") or "").strip(),
-                input_hash=input_hash)
+    return Item(
+        id=str(record["id"]),
+        question=str(record["question"]),
+        answers=[str(a) for a in answers],
+        kind=kind_of(source),
+        source=source,
+        context=str(record.get("context") or "").strip(),
+        input_hash=input_hash,
+    )
 
 
 def read(path: str | os.PathLike[str]) -> list[Item]:
@@ -260,8 +282,9 @@ def read(path: str | os.PathLike[str]) -> list[Item]:
     return items
 
 
-def load(path: str | os.PathLike[str], protocol: str = "few-shot", limit: int | None = None,
-         require_context: bool = False) -> Dataset:
+def load(
+    path: str | os.PathLike[str], protocol: str = "few-shot", limit: int | None = None, require_context: bool = False
+) -> Dataset:
     """The first ``limit`` items (all when None) to score under ``protocol``, exemplars excluded.
 
     ``require_context`` keeps only records with a non-empty context (e.g. SciQ with its support).
@@ -272,15 +295,20 @@ def load(path: str | os.PathLike[str], protocol: str = "few-shot", limit: int | 
     if any(it.recorded for it in every):
         if not all(it.recorded for it in every):
             raise ValueError(f"{resolve_path(path)}: some records carry 'samples' and some do not: one kind a file")
-        items = every if limit is None else every[:max(limit, 0)]
+        items = every if limit is None else every[: max(limit, 0)]
         return Dataset(items, {}, {it.id: it.input_hash for it in every}, RECORDED)
     exemplars = pick_exemplars(every) if protocol == "few-shot" else {}
     shown = {ex.id for shots in exemplars.values() for ex in shots}
     turns = {style: exemplar_turns(shots, protocol) for style, shots in exemplars.items()}  # shared by all items
-    items = [dataclasses.replace(it, messages=[*turns.get(it.style, []), {"role": "user",
-                                                                         "content": user_prompt(it, protocol)}],
-                                 protocol="few-shot" if turns.get(it.style) else "zero-shot")
-             for it in every if it.id not in shown and (it.context or not require_context)]
+    items = [
+        dataclasses.replace(
+            it,
+            messages=[*turns.get(it.style, []), {"role": "user", "content": user_prompt(it, protocol)}],
+            protocol="few-shot" if turns.get(it.style) else "zero-shot",
+        )
+        for it in every
+        if it.id not in shown and (it.context or not require_context)
+    ]
     if limit is not None:
-        items = items[:max(limit, 0)]
+        items = items[: max(limit, 0)]
     return Dataset(items, exemplars, {it.id: it.input_hash for it in every}, protocol)

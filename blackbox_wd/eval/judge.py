@@ -12,9 +12,11 @@ from collections.abc import Sequence
 
 from blackbox_wd.records import SamplingParams
 
-JUDGE_PROMPT = ("Question: {question}\nReference answer(s): {answers}\nProposed answer: {response}\n"
-                "Is the proposed answer correct, i.e. does it agree with a reference answer? "
-                "Reply with yes or no only.")
+JUDGE_PROMPT = (
+    "Question: {question}\nReference answer(s): {answers}\nProposed answer: {response}\n"
+    "Is the proposed answer correct, i.e. does it agree with a reference answer? "
+    "Reply with yes or no only."
+)
 JUDGE_PARAMS = SamplingParams(k=1, temperature=0.0, top_p=1.0, max_tokens=4, seed=0)
 
 

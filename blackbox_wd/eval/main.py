@@ -33,27 +33,57 @@ class EvalPlan:
     judge_base_url: str | None
     judge_api_key_env: str | None
     lne: bool = True
+    calibration: Any = "auto"  # the wiring's: a Calibration, "auto" (the shipped one when it applies) or None
 
 
-def plan(data: str, output: Path, settings: dict[str, Any], *, limit: int | None = None, protocol_name: str = "few-shot",
-         label_from: str = "greedy", dse: str = "answer", nli: str | None = None, require_context: bool = False,
-         max_tokens: int | None = None, judge: str | None = None, judge_base_url: str | None = None,
-         judge_api_key_env: str | None = None, lne: bool = True) -> EvalPlan:
+def plan(
+    data: str,
+    output: Path,
+    settings: dict[str, Any],
+    *,
+    limit: int | None = None,
+    protocol_name: str = "few-shot",
+    label_from: str = "greedy",
+    dse: str = "answer",
+    nli: str | None = None,
+    require_context: bool = False,
+    max_tokens: int | None = None,
+    judge: str | None = None,
+    judge_base_url: str | None = None,
+    judge_api_key_env: str | None = None,
+    lne: bool = True,
+    calibration: Any = "auto",
+) -> EvalPlan:
     """Load and check the data and the protocol; ``settings`` are the Settings fields given (BBWDError when bad)."""
     try:
         dataset = load(data, protocol_name, limit, require_context)
     except (FileNotFoundError, ValueError) as exc:
         raise BBWDError(str(exc)) from None
     if not dataset.items:
-        raise BBWDError(f"nothing to score in {data} (the few-shot protocol keeps the last 5 records of each "
-                        "QA style as exemplars)")
+        raise BBWDError(
+            f"nothing to score in {data} (the few-shot protocol keeps the last 5 records of each QA style as exemplars)"
+        )
     described = protocol(dataset, label_from, dse, nli, lne)
     if dataset.recorded and settings.get("target"):
-        raise BBWDError(f"--target: {data} carries its samples, which are scored as they are with no target; "
-                        "drop --target")
+        raise BBWDError(
+            f"--target: {data} carries its samples, which are scored as they are with no target; drop --target"
+        )
     tokens = max_tokens if max_tokens is not None else default_max_tokens(dataset.items)
-    return EvalPlan(data, output, dataset, described, Settings(**settings, max_tokens=tokens), described["label_from"], dse, nli,
-                    judge, judge_base_url, judge_api_key_env, lne)
+    return EvalPlan(
+        data,
+        output,
+        dataset,
+        described,
+        Settings(**settings, max_tokens=tokens),
+        described["label_from"],
+        dse,
+        nli,
+        judge,
+        judge_base_url,
+        judge_api_key_env,
+        lne,
+        calibration,
+    )
 
 
 def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] | None = None) -> str:
@@ -67,24 +97,47 @@ def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] 
         from blackbox_wd.clients.api import make_api_sampler
         from blackbox_wd.eval.judge import LLMJudge
 
-        llm_judge = LLMJudge(make_api_sampler(dataclasses.replace(
-            p.settings, target=p.judge, base_url=p.judge_base_url, api_key_env=p.judge_api_key_env)))
-    detector = Detector.for_recorded(p.settings) if p.dataset.recorded else Detector.from_settings(p.settings)
-    detector.lne = p.lne
+        llm_judge = LLMJudge(
+            make_api_sampler(
+                dataclasses.replace(
+                    p.settings, target=p.judge, base_url=p.judge_base_url, api_key_env=p.judge_api_key_env
+                )
+            )
+        )
+    detector = Detector.from_settings(p.settings, p.calibration, recorded=p.dataset.recorded, lne=p.lne)
     if p.settings.cache:
         from blackbox_wd.teachers.statecache import StateCache
 
-        detector.cache = StateCache(detector.teacher, Path(p.settings.cache_dir) / "states" if p.settings.cache_dir
-                                    else None)
+        detector = dataclasses.replace(
+            detector,
+            cache=StateCache(detector.teacher, Path(p.settings.cache_dir) / "states" if p.settings.cache_dir else None),
+        )
     nli_model = load_nli(p.nli, detector.teacher.device) if p.nli else None
-    rows = evaluate(detector, p.dataset, p.output, label_from=p.label_from, dse=p.dse, nli=nli_model, judge=llm_judge,
-                    progress=progress)
+    rows = evaluate(
+        detector,
+        p.dataset,
+        p.output,
+        label_from=p.label_from,
+        dse=p.dse,
+        nli=nli_model,
+        judge=llm_judge,
+        progress=progress,
+    )
     scored = [r for r in rows if "error" not in r]
-    reported = {**detector.reported_settings(), "fingerprint": run_fingerprint(detector, p.described), "data": p.data,
-                "protocol": p.described, "prompts": len(scored), "errors": len(rows) - len(scored),
-                "label_judge": p.judge or "none"}
+    reported = {
+        **detector.reported_settings(),
+        "fingerprint": run_fingerprint(detector, p.described),
+        "data": p.data,
+        "protocol": p.described,
+        "prompts": len(scored),
+        "errors": len(rows) - len(scored),
+        "label_judge": p.judge or "none",
+    }
     if not scored:
         raise BBWDError(f"every prompt failed, see {p.output / 'results.jsonl'}")
     paths = write_report(scored, p.output, settings=reported, title=f"Hallucination detection on {Path(p.data).name}")
-    return (f"wrote {p.output / 'results.jsonl'} ({len(scored)} prompts scored, {len(rows) - len(scored)} errors), "
-            + ", ".join(str(path) for path in paths.values()))
+    note = f"{detector.calibration_note}\n" if detector.calibration_note else ""
+    return (
+        f"{note}wrote {p.output / 'results.jsonl'} ({len(scored)} prompts scored, {len(rows) - len(scored)} "
+        "errors), " + ", ".join(str(path) for path in paths.values())
+    )

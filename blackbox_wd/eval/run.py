@@ -19,13 +19,15 @@ first K samples of each record, no sampler is called, the judged answer is the r
 AnswerWD of the judged answer, when that answer is not one of the samples (``--label-from first`` has
 none), and its ``sentences`` ({"text", "start", "end", "score"} each) with their mean, ``sentence_wd``.
 
-Items go in groups of ``group_size``, fixed by the dataset's order, each drawn by the sampling
-stage batch uses (``sampling.draw_group``) and scored with one shared-prefix teacher pass. Rows go
-to results.jsonl through the run log batch uses (``runlog.RunLog``: appended, flushed and fsynced).
-The fingerprint covers the detector's settings and the protocol (prompts, exemplar ids, label
-source, DSE judge); a rerun keeps the rows of the same fingerprint and input (``done_rows``) and
-computes the rest, an unfinished group again from its start, so that it ends with the rows of an
-uninterrupted run. ``settings.json`` beside
+Items go in groups of the wiring's ``group_size`` (``groups.groups``, as batch forms them), fixed by the
+dataset's order, each drawn by the sampling stage batch uses (``sampling.draw_group``) and scored with
+one shared-prefix teacher pass. Rows go to results.jsonl through the run log batch uses
+(``runlog.RunLog``: appended, flushed and fsynced), each with the verdict when the wiring has a
+calibration. The fingerprint covers the detector's settings and the protocol (prompts, exemplar ids,
+label source, DSE judge); a rerun keeps the rows of the same fingerprint, calibration and input
+(``done_rows``), recomputes the rows whose error was transient in place (``RunLog.transient``, as batch
+does) and computes the rest, an unfinished group again from its start, so that it ends with the rows
+of an uninterrupted run. ``settings.json`` beside
 results.jsonl holds the reported settings (and protocol) the rows' fingerprint is computed from,
 for ``bbwd calibrate``.
 """
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +47,12 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.eval.data import Dataset, Item
 from blackbox_wd.eval.judge import LLMJudge
 from blackbox_wd.eval.labels import prompt_labels
-from blackbox_wd.pipeline import Detector, Result
+from blackbox_wd.groups import groups
+from blackbox_wd.pipeline import Detector, Result, result_row
 from blackbox_wd.records import Sample, SampleSet, SamplingParams
+from blackbox_wd.rounds import score_in_stages
 from blackbox_wd.runlog import RunLog
 from blackbox_wd.sampling import Drawn, draw_group
-from blackbox_wd.sentences import sentence_dicts
 from blackbox_wd.settings import fingerprint
 
 LABEL_SOURCES = ("greedy", "first")
@@ -74,8 +77,12 @@ def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None
         raise BBWDError(f"unknown DSE judge '{dse}': use one of {', '.join(DSE_JUDGES)}")
     if (dse == "nli") != (nli is not None):
         raise BBWDError("--dse nli needs --nli MODEL, and --nli is used only with --dse nli")
-    return {**dataset.described(), "label_from": label_from, "dse": f"nli:{nli}" if nli else dse,
-            **({} if lne else {"lne": "off"})}
+    return {
+        **dataset.described(),
+        "label_from": label_from,
+        "dse": f"nli:{nli}" if nli else dse,
+        **({} if lne else {"lne": "off"}),
+    }
 
 
 def run_fingerprint(detector: Detector, described: dict[str, Any]) -> str:
@@ -90,6 +97,7 @@ def dse_judge(item: Item, dse: str, detector: Detector, nli: NLIModel | None = N
             return None, "none (passage)"
         return (final_answer_entails, "final-answer") if item.kind == "math" else (exact_match_entails, "answer")
     if dse == "nli":
+        assert nli is not None, "protocol() refuses --dse nli without --nli MODEL"
         return NLIEntailment(nli), f"nli:{nli.name}"
     if dse == "teacher":
         return TeacherEntailment(detector.teacher, item.question), f"teacher:{detector.settings.teacher}"
@@ -102,15 +110,49 @@ def greedy_params(detector: Detector) -> SamplingParams:
     return SamplingParams(k=1, temperature=0.0, top_p=1.0, max_tokens=s.max_tokens, seed=s.seed)
 
 
-def result_row(item: Item, result: Result, extra: dict[str, Any]) -> dict[str, Any]:
-    """The results.jsonl object of one prompt."""
-    return {"id": item.id, "source": item.source, "kind": item.kind, "style": item.style, "question": item.question,
-            "answers": item.answers, **extra, "responses": result.responses, "token_counts": result.token_counts,
-            "avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd, "answer_wd": result.answer_wd,
-            **({"answer_error": result.answer_error} if result.answer_error else {}),
-            "sentences": sentence_dicts(result.sentences),
-            "sentence_wd": result.sentence_wd, **result.baselines,
-            "lne_source": result.lne_source, "D": result.D.tolist(), "timings": result.timings}
+FIELDS = (
+    "responses",
+    "n_samples",
+    "target_tokens",
+    "token_counts",
+    "avg_wd",
+    "eigen_wd",
+    "eigen_wd_fixed",
+    "answer_wd",
+    "answer_error",
+    "sentences",
+    "sentence_wd",
+    "answer_unigram",
+    "baselines",
+    "lne_source",
+    "p_hallucination",
+    "flag",
+    "members",
+    "stages",
+    "D",
+    "timings",
+)  # of ``pipeline.result_row``
+
+
+def eval_row(item: Item, result: Result, extra: dict[str, Any], calibration: str | None = None) -> dict[str, Any]:
+    """The results.jsonl object of one prompt: the item, ``extra`` (labels, judged answer), then the result's
+    FIELDS (baselines flattened; answer_error, p_hallucination and flag only when they have a value)."""
+    row = result_row(result, FIELDS)
+    row.update(row.pop("baselines"))
+    for name in ("answer_error", "p_hallucination", "flag", "members", "stages"):
+        if row[name] is None:
+            del row[name]
+    return {
+        "id": item.id,
+        "source": item.source,
+        "kind": item.kind,
+        "style": item.style,
+        "question": item.question,
+        "answers": item.answers,
+        **extra,
+        **row,
+        **({"calibration": calibration} if calibration else {}),
+    }
 
 
 def eval_log(path: Path) -> RunLog:
@@ -118,43 +160,55 @@ def eval_log(path: Path) -> RunLog:
     return RunLog(path, "eval", "a bbwd eval row", lambda n, row: {"id", "fingerprint", "input_hash"} <= row.keys())
 
 
-def done_rows(path: Path, fingerprint: str, hashes: dict[str, str]) -> list[dict[str, Any]]:
-    """Rows of an earlier run to keep: checked against this run's fingerprint and input, transient errors dropped.
+def done_rows(
+    path: Path, fingerprint: str, hashes: dict[str, str], calibration: str | None = None
+) -> list[dict[str, Any]]:
+    """Rows of an earlier run, checked against this run's fingerprint, calibration id and input.
 
     ``hashes`` maps every item id of the data file to its line's hash. A torn last line is cut off;
-    a file that is not bbwd eval output, or comes from other settings or another input, is refused
-    and left as it is. Dropped rows leave the file by an atomic rewrite.
+    a file that is not bbwd eval output, or comes from other settings, another calibration or another
+    input, is refused and left as it is.
     """
     log = eval_log(path)
     rows = log.read()
-    log.check_settings(rows, fingerprint)
+    log.check_settings(rows, fingerprint, calibration)
     other = RunLog.other_input(rows, "id", hashes)
     if other is not None:
         n, row = other
         raise BBWDError(f"{path} line {n} (id {row['id']}) comes from another input: use another -o")
-    keep = [r for r in rows if not r.get("transient")]
-    if len(keep) != len(rows):
-        log.rewrite(keep)
-    return keep
-
-
-GROUP_SIZE = 8  # items drawn in one generate call and teacher-forced in one shared-prefix pass
+    return rows
 
 
 def recorded_draw(item: Item, k: int) -> Drawn:
     """A recorded item's first K samples and its response as the judged answer, with the record's sentences
     of it: a draw that drew nothing."""
     if len(item.samples) < k:
-        return Drawn(BBWDError(f"field 'samples' has {len(item.samples)} sample(s); every record of this run is "
-                               f"scored on K={k} (-k)"))
+        return Drawn(
+            BBWDError(
+                f"field 'samples' has {len(item.samples)} sample(s); every record of this run is scored on K={k} (-k)"
+            )
+        )
     answer = Sample(item.response) if item.response is not None else None
     sentences = item.labels.get("sentences")
-    return Drawn(SampleSet([Sample(text) for text in item.samples[:k]],
-                           answer_sentences=None if sentences is None else tuple(sentences)), answer, {})
+    return Drawn(
+        SampleSet(
+            [Sample(text) for text in item.samples[:k]],
+            answer_sentences=None if sentences is None else tuple(sentences),
+        ),
+        answer,
+        {},
+    )
 
 
-def score_group(detector: Detector, items: Sequence[Item], label_from: str, dse: str, nli: NLIModel | None,
-                judge: LLMJudge | None, loop: asyncio.AbstractEventLoop) -> list[dict[str, Any]]:
+def score_items(
+    detector: Detector,
+    items: Sequence[Item],
+    label_from: str,
+    dse: str,
+    nli: NLIModel | None,
+    judge: LLMJudge | None,
+    loop: asyncio.AbstractEventLoop,
+) -> list[dict[str, Any]]:
     """Draw, score and label a group of items: one draw, one shared-prefix teacher pass; a row each
     (an ``error`` row when its sampling or scoring failed). Recorded items are not drawn."""
     params = detector.settings.sampling()
@@ -162,60 +216,100 @@ def score_group(detector: Detector, items: Sequence[Item], label_from: str, dse:
     if label_from == RECORDED_LABELS:
         drawn = [recorded_draw(it, params.k) for it in items]
     else:
-        drawn = loop.run_until_complete(draw_group(detector.sampler, [(it.messages, params.k) for it in items],
-                                                   params, greedy))
-    ready = [n for n, d in enumerate(drawn) if isinstance(d.samples, SampleSet) and not isinstance(d.answer, BBWDError)]
-    for n in ready:  # the judged answer is forced with its samples, for AnswerWD
-        drawn[n].samples.answer = drawn[n].answer
+        drawn = loop.run_until_complete(
+            draw_group(detector.sampler, [(it.messages, params.k) for it in items], params, greedy)
+        )
+    ready: dict[int, SampleSet] = {}  # the items drawn without a failure, by position
+    for n, d in enumerate(drawn):
+        if isinstance(d.samples, SampleSet) and not isinstance(d.answer, BBWDError):
+            d.samples.answer = d.answer  # the judged answer is forced with its samples, for AnswerWD
+            ready[n] = d.samples
     judges = [dse_judge(items[n], dse, detector, nli) for n in ready]
-    results = detector.score_many([(items[n].messages, drawn[n].samples) for n in ready], baselines=True,
-                                  judges=[entails for entails, _ in judges]) if ready else []
+    pairs = [(items[n].messages, sset) for n, sset in ready.items()]
+    entails = [entails for entails, _ in judges]
+    results: list[Result | BBWDError] = []
+    if pairs and detector.settings.stop is not None:  # every stage of the samples drawn, replayed in order
+        results = loop.run_until_complete(score_in_stages(detector, pairs, judges=entails, every_stage=True))
+    elif pairs:
+        results = detector.score_many(pairs, judges=entails)
     out: list[dict[str, Any]] = []
-    scored = dict(zip(ready, zip(results, judges)))
-    for n, (item, d) in enumerate(zip(items, drawn)):
+    scored = dict(zip(ready, zip(results, judges, strict=True), strict=True))
+    for n, (item, d) in enumerate(zip(items, drawn, strict=True)):
         result, (_, judge_name) = scored.get(n, (None, (None, "")))
         failure = next((x for x in (d.samples, d.answer, result) if isinstance(x, BBWDError)), None)
         if failure is not None:
             out.append({"id": item.id, "source": item.source, "error": str(failure), "transient": failure.transient})
             continue
+        assert isinstance(result, Result), "an item whose draw did not fail is scored"
         result.timings = {**d.timings, **result.timings}
-        out.append(item_row(item, result, d, label_from, judge_name, judge))
+        out.append(item_row(item, result, ready[n], label_from, judge_name, judge, calibration_id(detector)))
     return out
 
 
-def item_row(item: Item, result: Result, drawn: Drawn, label_from: str, judge_name: str,
-             judge: LLMJudge | None) -> dict[str, Any]:
-    """The labelled row of a scored item."""
-    samples = drawn.samples.samples
-    judged = drawn.answer if drawn.answer is not None else samples[0]
-    extra: dict[str, Any] = {"protocol": item.protocol, "label_from": label_from, "answer": judged.text,
-                             "answer_finish_reason": judged.finish_reason,
-                             "finish_reasons": [s.finish_reason for s in samples], "dse_judge": judge_name}
+def calibration_id(detector: Detector) -> str | None:
+    """The id of the wiring's calibration (rows carry it; a resume checks it), None without one."""
+    return detector.calibration.id if detector.calibration is not None else None
+
+
+def item_row(
+    item: Item,
+    result: Result,
+    sset: SampleSet,
+    label_from: str,
+    judge_name: str,
+    judge: LLMJudge | None,
+    calibration: str | None = None,
+) -> dict[str, Any]:
+    """The labelled row of a scored item, from its samples and the judged answer forced with them (if any)."""
+    samples, answer = sset.samples, sset.answer
+    judged = answer if answer is not None else samples[0]
+    extra: dict[str, Any] = {
+        "protocol": item.protocol,
+        "label_from": label_from,
+        "answer": judged.text,
+        "answer_finish_reason": judged.finish_reason,
+        "finish_reasons": [s.finish_reason for s in samples],
+        "dse_judge": judge_name,
+    }
     if item.recorded:  # the record's sentences come back scored, in the row's ``sentences``
         extra.update({key: value for key, value in item.labels.items() if key != "sentences"})
-        return result_row(item, result, extra)
+        return eval_row(item, result, extra, calibration)
     extra.update(prompt_labels(item.kind, judged.text, item.answers))
-    if drawn.answer is not None:
+    if answer is not None:
         extra.update(prompt_labels(item.kind, samples[0].text, item.answers, "_first"))
     if judge is not None:
         extra["label_judge"] = judge.label(item.question, item.answers, judged.text)
-    return result_row(item, result, extra)
+    return eval_row(item, result, extra, calibration)
 
 
-def score_item(detector: Detector, item: Item, label_from: str, dse: str, nli: NLIModel | None = None,
-               judge: LLMJudge | None = None) -> dict[str, Any]:
+def score_item(
+    detector: Detector,
+    item: Item,
+    label_from: str,
+    dse: str,
+    nli: NLIModel | None = None,
+    judge: LLMJudge | None = None,
+) -> dict[str, Any]:
     """Sample, score and label one item (a group of one); its row."""
     loop = asyncio.new_event_loop()
     try:
-        return score_group(detector, [item], label_from, dse, nli, judge, loop)[0]
+        return score_items(detector, [item], label_from, dse, nli, judge, loop)[0]
     finally:
         loop.close()
 
 
-def evaluate(detector: Detector, dataset: Dataset, out_dir: Path, *, label_from: str = "greedy", dse: str = "answer",
-             nli: NLIModel | None = None, judge: LLMJudge | None = None, group_size: int = GROUP_SIZE,
-             progress: Callable[[int, dict[str, Any] | None], None] | None = None) -> list[dict[str, Any]]:
-    """Score and label every item of the dataset, ``group_size`` at a time; return all rows of
+def evaluate(
+    detector: Detector,
+    dataset: Dataset,
+    out_dir: Path,
+    *,
+    label_from: str = "greedy",
+    dse: str = "answer",
+    nli: NLIModel | None = None,
+    judge: LLMJudge | None = None,
+    progress: Callable[[int, dict[str, Any] | None], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Score and label every item of the dataset, ``detector.group_size`` at a time; return all rows of
     results.jsonl (earlier runs' included).
 
     ``progress(done, row)`` is called once with the number of the dataset's items already done and
@@ -226,7 +320,7 @@ def evaluate(detector: Detector, dataset: Dataset, out_dir: Path, *, label_from:
     described = protocol(dataset, label_from, dse, nli.name if nli else None, detector.lne)
     label_from = described["label_from"]  # recorded data is judged on its response
     fp = run_fingerprint(detector, described)
-    rows = done_rows(path, fp, dataset.hashes)
+    rows = done_rows(path, fp, dataset.hashes, calibration_id(detector))
     # the readable settings of the rows (``bbwd calibrate`` reads them): the rows carry only fp
     reported = {**detector.reported_settings(), "protocol": described, "fingerprint": fp}
     (out_dir / "settings.json").write_text(json.dumps(reported, indent=1) + "\n", encoding="utf-8")
@@ -235,18 +329,32 @@ def evaluate(detector: Detector, dataset: Dataset, out_dir: Path, *, label_from:
     if progress:
         progress(done, None)
     loop = asyncio.new_event_loop()  # an API sampler's client lives on it for the whole run
+
+    def scored(group: list[Item]) -> Iterator[tuple[Item, dict[str, Any]]]:
+        for item, row in zip(group, score_items(detector, group, label_from, dse, nli, judge, loop), strict=True):
+            row.update(fingerprint=fp, input_hash=item.input_hash)
+            yield item, row
+
+    log = eval_log(path)
     try:
-        with eval_log(path).appending() as append:
+        retry = {r["id"] for r in RunLog.transient(rows)}
+        if retry:  # as batch does: the transient errors first, in groups of their own, rewritten in place
+            redone = {
+                item.id: row
+                for group in groups([it for it in dataset.items if it.id in retry], detector.group_size)
+                for item, row in scored(group)
+            }
+            rows = [redone.get(r["id"], r) for r in rows]
+            log.rewrite(rows)
+        with log.appending() as append:
             # groups are fixed by the dataset's order, so that a resumed run batches exactly as an
             # uninterrupted one: an unfinished group is computed again from its start
-            for start in range(0, len(dataset.items), group_size):
-                group = dataset.items[start:start + group_size]
+            for group in groups(dataset.items, detector.group_size):
                 if all(it.id in seen for it in group):
                     continue
-                for item, row in zip(group, score_group(detector, group, label_from, dse, nli, judge, loop)):
+                for item, row in scored(group):
                     if item.id in seen:
                         continue
-                    row.update(fingerprint=fp, input_hash=item.input_hash)
                     append(row)
                     rows.append(row)
                     done += 1

@@ -14,7 +14,6 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -43,7 +42,7 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int = 8080
     server_key_env: str | None = None
-    calibration: Path | None = None
+    calibration: Any = "auto"  # a Calibration, "auto" (the shipped one when it applies) or None (no verdict)
     max_body_bytes: int = 4 * 1024 * 1024
     batch_wait_ms: float = 5.0
 
@@ -57,8 +56,10 @@ class ServeOptions:
             raise BBWDError(f"batch_wait_ms must be in 0..1000 (got {self.batch_wait_ms})")
         loopback = is_loopback(f"http://[{self.host}]" if ":" in self.host else f"http://{self.host}")
         if self.server_key_env is None and not loopback:
-            raise BBWDError(f"binding {self.host} (not loopback) needs a server token: set one in an environment "
-                            "variable and name it with --server-key-env")
+            raise BBWDError(
+                f"binding {self.host} (not loopback) needs a server token: set one in an environment "
+                "variable and name it with --server-key-env"
+            )
 
     def server_key(self) -> str | None:
         """The bearer token clients must send (from ``server_key_env``), or None without one."""
@@ -81,16 +82,21 @@ def authorize(request: Request, credentials: HTTPAuthorizationCredentials | None
     if key is None:
         return
     if credentials is None:
-        raise ServeError(401, "missing bearer token: send 'Authorization: Bearer <token>'", kind="unauthorized",
-                         code="invalid_api_key")
+        raise ServeError(
+            401,
+            "missing bearer token: send 'Authorization: Bearer <token>'",
+            kind="unauthorized",
+            code="invalid_api_key",
+        )
     if not secrets.compare_digest(credentials.credentials.encode(), key.encode()):
         raise ServeError(401, "Incorrect API key provided", kind="unauthorized", code="invalid_api_key")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body; ServeError 413 as soon as it is known to pass ``limit`` bytes."""
-    too_large = ServeError(413, f"the request body is larger than {limit} bytes", kind="body_too_large",
-                           code="request_too_large")
+    too_large = ServeError(
+        413, f"the request body is larger than {limit} bytes", kind="body_too_large", code="request_too_large"
+    )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise too_large
@@ -101,8 +107,9 @@ async def read_body(request: Request, limit: int) -> bytes:
             if len(body) > limit:
                 raise too_large
     except ClientDisconnect:  # the client hung up before its body was in: its own kind, not an internal error
-        raise ServeError(499, "the client closed the connection before sending the whole body",
-                         kind="client_disconnected") from None
+        raise ServeError(
+            499, "the client closed the connection before sending the whole body", kind="client_disconnected"
+        ) from None
     return bytes(body)
 
 
@@ -142,13 +149,28 @@ def create_app(service: Service, server_key: str | None = None, max_body_bytes: 
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-        return failed(request, ServeError(exc.status_code, str(exc.detail), kind="not_found" if exc.status_code == 404
-                                          else "http", code="not_found" if exc.status_code == 404 else None))
+        return failed(
+            request,
+            ServeError(
+                exc.status_code,
+                str(exc.detail),
+                kind="not_found" if exc.status_code == 404 else "http",
+                code="not_found" if exc.status_code == 404 else None,
+            ),
+        )
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return failed(request, ServeError(500, f"unexpected {type(exc).__name__}: {one_line(exc)}", kind="internal",
-                                          type="server_error", code="internal_error"))
+        return failed(
+            request,
+            ServeError(
+                500,
+                f"unexpected {type(exc).__name__}: {one_line(exc)}",
+                kind="internal",
+                type="server_error",
+                code="internal_error",
+            ),
+        )
 
     @app.get("/healthz")
     async def healthz(svc: Service = Depends(service_of)) -> dict[str, Any]:
@@ -183,10 +205,23 @@ def run(settings: Settings, options: ServeOptions) -> None:
     key = options.server_key()
     service = Service.load(settings, options.batch_wait_ms / 1000, options.calibration)
     app = create_app(service, key, options.max_body_bytes)
-    print(f"bbwd serve: http://{options.host}:{options.port}/v1 serves '{service.model}' "
-          f"({target_kind(settings)} target), teacher "
-          f"{settings.teacher}, K={settings.k}, fingerprint {service.fingerprint}, "
-          f"token {'required' if key else 'not required'}", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, host=options.host, port=options.port, log_level="info", lifespan="on",
-                            http=GuardedH11Protocol, h11_max_incomplete_event_size=HEAD_LIMIT)
+    print(
+        f"bbwd serve: http://{options.host}:{options.port}/v1 serves '{service.model}' "
+        f"({target_kind(settings)} target), teacher "
+        f"{settings.teacher}, K={settings.k}, fingerprint {service.fingerprint}, "
+        f"token {'required' if key else 'not required'}",
+        file=sys.stderr,
+        flush=True,
+    )
+    if service.detector.calibration_note:
+        print(service.detector.calibration_note, file=sys.stderr, flush=True)
+    config = uvicorn.Config(
+        app,
+        host=options.host,
+        port=options.port,
+        log_level="info",
+        lifespan="on",
+        http=GuardedH11Protocol,
+        h11_max_incomplete_event_size=HEAD_LIMIT,
+    )
     uvicorn.Server(config).run()

@@ -2,10 +2,10 @@
 
 A request puts its messages and K samples on the queue and awaits its Result. One worker takes the
 first job waiting, then whatever else arrives within ``wait`` seconds (jobs queued while the
-previous pass ran are taken at once), and runs ONE :func:`~blackbox_wd.pipeline.teacher_pass` over
-them on the model thread; the teacher's token budget bounds each forward of the pass. Each
-request's exact OT (:func:`~blackbox_wd.pipeline.score_states`) then runs on the OT threads while the
-next pass starts. Nothing heavy runs on the event loop.
+previous pass ran are taken at once), and runs ONE teacher pass over them on the model thread
+(:meth:`~blackbox_wd.pipeline.Detector.teacher_pass`); the teacher's token budget bounds each forward of
+the pass. Each request's exact OT and verdict (:meth:`~blackbox_wd.pipeline.Detector.outcome`) then run
+on the OT threads while the next pass starts. Nothing heavy runs on the event loop.
 
 A prompt the teacher cannot take gets its BBWDError (a value of the pass); if the shared pass
 raises, each job runs alone so that the failure stays with the request that caused it.
@@ -17,10 +17,9 @@ import asyncio
 import time
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from functools import partial
 
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.pipeline import Detector, PromptStates, Result, score_states, scoring_failed, teacher_pass_isolated
+from blackbox_wd.pipeline import Detector, PromptStates, Result, scoring_failed
 from blackbox_wd.records import Messages, SampleSet
 from blackbox_wd.serve.metrics import Metrics
 
@@ -40,15 +39,14 @@ class Job:
 class TeacherBatcher:
     """Queues requests' samples; runs one teacher pass per batch on ``model_pool`` and OT on ``ot_pool``."""
 
-    def __init__(self, detector: Detector, model_pool: Executor, ot_pool: Executor, metrics: Metrics,
-                 wait: float = 0.005) -> None:
+    def __init__(
+        self, detector: Detector, model_pool: Executor, ot_pool: Executor, metrics: Metrics, wait: float = 0.005
+    ) -> None:
         self.detector = detector
         self.model_pool = model_pool
         self.ot_pool = ot_pool
         self.metrics = metrics
         self.wait = wait
-        self.scorer = detector.scorer
-        self._score = partial(score_states, scorer=self.scorer)
         self._queue: asyncio.Queue[Job] | None = None
         self._worker: asyncio.Task | None = None
         self._scoring: set[asyncio.Task] = set()
@@ -111,30 +109,25 @@ class TeacherBatcher:
         for job in jobs:
             self.metrics.observe("queue", now - job.queued)
         self.metrics.teacher_batch.observe(len(jobs))
-        passed = await asyncio.get_running_loop().run_in_executor(self.model_pool, self._pass,
-                                                                  [(job.messages, job.samples) for job in jobs])
+        passed = await asyncio.get_running_loop().run_in_executor(
+            self.model_pool, self._pass, [(job.messages, job.samples) for job in jobs]
+        )
         self.metrics.observe("teacher", time.perf_counter() - now)
-        for job, states in zip(jobs, passed):
+        for job, states in zip(jobs, passed, strict=True):
             task = asyncio.create_task(self._finish(job, states))
             self._scoring.add(task)
             task.add_done_callback(self._scoring.discard)
 
     def _pass(self, items: list[Item]) -> list[PromptStates | BBWDError]:
         """One teacher pass over the items (on the model thread); alone each if the shared pass raises."""
-        return teacher_pass_isolated(self.scorer.teacher, items, own_ids=self.scorer.own_ids,
-                                     failed=lambda exc: scoring_failed(exc, "teacher pass failed"))
+        return self.detector.teacher_pass(items, failed="teacher pass failed")
 
     async def _finish(self, job: Job, states: PromptStates | BBWDError) -> None:
-        """Exact OT and the scores of one job on the OT threads; its Result or BBWDError to its future."""
-        outcome: Result | BBWDError
-        if isinstance(states, BBWDError):
-            outcome = states
-        else:
-            try:
-                outcome = await asyncio.get_running_loop().run_in_executor(self.ot_pool, self._score, states)
-                self.metrics.observe("transport", outcome.timings["transport"])
-            except Exception as exc:  # noqa: BLE001 - this request's error
-                outcome = scoring_failed(exc)
+        """Exact OT, the scores and the verdict of one job on the OT threads (``Detector.outcome``); its Result or
+        BBWDError to its future."""
+        outcome = await asyncio.get_running_loop().run_in_executor(self.ot_pool, self.detector.outcome, states)
+        if isinstance(outcome, Result):
+            self.metrics.observe("transport", outcome.timings["transport"])
         if job.result.done():
             return
         if isinstance(outcome, BBWDError):

@@ -31,10 +31,16 @@ class GuardedH11Protocol(H11Protocol):
             super().send_400_response(msg)
             return
         body = b"Request header fields too large\n"
-        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close")]
-        for event in (h11.Response(status_code=431, headers=headers, reason=b"Request Header Fields Too Large"),
-                      h11.Data(data=body), h11.EndOfMessage()):
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        for event in (
+            h11.Response(status_code=431, headers=headers, reason=b"Request Header Fields Too Large"),
+            h11.Data(data=body),
+            h11.EndOfMessage(),
+        ):
             self.transport.write(self.conn.send(event))
         self.draining = True
         if self.transport.can_write_eof():

@@ -25,18 +25,25 @@ class Metrics:
     queue_depth: Gauge
 
     @classmethod
-    def create(cls) -> "Metrics":
+    def create(cls) -> Metrics:
         """Fresh metrics in a new registry."""
         reg = CollectorRegistry()
         return cls(
             registry=reg,
-            requests=Counter("bbwd_requests", "HTTP requests answered, by route and status.", ["route", "status"],
-                             registry=reg),
+            requests=Counter(
+                "bbwd_requests", "HTTP requests answered, by route and status.", ["route", "status"], registry=reg
+            ),
             errors=Counter("bbwd_errors", "Failed requests by kind of error.", ["kind"], registry=reg),
-            stage_seconds=Histogram("bbwd_stage_seconds", "Seconds per stage (teacher: per pass; others: per "
-                                    "request).", ["stage"], buckets=SECONDS, registry=reg),
-            teacher_batch=Histogram("bbwd_teacher_batch_requests", "Requests scored by one teacher pass.",
-                                    buckets=BATCH, registry=reg),
+            stage_seconds=Histogram(
+                "bbwd_stage_seconds",
+                "Seconds per stage (teacher: per pass; others: per request).",
+                ["stage"],
+                buckets=SECONDS,
+                registry=reg,
+            ),
+            teacher_batch=Histogram(
+                "bbwd_teacher_batch_requests", "Requests scored by one teacher pass.", buckets=BATCH, registry=reg
+            ),
             queue_depth=Gauge("bbwd_queue_depth", "Requests waiting for a teacher pass.", registry=reg),
         )
 

@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from blackbox_wd.logs import strict_loads
 from blackbox_wd.records import Messages
-from blackbox_wd.sentences import sentence_dicts
 
 if TYPE_CHECKING:
     from blackbox_wd.pipeline import Result
@@ -23,8 +22,17 @@ if TYPE_CHECKING:
 class ServeError(Exception):
     """A request that fails with an HTTP status and an OpenAI-style error object; ``kind`` labels it in /metrics."""
 
-    def __init__(self, status: int, message: str, *, kind: str, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None, **extra: Any) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        kind: str,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+        **extra: Any,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
@@ -92,8 +100,13 @@ def check_unicode(request: ChatRequest) -> None:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise ServeError(400, f"{param}: not valid Unicode (a lone surrogate escape at character {exc.start})",
-                             kind="invalid_request", param=param, code="invalid_value") from None
+            raise ServeError(
+                400,
+                f"{param}: not valid Unicode (a lone surrogate escape at character {exc.start})",
+                kind="invalid_request",
+                param=param,
+                code="invalid_value",
+            ) from None
 
 
 def parse_request(raw: bytes, model: str) -> ChatRequest:
@@ -109,12 +122,22 @@ def parse_request(raw: bytes, model: str) -> ChatRequest:
     except ValidationError as exc:
         deepest = max(exc.errors(), key=lambda e: len(e["loc"]))  # the most specific of a union's errors
         param = ".".join(str(part) for part in deepest["loc"] if isinstance(part, int) or part in FIELDS) or None
-        raise ServeError(400, f"{param}: {deepest['msg']}" if param else deepest["msg"], kind="invalid_request",
-                         param=param, code="invalid_value") from None
+        raise ServeError(
+            400,
+            f"{param}: {deepest['msg']}" if param else deepest["msg"],
+            kind="invalid_request",
+            param=param,
+            code="invalid_value",
+        ) from None
     check_unicode(request)
     if request.model != model:
-        raise ServeError(404, f"The model '{request.model}' does not exist: this server serves '{model}'",
-                         kind="unknown_model", param="model", code="model_not_found")
+        raise ServeError(
+            404,
+            f"The model '{request.model}' does not exist: this server serves '{model}'",
+            kind="unknown_model",
+            param="model",
+            code="model_not_found",
+        )
     return request
 
 
@@ -138,8 +161,13 @@ def scoring_messages(request: ChatRequest) -> Messages:
         if message.role not in ("tool", "function") and text.strip():
             out.append({"role": "system" if message.role == "developer" else message.role, "content": text})
     if not out:
-        raise ServeError(400, "messages: no message has text content to score", kind="invalid_request",
-                         param="messages", code="invalid_value")
+        raise ServeError(
+            400,
+            "messages: no message has text content to score",
+            kind="invalid_request",
+            param="messages",
+            code="invalid_value",
+        )
     return out
 
 
@@ -173,11 +201,30 @@ def delta_text(data: str) -> str:
 
 def verdict(result: Result) -> dict[str, Any]:
     """The ``bbwd`` object: avg_wd, eigen_wd, k, the settings fingerprint; answer_wd, sentences and sentence_wd of
-    the forwarded answer (or answer_error) when it has text; p_hallucination and flag when calibrated."""
-    out: dict[str, Any] = {"avg_wd": float(result.avg_wd), "eigen_wd": float(result.eigen_wd),
-                           "k": len(result.responses), "fingerprint": result.settings["fingerprint"]}
-    values = {name: getattr(result, name, None) for name in ("answer_wd", "answer_error", "sentence_wd",
-                                                             "p_hallucination", "flag")}
-    values["sentences"] = sentence_dicts(getattr(result, "sentences", None))
-    out.update((name, value) for name, value in values.items() if value is not None)
-    return out
+    the forwarded answer (or answer_error) when it has text; p_hallucination and flag when calibrated
+    (``pipeline.result_row``, ``n_samples`` as ``k``; fields without a value, or with an empty one, are left out)."""
+    from blackbox_wd.pipeline import result_row
+
+    row = result_row(result, VERDICT_FIELDS)
+    return {VERDICT_NAMES.get(name, name): v for name, v in row.items() if v is not None and v != {}}
+
+
+VERDICT_FIELDS = (
+    "avg_wd",
+    "eigen_wd",
+    "n_samples",
+    "target_tokens",
+    "fingerprint",
+    "answer_wd",
+    "answer_error",
+    "sentence_wd",
+    "answer_unigram",
+    "eigen_wd_fixed",
+    "baselines",
+    "p_hallucination",
+    "flag",
+    "members",
+    "stages",
+    "sentences",
+)  # in the bbwd object's order
+VERDICT_NAMES = {"n_samples": "k"}

@@ -15,22 +15,30 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.errors import BBWDError, PromptTooLong, SamplingError
-from blackbox_wd.pipeline import Detector
+from blackbox_wd.pipeline import AUTO, Detector, Result
 from blackbox_wd.records import Messages, Sample, SampleSet
+from blackbox_wd.rounds import sampler_draw, score_in_stages
 from blackbox_wd.sampling import Mode, draw_group, draw_mode
 from blackbox_wd.serve.batcher import TeacherBatcher
 from blackbox_wd.serve.local import LocalTarget
 from blackbox_wd.serve.metrics import Metrics
-from blackbox_wd.serve.protocol import (ChatRequest, ServeError, answer_text, context_exceeded, delta_text,
-                                       scoring_messages, sse, verdict)
+from blackbox_wd.serve.protocol import (
+    ChatRequest,
+    ServeError,
+    answer_text,
+    context_exceeded,
+    delta_text,
+    scoring_messages,
+    sse,
+    verdict,
+)
 from blackbox_wd.serve.upstream import Upstream, sampling_failed
 from blackbox_wd.settings import Settings
 
@@ -42,7 +50,7 @@ class Target(Protocol):
 
     async def complete(self, request: ChatRequest, raw: bytes, messages: Messages) -> dict[str, Any]: ...
 
-    def stream(self, request: ChatRequest, raw: bytes, messages: Messages) -> AsyncIterator[str]: ...
+    def stream(self, request: ChatRequest, raw: bytes, messages: Messages) -> AsyncGenerator[str, None]: ...
 
 
 def _forget(task: asyncio.Task) -> None:
@@ -73,31 +81,32 @@ class Service:
     ot_pool: ThreadPoolExecutor
 
     @classmethod
-    def load(cls, settings: Settings, batch_wait: float = 0.005, calibration: Path | None = None) -> "Service":
-        """Load the calibration (when given), the teacher and the target's sampler once."""
-        cal = Calibration.load(calibration) if calibration is not None else None
-        return cls.for_detector(Detector.from_settings(settings, cal), batch_wait)
+    def load(
+        cls, settings: Settings, batch_wait: float = 0.005, calibration: Calibration | str | None = AUTO
+    ) -> Service:
+        """Build the run's wiring once (``Detector.from_settings``: teacher, sampler, calibration)."""
+        return cls.for_detector(Detector.from_settings(settings, calibration), batch_wait)
 
     @classmethod
-    def for_detector(cls, detector: Detector, batch_wait: float = 0.005) -> "Service":
+    def for_detector(cls, detector: Detector, batch_wait: float = 0.005) -> Service:
         """A service over a loaded detector: its sampler's target answers, its teacher scores."""
         metrics = Metrics.create()
         model_pool = ThreadPoolExecutor(1, thread_name_prefix="bbwd-model")
         ot_pool = ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="bbwd-ot")
         settings, sampler = detector.settings, detector.sampler
         if draw_mode(sampler) is Mode.ASYNC:  # an API target answers itself
-            target: Target = Upstream(sampler)  # type: ignore[arg-type]
+            target: Target = Upstream(sampler)
             model = sampler.endpoint.model
         else:
             model = settings.target or settings.teacher
-            target = LocalTarget(sampler, settings.sampling(), model, model_pool)  # type: ignore[arg-type]
+            target = LocalTarget(sampler, settings.sampling(), model, model_pool)
         batcher = TeacherBatcher(detector, model_pool, ot_pool, metrics, batch_wait)
         return cls(detector, target, batcher, metrics, model, model_pool, ot_pool)
 
     @property
     def fingerprint(self) -> str:
         """The settings fingerprint every verdict carries."""
-        return self.batcher.scorer.fingerprint
+        return self.detector.fingerprint
 
     async def start(self) -> None:
         """Start the teacher queue (on the server's event loop)."""
@@ -109,7 +118,7 @@ class Service:
         if isinstance(self.target, Upstream):
             await self.target.aclose()
         if draw_mode(self.detector.sampler) is Mode.ASYNC:
-            await self.detector.sampler.aclose()  # type: ignore[union-attr]
+            await self.detector.sampler.aclose()
         self.model_pool.shutdown()
         self.ot_pool.shutdown()
 
@@ -127,21 +136,51 @@ class Service:
         except PromptTooLong as exc:
             raise context_exceeded(str(exc)) from None
         except BBWDError as exc:
-            raise ServeError(400, f"messages: {exc}", kind="invalid_request", param="messages",
-                             code="invalid_value") from None
+            raise ServeError(
+                400, f"messages: {exc}", kind="invalid_request", param="messages", code="invalid_value"
+            ) from None
         if teacher.max_length and prompt_tokens + max_tokens > teacher.max_length:
-            raise context_exceeded(f"the prompt has {prompt_tokens} tokens: with a scoring sample of up to "
-                                   f"{max_tokens} tokens (--max-tokens) it is over the teacher's context of "
-                                   f"{teacher.max_length}")
+            raise context_exceeded(
+                f"the prompt has {prompt_tokens} tokens: with a scoring sample of up to "
+                f"{max_tokens} tokens (--max-tokens) it is over the teacher's context of "
+                f"{teacher.max_length}"
+            )
         self.target.admit(request, prompt_tokens)
 
     async def samples(self, messages: Messages) -> SampleSet:
-        """The K scoring samples for the messages, with the detector's settings."""
-        params = self.detector.settings.sampling()
+        """The K scoring samples for the messages, with the detector's settings (``-k auto``: its first stage's)."""
+        settings = self.detector.settings
+        params = replace(settings.sampling(), k=settings.stages[0])
         drawn = (await draw_group(self.detector.sampler, [(messages, params.k)], params, executor=self.model_pool))[0]
         if isinstance(drawn.samples, BBWDError):
             raise drawn.samples
         return drawn.samples
+
+    async def score(self, messages: Messages, samples: SampleSet) -> Result:
+        """The Result of the samples, through the shared teacher batcher; with ``-k auto``, stage by stage
+        (``rounds.score_in_stages``) until its verdict is settled, drawing more as it goes."""
+        if self.detector.settings.stop is None:
+            return await self.batcher.score(messages, samples)
+
+        async def batched(items: list[tuple[Messages, SampleSet]], _judges: list[Any]) -> list[Result | BBWDError]:
+            out: list[Result | BBWDError] = []
+            for m, s in items:
+                try:
+                    out.append(await self.batcher.score(m, s))
+                except BBWDError as exc:
+                    out.append(exc)
+            return out
+
+        done = await score_in_stages(
+            self.detector,
+            [(messages, samples)],
+            sampler_draw(self.detector.sampler, self.model_pool),  # later stages, drawn as the first is
+            drawn=[len(samples.samples)],
+            score=batched,
+        )
+        if isinstance(done[0], BBWDError):
+            raise done[0]
+        return done[0]
 
     async def verdict(self, messages: Messages, answer: Awaitable[str | None] | None = None) -> dict[str, Any]:
         """The ``bbwd`` object of the messages: sample, queue for the shared teacher pass, OT; with ``answer``
@@ -157,7 +196,9 @@ class Service:
         text = await answer if answer is not None else None
         samples.answer = Sample(text) if text is not None else None
         try:
-            result = await self.batcher.score(messages, samples)
+            result = await self.score(messages, samples)
+        except SamplingError as exc:  # a later stage's draw (-k auto)
+            raise sampling_failed(exc) from None
         except BBWDError as exc:
             raise _scoring_failed(exc) from None
         return verdict(result)
@@ -199,8 +240,14 @@ class Service:
             raise
         return self._splice(first, lines, scoring, answer, t0)
 
-    async def _splice(self, first: str | None, lines: AsyncIterator[str], scoring: asyncio.Task,
-                      answer: asyncio.Future[str | None], t0: float) -> AsyncIterator[bytes]:
+    async def _splice(
+        self,
+        first: str | None,
+        lines: AsyncGenerator[str, None],
+        scoring: asyncio.Task,
+        answer: asyncio.Future[str | None],
+        t0: float,
+    ) -> AsyncIterator[bytes]:
         """Pass the target's lines on up to its ``[DONE]`` (gathering the answer's text for AnswerWD); then the
         verdict chunk and our own ``[DONE]``."""
         head: dict[str, Any] = {}
@@ -227,7 +274,7 @@ class Service:
             yield sse(err.body())
         finally:
             _forget(scoring)
-            await lines.aclose()  # type: ignore[attr-defined]
+            await lines.aclose()
 
 
 def _scoring_failed(exc: BBWDError) -> ServeError:

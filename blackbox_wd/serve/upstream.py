@@ -10,7 +10,7 @@ the target. Messages are scrubbed of the key and anything key-shaped.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx
@@ -26,8 +26,9 @@ from blackbox_wd.serve.protocol import ChatRequest, ServeError
 
 def upstream_error(message: str, status: int | None) -> ServeError:
     """The 502 for a target that failed after retries, carrying its HTTP status (None: no answer)."""
-    return ServeError(502, message, kind="upstream", type="upstream_error", code="upstream_error",
-                      upstream_status=status)
+    return ServeError(
+        502, message, kind="upstream", type="upstream_error", code="upstream_error", upstream_status=status
+    )
 
 
 def sampling_failed(exc: SamplingError) -> ServeError:
@@ -43,8 +44,9 @@ class Upstream:
         self.retry = sampler.retry
         self.url = f"{self.endpoint.base_url}/chat/completions"
         self.where = sampler.where
-        self._http = httpx.AsyncClient(timeout=httpx.Timeout(sampler.timeout),
-                                       transport=sampler.transport() if sampler.transport else None)
+        self._http = httpx.AsyncClient(
+            timeout=httpx.Timeout(sampler.timeout), transport=sampler.transport() if sampler.transport else None
+        )
 
     def admit(self, request: ChatRequest, prompt_tokens: int) -> None:
         """Nothing to refuse: the target answers with its own limits (its 4xx come back as they are)."""
@@ -55,15 +57,20 @@ class Upstream:
 
     async def _send(self, raw: bytes, stream: bool) -> httpx.Response:
         """The target's 2xx response to ``raw`` (body unread when ``stream``), retried in budget; ServeError else."""
-        headers = {"Authorization": f"Bearer {self.endpoint.api_key}", "Content-Type": "application/json",
-                   "Accept": "text/event-stream" if stream else "application/json"}
-        retrying = AsyncRetrying(stop=make_stop(self.retry), wait=make_wait(self.retry),
-                                 retry=retry_if_exception(is_retryable), reraise=True)
+        headers = {
+            "Authorization": f"Bearer {self.endpoint.api_key}",
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream" if stream else "application/json",
+        }
+        retrying = AsyncRetrying(
+            stop=make_stop(self.retry), wait=make_wait(self.retry), retry=retry_if_exception(is_retryable), reraise=True
+        )
         try:
             async for attempt in retrying:
                 with attempt:
-                    response = await self._http.send(self._http.build_request("POST", self.url, content=raw,
-                                                                              headers=headers), stream=stream)
+                    response = await self._http.send(
+                        self._http.build_request("POST", self.url, content=raw, headers=headers), stream=stream
+                    )
                     if not response.is_success:
                         await response.aread()
                         await response.aclose()
@@ -77,11 +84,17 @@ class Upstream:
         """The target's own 4xx for the request passed on, else a 502 with the upstream status."""
         response = exc.response if isinstance(exc, httpx.HTTPStatusError) else None
         status = response.status_code if response is not None else None
-        if response is not None and 400 <= response.status_code < 500 and response.status_code not in (401, 403) \
-                and not is_retryable(exc):
+        if (
+            response is not None
+            and 400 <= response.status_code < 500
+            and response.status_code not in (401, 403)
+            and not is_retryable(exc)
+        ):
             error = _error_object(response)
             message = self._scrub(str(error.pop("message", "") or response.reason_phrase))
-            fields = {k: self._scrub(v) if isinstance(v, str) else v for k, v in error.items() if k not in ("status", "kind")}
+            fields = {
+                k: self._scrub(v) if isinstance(v, str) else v for k, v in error.items() if k not in ("status", "kind")
+            }
             return ServeError(response.status_code, message, kind="upstream_request", **fields)
         return upstream_error(self._scrub(describe(exc, self.where)), status)
 
@@ -100,7 +113,7 @@ class Upstream:
             raise upstream_error(f"{self.where} answered a body that is not a JSON object", response.status_code)
         return body
 
-    async def stream(self, request: ChatRequest, raw: bytes, messages: Messages) -> AsyncIterator[str]:
+    async def stream(self, request: ChatRequest, raw: bytes, messages: Messages) -> AsyncGenerator[str, None]:
         """The lines of the target's event stream for the client's exact request, as they arrive.
 
         The request is sent when the first line is asked for, so a failure before the stream starts
@@ -127,4 +140,3 @@ def _error_object(response: httpx.Response) -> dict[str, Any]:
         return dict(error)
     text = error if isinstance(error, str) else response.text or response.reason_phrase
     return {"message": text, "type": "invalid_request_error", "param": None, "code": None}
-

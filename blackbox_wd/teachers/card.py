@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from jinja2 import TemplateError
@@ -72,8 +72,9 @@ def token_bytes(tokenizer: PreTrainedTokenizerBase) -> int | None:
         return None
     vocab = backend.get_vocab(with_added_tokens=False)
     added = [token.content for token in tokenizer.added_tokens_decoder.values()]
-    return max([len(t) if byte_level else len(t.encode("utf-8")) for t in vocab] +
-               [len(t.encode("utf-8")) for t in added])
+    return max(
+        [len(t) if byte_level else len(t.encode("utf-8")) for t in vocab] + [len(t.encode("utf-8")) for t in added]
+    )
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class TextReader:
     token_bytes: int | None
 
     @classmethod
-    def of(cls, tokenizer: PreTrainedTokenizerBase, max_length: int | None) -> "TextReader":
+    def of(cls, tokenizer: PreTrainedTokenizerBase, max_length: int | None) -> TextReader:
         """The reader of a tokenizer (its plain copy and byte bound computed once)."""
         return cls(tokenizer, max_length, plain_tokenizer(tokenizer), token_bytes(tokenizer))
 
@@ -113,9 +114,12 @@ class TextReader:
             encoding = self.plain.encode(text, add_special_tokens=False)
             if encoding.ids == list(ids):
                 return np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
-        ends = [_common_prefix(self.tokenizer.decode(ids[:n + 1], skip_special_tokens=True), text)
-                for n in range(len(ids))]
-        ends = np.maximum.accumulate(np.array(ends, dtype=np.int64)) if ends else np.zeros(0, dtype=np.int64)
+        # one sequence of ids decodes to one string
+        stops = [
+            _common_prefix(cast(str, self.tokenizer.decode(list(ids[: n + 1]), skip_special_tokens=True)), text)
+            for n in range(len(ids))
+        ]
+        ends = np.maximum.accumulate(np.array(stops, dtype=np.int64)) if stops else np.zeros(0, dtype=np.int64)
         return np.stack([np.concatenate([[0], ends[:-1]]).astype(np.int64), ends], axis=1)
 
     def least_tokens(self, text: str) -> int:
@@ -138,8 +142,10 @@ class TextReader:
         text = self._render(messages)
         least = self.least_tokens(text)
         if self.max_length and least >= self.max_length:
-            raise PromptTooLong(f"the prompt has at least {least} tokens ({len(text.encode('utf-8'))} bytes, at "
-                                f"most {self.token_bytes} a token), over the teacher's context of {self.max_length}")
+            raise PromptTooLong(
+                f"the prompt has at least {least} tokens ({len(text.encode('utf-8'))} bytes, at "
+                f"most {self.token_bytes} a token), over the teacher's context of {self.max_length}"
+            )
         ids = self._ids(messages, text)
         if self.max_length and len(ids) >= self.max_length:
             raise PromptTooLong(f"the prompt has {len(ids)} tokens, over the teacher's context of {self.max_length}")
@@ -150,9 +156,16 @@ class TextReader:
         if not self.tokenizer.chat_template:
             return self.text_ids(text, add_special_tokens=True)
         try:
-            return list(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
-                                                           return_dict=False, sanitize_control_tokens=True,
-                                                           enable_thinking=False))
+            return list(
+                self.tokenizer.apply_chat_template(
+                    messages,
+                    add_generation_prompt=True,
+                    tokenize=True,
+                    return_dict=False,
+                    sanitize_control_tokens=True,
+                    enable_thinking=False,
+                )
+            )
         except ValueError as exc:  # a control token the tokenizer also spells from plain text
             raise BBWDError(f"the teacher cannot read these messages as text: {one_line(exc)}") from None
 
@@ -161,9 +174,13 @@ class TextReader:
         if not self.tokenizer.chat_template:
             text = "\n\n".join(m["content"] for m in messages) + "\n"
         else:
-            try:
-                text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False,
-                                                          enable_thinking=False)
+            try:  # tokenize=False: the text
+                text = cast(
+                    str,
+                    self.tokenizer.apply_chat_template(
+                        messages, add_generation_prompt=True, tokenize=False, enable_thinking=False
+                    ),
+                )
             except TemplateError as exc:  # e.g. roles that do not alternate, no user turn
                 raise BBWDError(f"the teacher's chat template rejects these messages: {one_line(exc)}") from None
         valid_text(text, "the prompt")
@@ -175,8 +192,9 @@ def _common_prefix(a: str, b: str) -> int:
     if b.startswith(a):
         return len(a)
     n = min(len(a), len(b))
-    differ = np.flatnonzero(np.frombuffer(a[:n].encode("utf-32-le"), np.uint32) !=
-                            np.frombuffer(b[:n].encode("utf-32-le"), np.uint32))
+    differ = np.flatnonzero(
+        np.frombuffer(a[:n].encode("utf-32-le"), np.uint32) != np.frombuffer(b[:n].encode("utf-32-le"), np.uint32)
+    )
     return int(differ[0]) if differ.size else n
 
 
@@ -235,5 +253,6 @@ def load_card(name: str, layer: int | None = None) -> TeacherCard:
         raise BBWDError(f"could not load model '{spec.name}' from {spec.source}: {str(exc).splitlines()[0]}") from exc
     n_layers = int(config.num_hidden_layers)
     max_length = getattr(config, "max_position_embeddings", None)
-    return TeacherCard(name, tokenizer, n_layers, resolve_layer(n_layers, layer), max_length,
-                       TextReader.of(tokenizer, max_length))
+    return TeacherCard(
+        name, tokenizer, n_layers, resolve_layer(n_layers, layer), max_length, TextReader.of(tokenizer, max_length)
+    )

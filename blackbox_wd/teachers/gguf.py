@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -10,8 +11,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, P
 
 def strip_quantizer(model: PreTrainedModel) -> PreTrainedModel:
     """Forget that a model came from a GGUF file: its weights are plain tensors once dequantised."""
-    model.hf_quantizer = None
-    model.is_quantized = False
+    loaded: Any = model  # the loader's own attributes, which torch's typing of Module attributes does not know
+    loaded.hf_quantizer = None
+    loaded.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     return model

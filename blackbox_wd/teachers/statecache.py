@@ -46,9 +46,19 @@ def teacher_identity(teacher: Any) -> str:
     config = teacher.model.config
     source = str(getattr(config, "_name_or_path", ""))
     stamp = weights_stamp(source) if source else [id(teacher.model)]  # a model built in memory: this process only
-    payload = [teacher.name, source, getattr(config, "_commit_hash", None), stamp, teacher.layer,
-               teacher.proj_dim, teacher.proj_seed, str(teacher.model.dtype), teacher.device.type,
-               torch.__version__, transformers.__version__]
+    payload = [
+        teacher.name,
+        source,
+        getattr(config, "_commit_hash", None),
+        stamp,
+        teacher.layer,
+        teacher.proj_dim,
+        teacher.proj_seed,
+        str(teacher.model.dtype),
+        teacher.device.type,
+        torch.__version__,
+        transformers.__version__,
+    ]
     return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
 
 
@@ -79,8 +89,10 @@ class StateCache:
     def put(self, prompt: Sequence[int], response: Sequence[int], ts: TokenStates) -> None:
         """Store the states of a pair (with its log-probs when it has them)."""
         buf = io.BytesIO()
-        arrays = {"states": ts.states, "last": ts.last, **({"logprobs": ts.logprobs} if ts.logprobs is not None else {})}
-        np.savez(buf, **arrays)
+        if ts.logprobs is None:
+            np.savez(buf, states=ts.states, last=ts.last)
+        else:
+            np.savez(buf, states=ts.states, last=ts.last, logprobs=ts.logprobs)
         self._cache.set(self.key(prompt, response), buf.getvalue())
 
     def __len__(self) -> int:

@@ -1,0 +1,185 @@
+"""Adaptive K on the recorded dev sets: samples drawn and the verdict's quality beside the fixed-K verdict.
+
+Replays each record's recorded samples in order, as ``-k auto`` draws them (``adaptive.stages``: 3, 5, 10, 20),
+from one ``bbwd eval`` run per stage (``-k 3``, ``-k 5``, ...: a recorded run takes a record's first k samples).
+Everything is fitted out of fold, 5 folds grouped by prompt: on the training prompts, each stage's answer head
+(``calibration.combine.fit_head``, the shipped combiner, over the members every API row has) and each stage's
+band (``adaptive.fit_settles`` on the heads' nested out-of-fold p, ``DELTA`` = 0.05); on the held-out prompts,
+the rule is replayed and the prompt's verdict is p at the stage where it stopped. The fixed-K verdict is p of the
+same folds' last-stage head, so the two are paired.
+
+Per set: samples drawn (mean and count per stage), AUROC (SAC3, 0/1 label) or Pearson x100 (WikiBio,
+``human_score``) of both verdicts and their paired bootstrap difference (1000 prompt resamples), the share of
+prompts whose flag differs, and the target tokens saved (the recorded samples' tokens, by the teacher's
+tokenizer, of the samples not drawn).
+
+    python bench/adaptive.py --set sac3=R/sac3-k3,R/sac3-k5,R/sac3 --set wikibio=R/wb-k3,R/wb-k5,R/wb-k10 --k-max 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+from blackbox_wd.adaptive import DELTA, fit_settles, stages, stop_stage  # noqa: E402
+from blackbox_wd.calibration.combine import Table, fit_head, group_folds, table_from  # noqa: E402
+from blackbox_wd.calibration.fit import COMBINER  # noqa: E402
+from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff  # noqa: E402
+from blackbox_wd.teachers.registry import reference_bandwidth  # noqa: E402
+
+sys.path.insert(0, str(_HERE))
+from _common import table  # noqa: E402
+from verdict import API_MEMBERS, SEED, members_of, pearson_diff, read_rows  # noqa: E402
+
+FOLDS = 5
+
+
+def stage_tables(sets: dict[str, list[list[dict[str, Any]]]], bandwidth: float) -> tuple[list[Table], dict]:
+    """One table per stage over every set's prompts that every stage scored, and those prompts' rows by set."""
+    tables, kept = [], {}
+    for name, runs in sets.items():
+        ids = set.intersection(*({r["id"] for r in rows} for rows in runs))
+        kept[name] = [[r for r in rows if r["id"] in ids] for rows in runs]
+        for rows in kept[name]:
+            rows.sort(key=lambda r: r["id"])
+    for s in range(len(next(iter(kept.values())))):
+        members: dict[str, list[float]] = {n: [] for n in API_MEMBERS}
+        y, groups, source = [], [], []
+        for name, runs in kept.items():
+            for r in runs[s]:
+                m = members_of(r, bandwidth)
+                for n in API_MEMBERS:
+                    members[n].append(np.nan if m[n] is None else m[n])
+                y.append(float(r["label"] if "label" in r and r["label"] is not None else r["human_score"]))
+                groups.append(f"{name}:{r['id']}")
+                source.append(name)
+        tables.append(table_from(members, y, groups, source))
+    return tables, kept
+
+
+def per_prompt(t: Table, mask: np.ndarray, values: np.ndarray) -> dict[str, float]:
+    """A row-wise value by prompt (a passage's two weighted rows share it)."""
+    return dict(zip(t.groups[mask], values, strict=True))
+
+
+def replay(tables: list[Table], members: list[str]) -> tuple[dict[str, np.ndarray], dict[str, int], list]:
+    """Out-of-fold p at every stage for every prompt (stages x prompts), its stop stage, and each fold's bands."""
+    prompts = np.unique(tables[-1].groups)
+    p_all = np.full((len(tables), prompts.size), np.nan)
+    flags = np.zeros((len(tables), prompts.size), dtype=bool)
+    stop = np.zeros(prompts.size, dtype=int)
+    # outer folds over prompts, stratified by label (a passage's by human_score >= 0.5)
+    first = {g: int(tables[-1].target[i] >= 0.5) for i, g in enumerate(tables[-1].groups)}
+    y_prompt = np.array([first[g] for g in prompts])
+    bands = []
+    for train, test in group_folds(y_prompt, prompts, FOLDS, SEED):
+        tr, te = set(prompts[train]), prompts[test]
+        p_train = np.full((len(tables), train.size), np.nan)
+        f_train = np.zeros((len(tables), train.size), dtype=bool)
+        for s, t in enumerate(tables):
+            rows = np.array([g in tr for g in t.groups])
+            cols = {n: v[rows] for n, v in t.members.items()}
+            sub = Table(cols, t.y[rows], t.w[rows], t.groups[rows], t.source[rows])
+            fit = fit_head(sub, members, combiner=COMBINER, folds=FOLDS, seed=SEED)
+            oof = per_prompt(sub, fit.rows, fit.p)
+            threshold = fit.head.operating_point.threshold
+            p_train[s] = [oof[g] for g in prompts[train]]
+            f_train[s] = p_train[s] >= threshold
+            X = t.matrix(fit.head.members)
+            held = np.array([g in set(te) for g in t.groups])
+            p_test = per_prompt(t, held, fit.head.model.probability(X[held]))
+            p_all[s, test] = [p_test[g] for g in te]
+            flags[s, test] = p_all[s, test] >= threshold
+        settles = fit_settles(p_train, f_train)
+        bands.append(settles)
+        stop[test] = stop_stage(p_all[:, test], settles)
+    return {"p": p_all, "flags": flags, "prompts": prompts}, dict(zip(prompts, stop, strict=True)), bands
+
+
+def section(name: str, kept: list[list[dict]], out: dict, stop: dict[str, int], ks: tuple[int, ...]) -> list[str]:
+    """The figures of one set."""
+    prompts = list(out["prompts"])
+    col = {g: i for i, g in enumerate(prompts)}
+    final = kept[-1]
+    idx = np.array([col[f"{name}:{r['id']}"] for r in final])
+    at = np.array([stop[f"{name}:{r['id']}"] for r in final])
+    p_fixed = out["p"][-1, idx]
+    p_adapt = out["p"][at, idx]
+    f_fixed, f_adapt = out["flags"][-1, idx], out["flags"][at, idx]
+    drawn = np.array([ks[s] for s in at])
+    counts = ", ".join(f"{k}: {int((drawn == k).sum())}" for k in ks)
+    tokens = [np.asarray(r["token_counts"], dtype=float) for r in final]
+    saved = sum(t[n:].sum() for t, n in zip(tokens, drawn, strict=True)) / sum(t.sum() for t in tokens)
+    if "label" in final[0] and final[0]["label"] is not None:
+        y = np.array([r["label"] for r in final], dtype=float)
+        a, b = auroc_with_ci(y, p_adapt), auroc_with_ci(y, p_fixed)
+        d = paired_auroc_diff(y, p_adapt, p_fixed)
+        metric = "AUROC"
+        fa, fb, fd = (f"{x.auroc:.3f} [{x.lo:.3f}, {x.hi:.3f}]" for x in (a, b, b))
+        fd = f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]"
+    else:
+        h = np.array([r["human_score"] for r in final], dtype=float)
+        a, b = correlation_with_ci(h, p_adapt), correlation_with_ci(h, p_fixed)
+        dd = pearson_diff(h, p_adapt, p_fixed)
+        metric = "Pearson x100"
+        fa, fb = (f"{100 * x.r:.2f} [{100 * x.lo:.2f}, {100 * x.hi:.2f}]" for x in (a, b))
+        fd = f"{100 * dd[0]:+.2f} [{100 * dd[1]:+.2f}, {100 * dd[2]:+.2f}]"
+    return [
+        f"### {name}: {len(final)} prompts, k_max {ks[-1]}, stages {', '.join(map(str, ks))}",
+        "",
+        table(
+            ["", "value"],
+            [
+                ["samples drawn, mean", f"{drawn.mean():.2f} of {ks[-1]}"],
+                ["prompts stopped at each stage", counts],
+                [f"adaptive verdict {metric}", fa],
+                [f"fixed-K verdict {metric}", fb],
+                ["adaptive minus fixed (paired 95% CI)", fd],
+                ["flags that differ", f"{int((f_fixed != f_adapt).sum())} of {len(final)}"],
+                ["target tokens saved", f"{100 * saved:.1f}%"],
+            ],
+        ),
+        "",
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", action="append", required=True, help="NAME=RUN,RUN,... one eval run per stage")
+    ap.add_argument("--k-max", type=int, required=True)
+    ap.add_argument("--teacher", default="smollm2-135m")
+    ap.add_argument("--norm", default="none")
+    args = ap.parse_args()
+    ks = stages(args.k_max)
+    sets = {}
+    for spec in args.set:
+        name, runs = spec.split("=", 1)
+        folders = [Path(r) for r in runs.split(",")]
+        if len(folders) != len(ks):
+            sys.exit(f"--set {name}: {len(folders)} runs for stages {ks}")
+        sets[name] = [read_rows(f) for f in folders]
+    bandwidth = reference_bandwidth(args.teacher, args.norm)
+    tables, kept = stage_tables(sets, bandwidth)
+    members = [n for n in API_MEMBERS if np.isfinite(tables[-1].members[n]).any()]
+    out, stop, bands = replay(tables, members)
+    lines = [
+        f"## Adaptive K ({args.teacher}, norm {args.norm}): rule settle, delta {DELTA}, stages {ks}, "
+        f"{FOLDS}-fold out of fold, grouped by prompt",
+        "",
+        "Bands per fold (below, above) at each stage but the last: "
+        + "; ".join(" ".join(f"({b.below:.2f}, {b.above:.2f})" for b in fold) for fold in bands),
+        "",
+    ]
+    for name in sets:
+        lines += section(name, kept[name], out, stop, ks)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""The combined verdict on the recorded dev sets: each member, the answer verdict and the sentence verdict,
+cross-validated by prompt, beside the best single score with paired CIs.
+
+Reads two `bbwd eval` runs of one teacher and settings: SAC3 NQ-open (0/1 ``label``: AUROC) and WikiBio dev
+(``human_score``: Pearson x100; sentence labels: SelfCheckGPT's AUC-PR x100). What the runs predate is
+read from their rows (``calibration.model.member_value``), but for EigenWD with a fixed bandwidth, computed
+from D with the bandwidth given or measured here.
+
+- The teacher's **reference bandwidth** (printed first; ``teachers.registry.REFERENCE_BANDWIDTHS``): the median
+  over the prompts of both sets of each prompt's median positive D, no label used.
+- **Members**: each single score's AUROC on SAC3 and Pearson on WikiBio, as is (no fitting).
+- **Answer verdict**: one table of both sets (a passage's ``human_score`` h as two rows weighted h and
+  1 - h), heads fitted by ``calibration.combine.fit_head`` with each combiner; the nested out-of-fold p of
+  every prompt is scored per set, and against the best single member of that set (paired bootstrap over
+  prompts, 1000 resamples).
+- **Sentence verdict**: WikiBio's sentences (NonFact label: minor or major), a head over the OT score and the
+  lexical surprise, out-of-fold p against each part.
+
+    python bench/verdict.py --sac3 R/sac3 --wikibio R/wikibio [--k 10] [--bandwidth B]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+from blackbox_wd.calibration.combine import COMBINERS, fit_head, table_from  # noqa: E402
+from blackbox_wd.calibration.model import MEMBERS, member_value  # noqa: E402
+from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr  # noqa: E402
+from blackbox_wd.scores import eigen_wd  # noqa: E402
+
+sys.path.insert(0, str(_HERE))
+from _common import table  # noqa: E402
+
+SEVERITY = {"accurate": 0, "minor_inaccurate": 1, "major_inaccurate": 2}
+API_MEMBERS = tuple(m for m in MEMBERS if m not in ("lne", "dse"))  # what every API row of both sets has
+N_BOOT, SEED = 1000, 0
+
+
+def read_rows(folder: Path) -> list[dict[str, Any]]:
+    """The scored rows of a run (errors dropped)."""
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in rows if r.get("error") is None]
+
+
+def reference_bandwidth(runs: list[list[dict[str, Any]]]) -> float:
+    """Median over every prompt of the runs of its median positive D (a prompt without one is left out)."""
+    medians = [float(np.median(d[d > 0])) for rows in runs for r in rows if ((d := np.asarray(r["D"])) > 0).any()]
+    return float(np.median(medians))
+
+
+def members_of(row: dict[str, Any], bandwidth: float) -> dict[str, float | None]:
+    """The answer-level members of an eval row (``calibration.model.member_value``), EigenWD's fixed bandwidth
+    ``bandwidth`` applied to the row's D."""
+    out = {name: member_value(row, name) for name in MEMBERS}
+    out["log_eigen_wd_fixed"] = math.log(eigen_wd(np.asarray(row["D"]), bandwidth=bandwidth))
+    return out
+
+
+def pearson_diff(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """r(a, y) - r(b, y) and its percentile CI over prompt resamples."""
+    idx = np.random.default_rng(SEED).integers(0, y.size, (N_BOOT, y.size))
+    r = lambda s, i: np.corrcoef(s[i], y[i])[0, 1]  # noqa: E731
+    d = np.array([r(a, i) - r(b, i) for i in idx])
+    return float(r(a, np.arange(y.size)) - r(b, np.arange(y.size))), *np.percentile(d, [2.5, 97.5]).tolist()
+
+
+def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
+    """Members and the answer verdict on both sets."""
+    m_s = [members_of(r, bandwidth) for r in sac3]
+    m_w = [members_of(r, bandwidth) for r in wiki]
+    y_s = np.array([r["label"] for r in sac3], dtype=float)
+    h_w = np.array([r["human_score"] for r in wiki], dtype=float)
+    names = [n for n in (*API_MEMBERS, "dse", "lne") if any(m[n] is not None for m in m_s + m_w)]
+    col = lambda ms, n: np.array([np.nan if m[n] is None else m[n] for m in ms], dtype=float)  # noqa: E731
+    rows, best_s, best_w = [], ("", -1.0), ("", -1.0)
+    for n in names:
+        a = auroc_with_ci(y_s, col(m_s, n)) if np.isfinite(col(m_s, n)).any() else None
+        c = correlation_with_ci(h_w, col(m_w, n)) if np.isfinite(col(m_w, n)).any() else None
+        if a is not None and a.auroc > best_s[1]:
+            best_s = (n, a.auroc)
+        if c is not None and c.r > best_w[1]:
+            best_w = (n, c.r)
+        rows.append(
+            [
+                n,
+                "—" if a is None else f"{a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}]",
+                "—" if c is None else f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]",
+            ]
+        )
+    out = [
+        "## Members (as they are, no fitting)",
+        "",
+        table(["member", "SAC3 AUROC", "WikiBio Pearson x100"], rows),
+        "",
+    ]
+    members = [n for n in API_MEMBERS if n in names]
+    groups = [r["id"] for r in sac3] + [r["id"] for r in wiki]
+    source = ["sac3"] * len(sac3) + ["wikibio"] * len(wiki)
+    t = table_from({n: list(col(m_s, n)) + list(col(m_w, n)) for n in members}, [*y_s, *h_w], groups, source)
+    vrows = []
+    for combiner in COMBINERS:
+        fit = fit_head(t, members, combiner=combiner, folds=folds, seed=SEED)
+        p = dict(zip(t.groups[fit.rows], fit.p, strict=True))
+        ps = np.array([p[r["id"]] for r in sac3])
+        pw = np.array([p[r["id"]] for r in wiki])
+        a = auroc_with_ci(y_s, ps)
+        d = paired_auroc_diff(y_s, ps, col(m_s, best_s[0]))
+        c = correlation_with_ci(h_w, pw)
+        dw = pearson_diff(h_w, pw, col(m_w, best_w[0]))
+        coefs = ", ".join(f"{n} {v:+.2f}" for n, v in zip(members, fit.head.model.coef, strict=True))
+        vrows.append(
+            [
+                combiner,
+                f"{a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}]",
+                f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] vs {best_s[0]}",
+                f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]",
+                f"{100 * dw[0]:+.2f} [{100 * dw[1]:+.2f}, {100 * dw[2]:+.2f}] vs {best_w[0]}",
+                fit.head.model.method,
+                coefs,
+            ]
+        )
+    out += [
+        f"## Answer verdict: one head over {', '.join(members)}, fitted on both sets, nested out-of-fold p "
+        f"({folds} folds grouped by prompt)",
+        "",
+        table(
+            [
+                "combiner",
+                "SAC3 AUROC",
+                "minus best single",
+                "WikiBio Pearson x100",
+                "minus best single",
+                "calibrator",
+                "coef (standardised, all rows)",
+            ],
+            vrows,
+        ),
+        "",
+    ]
+    return out
+
+
+def sentence_section(wiki: list[dict], folds: int) -> list[str]:
+    """The sentence verdict against its two parts."""
+    score, unigram, severity, groups = [], [], [], []
+    for r in wiki:
+        for s, label in zip(r["sentences"], r["sentence_labels"], strict=True):
+            score.append(np.nan if s["score"] is None else s["score"])
+            unigram.append(np.nan if s["unigram"] is None else s["unigram"])
+            severity.append(SEVERITY[label])
+            groups.append(r["id"])
+    sev = np.array(severity)
+    passage = np.unique(groups, return_inverse=True)[1]
+    t = table_from({"score": score, "unigram": unigram}, list((sev > 0).astype(float)), groups, ["wikibio"] * sev.size)
+    lines = ["## Sentence verdict (WikiBio sentences; AUC-PR x100 with the CI over passages)", ""]
+    cols = {"OT score (sentence)": np.array(score), "lexical surprise (unigram max)": np.array(unigram)}
+    for combiner in COMBINERS:
+        fit = fit_head(t, ["score", "unigram"], combiner=combiner, folds=folds, seed=SEED)
+        p = np.full(sev.size, np.nan)
+        p[fit.rows] = fit.p
+        coefs = ", ".join(f"{v:+.2f}" for v in fit.head.model.coef)
+        cols[f"verdict, {combiner} ({coefs}; {fit.head.model.method})"] = p
+    rows = []
+    for name, s in cols.items():
+        r = sentence_auc_pr(sev, s, passage, N_BOOT, SEED)
+        parts = (r.nonfact, r.nonfact_star, r.factual)
+        rows.append([name, *(f"{100 * x.auc_pr:.2f} [{100 * x.lo:.2f}, {100 * x.hi:.2f}]" for x in parts)])
+    lines += [table(["score", "NonFact", "NonFact*", "Factual"], rows), ""]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sac3", type=Path, required=True, help="bbwd eval folder of sac3_nq_open.jsonl")
+    ap.add_argument("--wikibio", type=Path, required=True, help="bbwd eval folder of wikibio_gpt3_dev.jsonl")
+    ap.add_argument("--bandwidth", type=float, help="EigenWD's fixed bandwidth (default: measured on the two runs)")
+    ap.add_argument("--folds", type=int, default=5)
+    args = ap.parse_args()
+    sac3, wiki = read_rows(args.sac3), read_rows(args.wikibio)
+    b = reference_bandwidth([sac3, wiki]) if args.bandwidth is None else args.bandwidth
+    settings = json.loads((args.sac3 / "settings.json").read_text())
+    print(f"# Verdict on {args.sac3.name} ({len(sac3)}) and {args.wikibio.name} ({len(wiki)})\n")
+    print(f"teacher {settings['teacher']}, norm {settings.get('norm', 'none')}, reference bandwidth {b:.6g}\n")
+    print("\n".join(answer_section(sac3, wiki, b, args.folds) + sentence_section(wiki, args.folds)))
+
+
+if __name__ == "__main__":
+    main()

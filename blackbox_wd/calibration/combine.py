@@ -1,0 +1,269 @@
+"""Fitting the combined verdict: heads over the signals bbwd computes, cross-validated by prompt.
+
+A **table** holds one row per scored answer (or sentence): the value of each member (NaN where the row has
+none), a 0/1 label, a weight, the prompt it belongs to and the data set it came from. A continuous label h in
+[0, 1] (WikiBio's ``human_score``: the share of inaccurate sentences, minor counting half) enters as two rows
+of the same prompt, labelled 1 with weight h and 0 with weight 1 - h: the fitted p then estimates h.
+
+A **head** is fitted on the rows that have all its members:
+
+    z = coef . (x - mean) / scale + intercept,     p = calibrator(z),     flag = p >= threshold
+
+``combiner="logistic"``: coef and intercept of an L2-regularised logistic regression (C = 1) on the
+standardised members; ``combiner="mean"``: every coef 1 / n_members (the members' standardised mean, a
+fixed-weight rule with nothing fitted but the scales); ``combiner="select"``: the mean of the members kept by
+forward selection, each step adding the member that most raises the mean over the data sets of the weighted
+AUROC within each (``forward_select``). The calibrator (isotonic or Platt) is fitted on the
+out-of-fold z of every row and chosen by the log-loss of nested out-of-fold probabilities; the threshold is
+the smallest whose out-of-fold false-positive rate is at most the target. Every fold is
+``StratifiedGroupKFold(folds, shuffle=True, random_state=seed)`` over the prompts, so no prompt is on both
+sides of a split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import confusion_matrix, log_loss, roc_auc_score, roc_curve
+from sklearn.model_selection import StratifiedGroupKFold
+
+from blackbox_wd.calibration.model import METHODS, Head, Isotonic, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.errors import BBWDError
+
+COMBINERS = ("logistic", "mean", "select")
+C = 1.0  # inverse L2 strength of the logistic combiner, on standardised members
+
+
+@dataclass
+class Table:
+    """Rows to fit on: members (n,) each (NaN: missing), labels, weights, prompt ids and data sets."""
+
+    members: dict[str, np.ndarray]
+    y: np.ndarray  # 0/1
+    w: np.ndarray  # weights (1, or h and 1 - h for a continuous label)
+    groups: np.ndarray  # prompt id of each row
+    source: np.ndarray  # data set of each row
+    target: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the label as given (0/1 or h), per row
+
+    def rows(self, names: Sequence[str]) -> np.ndarray:
+        """Mask of the rows that have every member of ``names``."""
+        return np.all([np.isfinite(self.members[n]) for n in names], axis=0)
+
+    def matrix(self, names: Sequence[str]) -> np.ndarray:
+        """(n, len(names)) values of the members."""
+        return np.column_stack([self.members[n] for n in names])
+
+
+def table_from(
+    members: Mapping[str, Sequence[float | None]], labels: Sequence[float], groups: Sequence[str], source: Sequence[str]
+) -> Table:
+    """A table from one entry per answer; a label strictly between 0 and 1 becomes two weighted rows."""
+    h = np.asarray(labels, dtype=float)
+    if not np.all((h >= 0) & (h <= 1)):
+        raise BBWDError("labels must be in [0, 1] (1 = hallucination)")
+    soft = (h > 0) & (h < 1)
+    idx = np.concatenate([np.arange(h.size), np.flatnonzero(soft)])
+    y = np.concatenate([np.where(soft, 1.0, h), np.zeros(int(soft.sum()))]).astype(int)
+    w = np.concatenate([np.where(soft, h, 1.0), 1.0 - h[soft]])
+    cols = {
+        name: np.array([np.nan if v is None else v for v in vals], dtype=float)[idx] for name, vals in members.items()
+    }
+    return Table(cols, y, w, np.asarray(groups)[idx], np.asarray(source)[idx], h[idx])
+
+
+def group_folds(y: np.ndarray, groups: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) index pairs of ``StratifiedGroupKFold``: no prompt on both sides."""
+    splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+    return list(splitter.split(np.zeros(y.size), y, groups))
+
+
+def per_source_auroc(z: np.ndarray, y: np.ndarray, w: np.ndarray, source: np.ndarray) -> float:
+    """Mean over the data sets of the weighted AUROC of z within each (a set with one class left out)."""
+    values = [
+        roc_auc_score(y[at], z[at], sample_weight=w[at])
+        for s in np.unique(source)
+        if np.unique(y[(at := source == s)]).size == 2
+    ]
+    return float(np.mean(values))
+
+
+def forward_select(Z: np.ndarray, y: np.ndarray, w: np.ndarray, source: np.ndarray) -> list[int]:
+    """Members for the ``select`` combiner: from none, add the standardised member whose entry most raises
+    :func:`per_source_auroc` of the members' mean; stop when none raises it."""
+    chosen: list[int] = []
+    best = 0.5
+    while len(chosen) < Z.shape[1]:
+        gains = {
+            j: per_source_auroc(Z[:, [*chosen, j]].mean(axis=1), y, w, source)
+            for j in range(Z.shape[1])
+            if j not in chosen
+        }
+        j = max(gains, key=gains.__getitem__)
+        if gains[j] <= best:
+            break
+        chosen, best = [*chosen, j], gains[j]
+    return chosen
+
+
+def fit_linear(
+    X: np.ndarray, y: np.ndarray, w: np.ndarray, combiner: str, source: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
+    """(mean, scale, coef, intercept) of the combined score z on rows X (``source``: each row's data set, for
+    the ``select`` combiner; None: one set)."""
+    mean, scale = X.mean(axis=0), X.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    Z = (X - mean) / scale
+    if combiner == "mean":
+        return mean, scale, np.full(X.shape[1], 1.0 / X.shape[1]), np.zeros(1)
+    if combiner == "select":
+        chosen = forward_select(Z, y, w, np.zeros(y.size) if source is None else source)
+        coef = np.zeros(X.shape[1])
+        coef[chosen] = 1.0 / max(len(chosen), 1)
+        return mean, scale, coef, np.zeros(1)
+    if combiner != "logistic":
+        raise BBWDError(f"unknown combiner '{combiner}': use one of {', '.join(COMBINERS)}")
+    lr = LogisticRegression(C=C).fit(Z, y, sample_weight=w)
+    return mean, scale, lr.coef_[0], lr.intercept_
+
+
+def decision(params: tuple[np.ndarray, ...], X: np.ndarray) -> np.ndarray:
+    """z of rows X under (mean, scale, coef, intercept)."""
+    mean, scale, coef, intercept = params
+    return ((X - mean) / scale) @ coef + float(intercept[0])
+
+
+def fit_calibrator(z: np.ndarray, y: np.ndarray, w: np.ndarray, method: str) -> Isotonic | Platt:
+    """p(z): isotonic (clipped beyond the fitted points) or Platt (a nearly unregularised 1-d logistic fit)."""
+    if method == "isotonic":
+        iso = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0).fit(z, y, sample_weight=w)
+        return Isotonic(tuple(iso.X_thresholds_.tolist()), tuple(iso.y_thresholds_.tolist()))
+    lr = LogisticRegression(C=1e6).fit(z.reshape(-1, 1), y, sample_weight=w)
+    return Platt(-float(lr.coef_[0, 0]), -float(lr.intercept_[0]))
+
+
+def out_of_fold_z(
+    X: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    groups: np.ndarray,
+    combiner: str,
+    folds: int,
+    seed: int,
+    source: np.ndarray,
+) -> np.ndarray:
+    """Each row's z from the linear part fitted without its prompt."""
+    z = np.empty(y.size)
+    for train, test in group_folds(y, groups, folds, seed):
+        z[test] = decision(fit_linear(X[train], y[train], w[train], combiner, source[train]), X[test])
+    return z
+
+
+@dataclass
+class HeadFit:
+    """A fitted head and its out-of-fold figures on the rows that have its members."""
+
+    head: Head
+    rows: np.ndarray  # mask of the table's rows it was fitted on
+    z: np.ndarray  # out-of-fold combined score of those rows
+    p: np.ndarray  # nested out-of-fold probability of the chosen calibrator
+    log_loss: dict[str, float]  # out-of-fold log-loss of each calibrator tried
+
+
+def fit_head(
+    table: Table,
+    members: Sequence[str],
+    *,
+    combiner: str = "logistic",
+    folds: int = 5,
+    seed: int = 0,
+    target_fpr: float = 0.1,
+    methods: Sequence[str] = METHODS,
+) -> HeadFit:
+    """Fit one head over ``members`` on the rows that have them (see the module docstring)."""
+    rows = table.rows(members)
+    X, y, w, g = table.matrix(members)[rows], table.y[rows], table.w[rows], table.groups[rows]
+    src = table.source[rows]
+    check_rows(y, g, folds, members)
+    probs: dict[str, np.ndarray] = {m: np.empty(y.size) for m in methods}
+    for train, test in group_folds(y, g, folds, seed):
+        params = fit_linear(X[train], y[train], w[train], combiner, src[train])
+        inner = out_of_fold_z(X[train], y[train], w[train], g[train], combiner, folds, seed, src[train])
+        for m in methods:
+            probs[m][test] = fit_calibrator(inner, y[train], w[train], m)(decision(params, X[test]))
+    losses = {m: weighted_log_loss(y, p, w) for m, p in probs.items()}
+    best = min(methods, key=losses.__getitem__)
+    z = out_of_fold_z(X, y, w, g, combiner, folds, seed, src)
+    mean, scale, coef, intercept = fit_linear(X, y, w, combiner, src)
+    model = ScoreModel(
+        features=tuple(members),
+        mean=tuple(mean.tolist()),
+        scale=tuple(scale.tolist()),
+        coef=tuple(coef.tolist()),
+        intercept=float(intercept[0]),
+        calibrator=fit_calibrator(z, y, w, best),
+    )
+    return HeadFit(Head(model, operating_point(y, probs[best], w, target_fpr)), rows, z, probs[best], losses)
+
+
+def weighted_log_loss(y: np.ndarray, p: np.ndarray, w: np.ndarray) -> float:
+    """Weighted log-loss of probabilities p (clipped to [1e-12, 1 - 1e-12])."""
+    return float(log_loss(y, np.clip(p, 1e-12, 1 - 1e-12), sample_weight=w, labels=[0, 1]))
+
+
+def check_rows(y: np.ndarray, groups: np.ndarray, folds: int, members: Sequence[str]) -> None:
+    """Raise BBWDError unless each class has rows in at least ``2 * folds`` prompts (nested folds need them)."""
+    for label in (0, 1):
+        prompts = np.unique(groups[y == label]).size
+        if prompts < 2 * folds:
+            raise BBWDError(
+                f"the rows with {', '.join(members)} have {prompts} prompts labelled {label}; {folds}-fold "
+                f"cross-validation needs at least {2 * folds} (lower --folds or label more prompts)"
+            )
+
+
+def operating_point(y: np.ndarray, p: np.ndarray, w: np.ndarray, target_fpr: float) -> OperatingPoint:
+    """The smallest threshold on p whose (weighted) false-positive rate is at most ``target_fpr``, and what it
+    gives on (y, p, w)."""
+    if not 0 <= target_fpr < 1:
+        raise BBWDError(f"target FPR must be in [0, 1) (got {target_fpr})")
+    fpr, _, thresholds = roc_curve(y, p, sample_weight=w, drop_intermediate=False)
+    ok = np.flatnonzero((fpr <= target_fpr) & np.isfinite(thresholds))
+    threshold = float(thresholds[ok[-1]]) if ok.size else 1.0
+    flagged = (p >= threshold).astype(int)
+    tn, fp, fn, tp = confusion_matrix(y, flagged, labels=[0, 1], sample_weight=w).ravel()
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return OperatingPoint(
+        rule="target_fpr",
+        target_fpr=target_fpr,
+        threshold=threshold,
+        fpr=float(fp / (fp + tn)) if fp + tn else 0.0,
+        tpr=float(recall),
+        precision=float(precision),
+        f1=float(f1),
+    )
+
+
+def head_sets(available: Sequence[str], optional: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """The heads to fit, most members first: ``available`` less each combination of the ``optional`` groups
+    (members a result may lack), ending with the smallest; duplicates dropped.
+
+    >>> for head in head_sets(["avg_wd", "answer_wd", "lne"], [["answer_wd"], ["lne"]]):
+    ...     print(head)
+    ('avg_wd', 'answer_wd', 'lne')
+    ('avg_wd', 'lne')
+    ('avg_wd', 'answer_wd')
+    ('avg_wd',)
+    """
+    out: list[tuple[str, ...]] = []
+    for mask in range(2 ** len(optional)):
+        drop = {m for i, group in enumerate(optional) if mask >> i & 1 for m in group}
+        head = tuple(m for m in available if m not in drop)
+        if head and head not in out:
+            out.append(head)
+    return out
