@@ -1,7 +1,8 @@
 """Adaptive K on the recorded dev sets: samples drawn and the verdict's quality beside the fixed-K verdict.
 
 Replays each record's recorded samples in order, as ``-k auto`` draws them (``adaptive.stages``: 3, 5, 10, 20),
-from one ``bbwd eval`` run per stage (``-k 3``, ``-k 5``, ...: a recorded run takes a record's first k samples).
+from one ``bbwd eval`` run per stage (``-k 3``, ``-k 5``, ...: a recorded run takes a record's first k samples),
+or from one ``bbwd eval -k auto`` run, whose rows hold every stage's scores (a white-box run's samples).
 Everything is fitted out of fold, 5 folds grouped by prompt: on the training prompts, each stage's answer head
 (``calibration.combine.fit_head``, the shipped combiner, over the members every API row has) and each stage's
 band (``adaptive.fit_settles`` on the heads' nested out-of-fold p, ``DELTA`` = 0.05); on the held-out prompts,
@@ -30,6 +31,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from blackbox_wd.adaptive import DELTA, fit_settles, stages, stop_stage  # noqa: E402
 from blackbox_wd.calibration.combine import Table, fit_head, group_folds, table_from  # noqa: E402
 from blackbox_wd.calibration.fit import COMBINER  # noqa: E402
+from blackbox_wd.calibration.model import MEMBERS  # noqa: E402
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff  # noqa: E402
 from blackbox_wd.teachers.registry import reference_bandwidth  # noqa: E402
 
@@ -49,18 +51,31 @@ def stage_tables(sets: dict[str, list[list[dict[str, Any]]]], bandwidth: float) 
         for rows in kept[name]:
             rows.sort(key=lambda r: r["id"])
     for s in range(len(next(iter(kept.values())))):
-        members: dict[str, list[float]] = {n: [] for n in API_MEMBERS}
+        members: dict[str, list[float]] = {n: [] for n in MEMBERS}
         y, groups, source = [], [], []
         for name, runs in kept.items():
             for r in runs[s]:
                 m = members_of(r, bandwidth)
-                for n in API_MEMBERS:
+                for n in MEMBERS:
                     members[n].append(np.nan if m[n] is None else m[n])
                 y.append(float(r["label"] if "label" in r and r["label"] is not None else r["human_score"]))
                 groups.append(f"{name}:{r['id']}")
                 source.append(name)
         tables.append(table_from(members, y, groups, source))
     return tables, kept
+
+
+def stage_runs(rows: list[dict[str, Any]], ks: tuple[int, ...]) -> list[list[dict[str, Any]]]:
+    """One run's rows as one run per stage, from a ``bbwd eval -k auto`` run (each row's ``stages`` hold the
+    scores at every stage; stage k's samples are the first k, so its D is the leading k x k block of D)."""
+    out = []
+    for k in ks:
+        stage_rows = []
+        for r in rows:
+            (entry,) = [e for e in r["stages"] if e["k"] == k]
+            stage_rows.append({**r, **entry["scores"], "D": [d[:k] for d in r["D"][:k]]})
+        out.append(stage_rows)
+    return out
 
 
 def per_prompt(t: Table, mask: np.ndarray, values: np.ndarray) -> dict[str, float]:
@@ -151,7 +166,12 @@ def section(name: str, kept: list[list[dict]], out: dict, stop: dict[str, int], 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--set", action="append", required=True, help="NAME=RUN,RUN,... one eval run per stage")
+    ap.add_argument(
+        "--set",
+        action="append",
+        required=True,
+        help="NAME=RUN,RUN,... one eval run per stage, or NAME=RUN of one `bbwd eval -k auto` run (every stage)",
+    )
     ap.add_argument("--k-max", type=int, required=True)
     ap.add_argument("--teacher", default="smollm2-135m")
     ap.add_argument("--norm", default="none")
@@ -161,12 +181,17 @@ def main() -> None:
     for spec in args.set:
         name, runs = spec.split("=", 1)
         folders = [Path(r) for r in runs.split(",")]
+        if len(folders) == 1:
+            sets[name] = stage_runs(read_rows(folders[0]), ks)
+            continue
         if len(folders) != len(ks):
             sys.exit(f"--set {name}: {len(folders)} runs for stages {ks}")
         sets[name] = [read_rows(f) for f in folders]
     bandwidth = reference_bandwidth(args.teacher, args.norm)
     tables, kept = stage_tables(sets, bandwidth)
-    members = [n for n in API_MEMBERS if np.isfinite(tables[-1].members[n]).any()]
+    finite = {n: np.isfinite(v) for n, v in tables[-1].members.items()}
+    # LNE and DSE where every row has them: white-box runs (the recorded sets lack LNE, and DSE on passages)
+    members = [n for n in API_MEMBERS if finite[n].any()] + [n for n in ("lne", "dse") if finite[n].all()]
     out, stop, bands = replay(tables, members)
     lines = [
         f"## Adaptive K ({args.teacher}, norm {args.norm}): rule settle, delta {DELTA}, stages {ks}, "

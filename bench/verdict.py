@@ -13,6 +13,8 @@ from D with the bandwidth given or measured here.
   1 - h), heads fitted by ``calibration.combine.fit_head`` with each combiner; the nested out-of-fold p of
   every prompt is scored per set, and against the best single member of that set (paired bootstrap over
   prompts, 1000 resamples).
+- **Heads per kind** (``--kinds``): the same, with one head for short answers (one sentence) and one for
+  passages (two or more), each fitted on its kind's rows of both sets with the shipped combiner (``select``).
 - **Sentence verdict**: WikiBio's sentences (NonFact label: minor or major), a head over the OT score and the
   lexical surprise, out-of-fold p against each part.
 
@@ -32,7 +34,7 @@ import numpy as np
 
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.calibration.combine import COMBINERS, fit_head, table_from  # noqa: E402
+from blackbox_wd.calibration.combine import COMBINERS, Table, fit_head, table_from  # noqa: E402
 from blackbox_wd.calibration.model import MEMBERS, member_value  # noqa: E402
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr  # noqa: E402
 from blackbox_wd.scores import eigen_wd  # noqa: E402
@@ -149,6 +151,60 @@ def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: 
     return out
 
 
+def subset(t: Table, mask: np.ndarray) -> Table:
+    """The rows of ``t`` where ``mask`` holds."""
+    members = {k: v[mask] for k, v in t.members.items()}
+    return Table(members, t.y[mask], t.w[mask], t.groups[mask], t.source[mask], t.target[mask])
+
+
+def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
+    """Heads per kind of answer (one sentence: short; more: passage) against the pooled head, both ``select``."""
+    m_s = [members_of(r, bandwidth) for r in sac3]
+    m_w = [members_of(r, bandwidth) for r in wiki]
+    y_s = np.array([r["label"] for r in sac3], dtype=float)
+    h_w = np.array([r["human_score"] for r in wiki], dtype=float)
+    col = lambda ms, n: np.array([np.nan if m[n] is None else m[n] for m in ms], dtype=float)  # noqa: E731
+    members = [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
+    kind = {r["id"]: "passage" if len(r.get("sentences") or []) >= 2 else "short" for r in sac3 + wiki}
+    groups = [r["id"] for r in sac3] + [r["id"] for r in wiki]
+    source = ["sac3"] * len(sac3) + ["wikibio"] * len(wiki)
+    t = table_from({n: list(col(m_s, n)) + list(col(m_w, n)) for n in members}, [*y_s, *h_w], groups, source)
+    pooled = fit_head(t, members, combiner="select", folds=folds, seed=SEED)
+    p_pooled = dict(zip(t.groups[pooled.rows], pooled.p, strict=True))
+    p_kind: dict[str, float] = {}
+    used = []
+    for name in ("short", "passage"):
+        part = subset(t, np.array([kind[g] == name for g in t.groups]))
+        fit = fit_head(part, members, combiner="select", folds=folds, seed=SEED)
+        p_kind.update(zip(part.groups[fit.rows], fit.p, strict=True))
+        chosen = [n for n, c in zip(members, fit.head.model.coef, strict=True) if c]
+        used.append(f"{name} ({len(np.unique(part.groups))} prompts): {', '.join(chosen)}")
+    rows = []
+    for label, p in (("pooled head (select)", p_pooled), ("heads per kind (select)", p_kind)):
+        ps = np.array([p[r["id"]] for r in sac3])
+        pw = np.array([p[r["id"]] for r in wiki])
+        a, c = auroc_with_ci(y_s, ps), correlation_with_ci(h_w, pw)
+        rows.append(
+            [label, f"{a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}]", f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]"]
+        )
+    ks = np.array([p_kind[r["id"]] for r in sac3])
+    kw = np.array([p_kind[r["id"]] for r in wiki])
+    d = paired_auroc_diff(y_s, ks, np.array([p_pooled[r["id"]] for r in sac3]))
+    dw = pearson_diff(h_w, kw, np.array([p_pooled[r["id"]] for r in wiki]))
+    counts = {k: sum(kind[r["id"]] == k for r in sac3) for k in ("short", "passage")}
+    return [
+        "## Heads per kind of answer (nested out-of-fold p)",
+        "",
+        f"SAC3 kinds: {counts}; members kept: " + "; ".join(used),
+        "",
+        table(["verdict", "SAC3 AUROC", "WikiBio Pearson x100"], rows),
+        "",
+        f"per kind minus pooled: SAC3 {d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}], WikiBio "
+        f"{100 * dw[0]:+.2f} [{100 * dw[1]:+.2f}, {100 * dw[2]:+.2f}]",
+        "",
+    ]
+
+
 def sentence_section(wiki: list[dict], folds: int) -> list[str]:
     """The sentence verdict against its two parts."""
     score, unigram, severity, groups = [], [], [], []
@@ -184,12 +240,16 @@ def main() -> None:
     ap.add_argument("--wikibio", type=Path, required=True, help="bbwd eval folder of wikibio_gpt3_dev.jsonl")
     ap.add_argument("--bandwidth", type=float, help="EigenWD's fixed bandwidth (default: measured on the two runs)")
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--kinds", action="store_true", help="only the heads per kind against the pooled head")
     args = ap.parse_args()
     sac3, wiki = read_rows(args.sac3), read_rows(args.wikibio)
     b = reference_bandwidth([sac3, wiki]) if args.bandwidth is None else args.bandwidth
     settings = json.loads((args.sac3 / "settings.json").read_text())
     print(f"# Verdict on {args.sac3.name} ({len(sac3)}) and {args.wikibio.name} ({len(wiki)})\n")
     print(f"teacher {settings['teacher']}, norm {settings.get('norm', 'none')}, reference bandwidth {b:.6g}\n")
+    if args.kinds:
+        print("\n".join(kind_section(sac3, wiki, b, args.folds)))
+        return
     print("\n".join(answer_section(sac3, wiki, b, args.folds) + sentence_section(wiki, args.folds)))
 
 

@@ -197,6 +197,20 @@ def test_the_shipped_calibration_is_valid_for_scores_default_settings():
     assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.threshold < 1
 
 
+def test_the_shipped_staged_calibration_is_valid_for_score_k_auto_on_the_embedded_model():
+    """`bbwd score -k auto` on the embedded model gets `smollm2-135m.auto.json`: its settings are score's defaults
+    with the settle rule and llama.cpp's samples, and it judges stages 3 and 5 with heads and bands of their own."""
+    path = default_calibration_path(Settings().teacher, True, staged=True)
+    cal = Calibration.load(path)
+    defaults = Settings(stop="settle")
+    reported = {**REPORTED, "k": defaults.k, "stop": defaults.stop, "temperature": defaults.temperature}
+    cal.check({**reported, "sampler": "llama.cpp", "max_tokens": defaults.max_tokens})
+    with pytest.raises(BBWDError, match="does not apply"):
+        cal.check({**reported, "sampler": "llama.cpp", "stop": None})
+    assert [s.k for s in cal.stages] == [3, 5] and cal.fitted_on.n >= 300
+    assert all(0 <= s.settle.below <= s.settle.above <= 1 for s in cal.stages)
+
+
 def test_samples_are_stored_only_when_stated():
     plain = make()
     assert "samples" not in json.loads(plain.to_json())["fitted_on"]  # older files keep their bytes and id
