@@ -65,6 +65,34 @@ def test_white_box_answer_and_verdict_are_bbwd_scores(served):
 
 
 @pytest.mark.slow
+def test_k_auto_served_request_stops_where_bbwd_score_stops(tmp_path):
+    """`bbwd serve -k auto` on the embedded model (the shipped white-box calibration with stages): a served
+    request draws in stages and stops early, at the stage and with the verdict of `bbwd score -k auto` on the same
+    prompt and forwarded answer."""
+    tour = "Who won the 1987 Tour de France?"  # its verdict settles at 3 samples (p 0.556 under the band's 0.565)
+    with BbwdServe(["-k", "auto", "--max-tokens", "8", "--seed", "5"], tmp_path / "serve.log", token=None) as server:
+        got = server.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": tour}])
+    bbwd, answer = got.model_extra["bbwd"], got.choices[0].message.content
+    cmd = [sys.executable, "-m", "blackbox_wd", "score", "--json", "-k", "auto", "--max-tokens", "8", "--seed", "5"]
+    proc = subprocess.run(
+        [*cmd, "--device", "cpu", "--response", answer, tour],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert bbwd["fingerprint"] == result["settings"]["fingerprint"]
+    assert [(s["k"], s["settled"]) for s in bbwd["stages"]] == [(s["k"], s["settled"]) for s in result["stages"]]
+    assert bbwd["k"] == result["n_samples"] == bbwd["stages"][-1]["k"] == 3  # 3 of --k-max 10 drawn
+    assert bbwd["avg_wd"] == pytest.approx(result["avg_wd"], rel=1e-5)
+    assert bbwd["p_hallucination"] == pytest.approx(result["p_hallucination"], rel=1e-4)
+    assert bbwd["flag"] == result["flag"] and bbwd["target_tokens"] == result["target_tokens"]
+
+
+@pytest.mark.slow
 def test_white_box_stream_and_concurrent_async_requests(served):
     stream = served.client().chat.completions.create(
         model=MODEL, stream=True, n=2, temperature=0, messages=[{"role": "user", "content": PROMPT}]
