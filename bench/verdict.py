@@ -75,18 +75,36 @@ def pearson_diff(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, fl
     return float(r(a, np.arange(y.size)) - r(b, np.arange(y.size))), *np.percentile(d, [2.5, 97.5]).tolist()
 
 
-def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
-    """Members and the answer verdict on both sets."""
+def column(ms: list[dict[str, float | None]], name: str) -> np.ndarray:
+    """One member over rows' members (NaN where a row has none)."""
+    return np.array([np.nan if m[name] is None else m[name] for m in ms], dtype=float)
+
+
+def both_sets(sac3: list[dict], wiki: list[dict], bandwidth: float) -> tuple[list, list, np.ndarray, np.ndarray]:
+    """The members of every row of both sets, SAC3's 0/1 labels and WikiBio's human scores."""
     m_s = [members_of(r, bandwidth) for r in sac3]
     m_w = [members_of(r, bandwidth) for r in wiki]
     y_s = np.array([r["label"] for r in sac3], dtype=float)
     h_w = np.array([r["human_score"] for r in wiki], dtype=float)
+    return m_s, m_w, y_s, h_w
+
+
+def pooled_table(sac3: list[dict], wiki: list[dict], m_s: list, m_w: list, members: list[str]) -> Table:
+    """One table of both sets over ``members`` (a passage's human score h as two rows weighted h and 1 - h)."""
+    groups = [r["id"] for r in sac3] + [r["id"] for r in wiki]
+    source = ["sac3"] * len(sac3) + ["wikibio"] * len(wiki)
+    labels = [r["label"] for r in sac3] + [r["human_score"] for r in wiki]
+    return table_from({n: list(column(m_s, n)) + list(column(m_w, n)) for n in members}, labels, groups, source)
+
+
+def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
+    """Members and the answer verdict on both sets."""
+    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
     names = [n for n in (*API_MEMBERS, "dse", "lne") if any(m[n] is not None for m in m_s + m_w)]
-    col = lambda ms, n: np.array([np.nan if m[n] is None else m[n] for m in ms], dtype=float)  # noqa: E731
     rows, best_s, best_w = [], ("", -1.0), ("", -1.0)
     for n in names:
-        a = auroc_with_ci(y_s, col(m_s, n)) if np.isfinite(col(m_s, n)).any() else None
-        c = correlation_with_ci(h_w, col(m_w, n)) if np.isfinite(col(m_w, n)).any() else None
+        a = auroc_with_ci(y_s, column(m_s, n)) if np.isfinite(column(m_s, n)).any() else None
+        c = correlation_with_ci(h_w, column(m_w, n)) if np.isfinite(column(m_w, n)).any() else None
         if a is not None and a.auroc > best_s[1]:
             best_s = (n, a.auroc)
         if c is not None and c.r > best_w[1]:
@@ -105,9 +123,7 @@ def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: 
         "",
     ]
     members = [n for n in API_MEMBERS if n in names]
-    groups = [r["id"] for r in sac3] + [r["id"] for r in wiki]
-    source = ["sac3"] * len(sac3) + ["wikibio"] * len(wiki)
-    t = table_from({n: list(col(m_s, n)) + list(col(m_w, n)) for n in members}, [*y_s, *h_w], groups, source)
+    t = pooled_table(sac3, wiki, m_s, m_w, members)
     vrows = []
     for combiner in COMBINERS:
         fit = fit_head(t, members, combiner=combiner, folds=folds, seed=SEED)
@@ -115,9 +131,9 @@ def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: 
         ps = np.array([p[r["id"]] for r in sac3])
         pw = np.array([p[r["id"]] for r in wiki])
         a = auroc_with_ci(y_s, ps)
-        d = paired_auroc_diff(y_s, ps, col(m_s, best_s[0]))
+        d = paired_auroc_diff(y_s, ps, column(m_s, best_s[0]))
         c = correlation_with_ci(h_w, pw)
-        dw = pearson_diff(h_w, pw, col(m_w, best_w[0]))
+        dw = pearson_diff(h_w, pw, column(m_w, best_w[0]))
         coefs = ", ".join(f"{n} {v:+.2f}" for n, v in zip(members, fit.head.model.coef, strict=True))
         vrows.append(
             [
@@ -159,16 +175,10 @@ def subset(t: Table, mask: np.ndarray) -> Table:
 
 def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
     """Heads per kind of answer (one sentence: short; more: passage) against the pooled head, both ``select``."""
-    m_s = [members_of(r, bandwidth) for r in sac3]
-    m_w = [members_of(r, bandwidth) for r in wiki]
-    y_s = np.array([r["label"] for r in sac3], dtype=float)
-    h_w = np.array([r["human_score"] for r in wiki], dtype=float)
-    col = lambda ms, n: np.array([np.nan if m[n] is None else m[n] for m in ms], dtype=float)  # noqa: E731
+    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
     members = [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
     kind = {r["id"]: "passage" if len(r.get("sentences") or []) >= 2 else "short" for r in sac3 + wiki}
-    groups = [r["id"] for r in sac3] + [r["id"] for r in wiki]
-    source = ["sac3"] * len(sac3) + ["wikibio"] * len(wiki)
-    t = table_from({n: list(col(m_s, n)) + list(col(m_w, n)) for n in members}, [*y_s, *h_w], groups, source)
+    t = pooled_table(sac3, wiki, m_s, m_w, members)
     pooled = fit_head(t, members, combiner="select", folds=folds, seed=SEED)
     p_pooled = dict(zip(t.groups[pooled.rows], pooled.p, strict=True))
     p_kind: dict[str, float] = {}

@@ -156,21 +156,11 @@ class LlamaCppSampler(BatchSampler):
     def earlier_turns(self, messages: Messages, ids: list[int]) -> list[int]:
         """The token ids of the prompt's earlier turns (all its messages but the last, rendered as a finished
         conversation) when the prompt ``ids`` start with them and they are at least ``PREFIX_MIN`` tokens; else []."""
-        tokenizer = self.teacher.tokenizer
-        if len(messages) < 2 or not tokenizer.chat_template:
+        if len(messages) < 2 or not self.teacher.tokenizer.chat_template:
             return []
         try:
-            head = list(
-                tokenizer.apply_chat_template(
-                    list(messages[:-1]),
-                    add_generation_prompt=False,
-                    tokenize=True,
-                    return_dict=False,
-                    sanitize_control_tokens=True,
-                    enable_thinking=False,
-                )
-            )
-        except (TemplateError, ValueError):  # e.g. a template that wants the turns to end with the user's
+            head = self.teacher.reader.chat_ids(messages[:-1], generation_prompt=False)
+        except (TemplateError, BBWDError):  # e.g. a template that wants the turns to end with the user's
             return []
         return head if PREFIX_MIN <= len(head) < len(ids) and ids[: len(head)] == head else []
 

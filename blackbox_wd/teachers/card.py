@@ -155,11 +155,20 @@ class TextReader:
         """The prompt's ids: the chat template's with its own control tokens only, else its text read as text."""
         if not self.tokenizer.chat_template:
             return self.text_ids(text, add_special_tokens=True)
+        return self.chat_ids(messages)
+
+    def chat_ids(self, messages: Messages, generation_prompt: bool = True) -> list[int]:
+        """The chat template's token ids of the messages, with its own control tokens only; with
+        ``generation_prompt`` False, as a finished conversation (no assistant turn opened after it).
+
+        BBWDError when the messages spell a control token the tokenizer also reads from plain text; the
+        template's own TemplateError passes.
+        """
         try:
             return list(
                 self.tokenizer.apply_chat_template(
-                    messages,
-                    add_generation_prompt=True,
+                    list(messages),
+                    add_generation_prompt=generation_prompt,
                     tokenize=True,
                     return_dict=False,
                     sanitize_control_tokens=True,
