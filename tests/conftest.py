@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tiny_vocab import WORDS
 
 
 @pytest.fixture(scope="session")
@@ -20,24 +21,7 @@ def tiny_llama():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    words = ["<pad>", "<eos>", "<user>", "<assistant>", "<end>"] + [
-        "what",
-        "is",
-        "the",
-        "capital",
-        "of",
-        "france",
-        "paris",
-        "it",
-        "rome",
-        "city",
-        "a",
-        "an",
-        "big",
-        "small",
-        "yes",
-        "no",
-    ]
+    words = ["<pad>", "<eos>", "<user>", "<assistant>", "<end>", *WORDS]
     vocab = {w: i for i, w in enumerate(words)}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -77,25 +61,7 @@ def save_tiny_nli(folder, entailment_bias: float = 0.0):
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
     folder.mkdir(parents=True, exist_ok=True)
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [
-        "what",
-        "is",
-        "the",
-        "capital",
-        "of",
-        "france",
-        "paris",
-        "it",
-        "rome",
-        "city",
-        "a",
-        "an",
-        "big",
-        "small",
-        "yes",
-        "no",
-        "london",
-    ]
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "london"]
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
     BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
     torch.manual_seed(0)

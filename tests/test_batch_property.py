@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_vocab import WORDS
 
 from blackbox_wd.batch import BatchRunner
 from blackbox_wd.clients.local import LocalSampler
@@ -18,24 +19,6 @@ from blackbox_wd.pipeline import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.hf import HFTeacher
 
-WORDS = [
-    "what",
-    "is",
-    "the",
-    "capital",
-    "of",
-    "france",
-    "paris",
-    "it",
-    "rome",
-    "city",
-    "a",
-    "an",
-    "big",
-    "small",
-    "yes",
-    "no",
-]
 text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import ray  # part of the test extra: these tests never skip
+from tiny_vocab import WORDS
 
 from blackbox_wd.batch import BatchRunner, read_done
 from blackbox_wd.pipeline import Detector
@@ -27,24 +28,6 @@ from blackbox_wd.settings import Settings
 BBWD = [sys.executable, "-m", "blackbox_wd", "batch"]
 LOOPBACK = "127.0.0.2"
 SMALL = {"teacher_cpus": 0.5, "score_cpus": 0.5}  # two teacher actors and the score tasks share 2 CPUs
-WORDS = [
-    "what",
-    "is",
-    "the",
-    "capital",
-    "of",
-    "france",
-    "paris",
-    "it",
-    "rome",
-    "city",
-    "a",
-    "an",
-    "big",
-    "small",
-    "yes",
-    "no",
-]
 
 
 @pytest.fixture(scope="module")
