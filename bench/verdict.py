@@ -13,12 +13,15 @@ from D with the bandwidth given or measured here.
   1 - h), heads fitted by ``calibration.combine.fit_head`` with each combiner; the nested out-of-fold p of
   every prompt is scored per set, and against the best single member of that set (paired bootstrap over
   prompts, 1000 resamples).
-- **Heads per kind** (``--kinds``): the same, with one head for short answers (one sentence) and one for
-  passages (two or more), each fitted on its kind's rows of both sets with the shipped combiner (``select``).
+- **Heads per kind** (``--kinds sentences|length``): the same, with one head for short answers and one for
+  passages, each fitted on its kind's rows of both sets with the shipped combiner (``select``); a passage has
+  two sentences or more (``sentences``) or a median sample of ``KIND_TOKENS`` tokens or more (``length``).
+- **Scales per kind** (``--scales``): each member standardised within its kind (by length) before one head is
+  fitted with each combiner, against the pooled ``select`` head.
 - **Sentence verdict**: WikiBio's sentences (NonFact label: minor or major), a head over the OT score and the
   lexical surprise, out-of-fold p against each part.
 
-    python bench/verdict.py --sac3 R/sac3 --wikibio R/wikibio [--k 10] [--bandwidth B]
+    python bench/verdict.py --sac3 R/sac3 --wikibio R/wikibio [--bandwidth B] [--kinds sentences|length | --scales]
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from _common import table  # noqa: E402
 SEVERITY = {"accurate": 0, "minor_inaccurate": 1, "major_inaccurate": 2}
 API_MEMBERS = tuple(m for m in MEMBERS if m not in ("lne", "dse"))  # what every API row of both sets has
 N_BOOT, SEED = 1000, 0
+KIND_TOKENS = 128  # --kinds length, --scales: a passage has a median sample of this many tokens or more
 
 
 def read_rows(folder: Path) -> list[dict[str, Any]]:
@@ -73,6 +77,11 @@ def pearson_diff(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, fl
     r = lambda s, i: np.corrcoef(s[i], y[i])[0, 1]  # noqa: E731
     d = np.array([r(a, i) - r(b, i) for i in idx])
     return float(r(a, np.arange(y.size)) - r(b, np.arange(y.size))), *np.percentile(d, [2.5, 97.5]).tolist()
+
+
+def pearson_text(diff: tuple[float, float, float]) -> str:
+    """A :func:`pearson_diff` x100 with its CI."""
+    return f"{100 * diff[0]:+.2f} [{100 * diff[1]:+.2f}, {100 * diff[2]:+.2f}]"
 
 
 def column(ms: list[dict[str, float | None]], name: str) -> np.ndarray:
@@ -173,11 +182,90 @@ def subset(t: Table, mask: np.ndarray) -> Table:
     return Table(members, t.y[mask], t.w[mask], t.groups[mask], t.source[mask], t.target[mask])
 
 
-def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
-    """Heads per kind of answer (one sentence: short; more: passage) against the pooled head, both ``select``."""
+def kind_of(token_counts: list[int]) -> int:
+    """1 (a passage) when the median sample has at least KIND_TOKENS tokens, else 0 (short)."""
+    return int(np.median(token_counts) >= KIND_TOKENS)
+
+
+def scaled_by_kind(t: Table, rows: list[dict]) -> Table:
+    """``t`` with each member standardised within each kind of answer (:func:`kind_of`) over all rows: a
+    transform that reads no label, so the folds stay honest; the head's own scales are then about 1."""
+    kind_by_id = {r["id"]: kind_of(r["token_counts"]) for r in rows}
+    kind = np.array([kind_by_id[g] for g in t.groups])
+    members = {}
+    for name, x in t.members.items():
+        z = x.copy()
+        for k in (0, 1):
+            at = kind == k
+            z[at] = (x[at] - np.nanmean(x[at])) / (np.nanstd(x[at]) or 1.0)
+        members[name] = z
+    return Table(members, t.y, t.w, t.groups, t.source, t.target)
+
+
+def scale_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
+    """Every combiner with scales per kind of answer, against the pooled ``select`` head (RESULTS' rule)."""
     m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
     members = [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
-    kind = {r["id"]: "passage" if len(r.get("sentences") or []) >= 2 else "short" for r in sac3 + wiki}
+    t = pooled_table(sac3, wiki, m_s, m_w, members)
+    per_kind = scaled_by_kind(t, sac3 + wiki)
+    best_s = max(members, key=lambda n: auroc_with_ci(y_s, column(m_s, n)).auroc)
+    best_w = max(members, key=lambda n: correlation_with_ci(h_w, column(m_w, n)).r)
+    pooled = fit_head(t, members, combiner="select", folds=folds, seed=SEED)
+    fits = {"pooled scales, select": pooled}
+    fits |= {
+        f"scales per kind, {c}": fit_head(per_kind, members, combiner=c, folds=folds, seed=SEED) for c in COMBINERS
+    }
+    ref = dict(zip(t.groups[pooled.rows], pooled.p, strict=True))
+    ref_s, ref_w = np.array([ref[r["id"]] for r in sac3]), np.array([ref[r["id"]] for r in wiki])
+    rows = []
+    for label, fit in fits.items():
+        p = dict(zip(t.groups[fit.rows], fit.p, strict=True))
+        ps, pw = np.array([p[r["id"]] for r in sac3]), np.array([p[r["id"]] for r in wiki])
+        a, c = auroc_with_ci(y_s, ps), correlation_with_ci(h_w, pw)
+        d, dw = paired_auroc_diff(y_s, ps, ref_s), pearson_diff(h_w, pw, ref_w)
+        b, bw = paired_auroc_diff(y_s, ps, column(m_s, best_s)), pearson_diff(h_w, pw, column(m_w, best_w))
+        coefs = ", ".join(f"{n} {v:+.2f}" for n, v in zip(members, fit.head.model.coef, strict=True) if v)
+        rows.append(
+            [
+                label,
+                f"{a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}]",
+                f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]",
+                f"{(a.auroc + c.r) / 2:.3f}",
+                f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] / {pearson_text(dw)}",
+                f"{b.diff:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}] / {pearson_text(bw)}",
+                coefs,
+            ]
+        )
+    counts = [sum(kind_of(r["token_counts"]) for r in rows) for rows in (sac3, wiki)]
+    return [
+        f"## Scales per kind of answer (passage: median sample >= {KIND_TOKENS} tokens; passages: SAC3 "
+        f"{counts[0]}, WikiBio {counts[1]})",
+        "",
+        table(
+            [
+                "head",
+                "SAC3 AUROC",
+                "WikiBio Pearson x100",
+                "mean",
+                "minus pooled select (SAC3 / WikiBio)",
+                f"minus best single ({best_s} / {best_w})",
+                "coef",
+            ],
+            rows,
+        ),
+        "",
+    ]
+
+
+def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, by: str) -> list[str]:
+    """Heads per kind of answer against the pooled head, both ``select``; kinds ``by`` "sentences" (one: short;
+    more: passage) or "length" (:func:`kind_of`)."""
+    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
+    members = [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
+    if by == "length":
+        kind = {r["id"]: "passage" if kind_of(r["token_counts"]) else "short" for r in sac3 + wiki}
+    else:
+        kind = {r["id"]: "passage" if len(r.get("sentences") or []) >= 2 else "short" for r in sac3 + wiki}
     t = pooled_table(sac3, wiki, m_s, m_w, members)
     pooled = fit_head(t, members, combiner="select", folds=folds, seed=SEED)
     p_pooled = dict(zip(t.groups[pooled.rows], pooled.p, strict=True))
@@ -203,7 +291,7 @@ def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
     dw = pearson_diff(h_w, kw, np.array([p_pooled[r["id"]] for r in wiki]))
     counts = {k: sum(kind[r["id"]] == k for r in sac3) for k in ("short", "passage")}
     return [
-        "## Heads per kind of answer (nested out-of-fold p)",
+        f"## Heads per kind of answer, kinds by {by} (nested out-of-fold p)",
         "",
         f"SAC3 kinds: {counts}; members kept: " + "; ".join(used),
         "",
@@ -250,15 +338,19 @@ def main() -> None:
     ap.add_argument("--wikibio", type=Path, required=True, help="bbwd eval folder of wikibio_gpt3_dev.jsonl")
     ap.add_argument("--bandwidth", type=float, help="EigenWD's fixed bandwidth (default: measured on the two runs)")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--kinds", action="store_true", help="only the heads per kind against the pooled head")
+    ap.add_argument("--scales", action="store_true", help="only the scales per kind against the pooled head")
+    ap.add_argument("--kinds", choices=("sentences", "length"), help="only the heads per kind against the pooled head")
     args = ap.parse_args()
     sac3, wiki = read_rows(args.sac3), read_rows(args.wikibio)
     b = reference_bandwidth([sac3, wiki]) if args.bandwidth is None else args.bandwidth
     settings = json.loads((args.sac3 / "settings.json").read_text())
     print(f"# Verdict on {args.sac3.name} ({len(sac3)}) and {args.wikibio.name} ({len(wiki)})\n")
     print(f"teacher {settings['teacher']}, norm {settings.get('norm', 'none')}, reference bandwidth {b:.6g}\n")
+    if args.scales:
+        print("\n".join(scale_section(sac3, wiki, b, args.folds)))
+        return
     if args.kinds:
-        print("\n".join(kind_section(sac3, wiki, b, args.folds)))
+        print("\n".join(kind_section(sac3, wiki, b, args.folds, args.kinds)))
         return
     print("\n".join(answer_section(sac3, wiki, b, args.folds) + sentence_section(wiki, args.folds)))
 
