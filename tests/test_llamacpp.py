@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.stats import chi2_contingency, chisquare
 
-from blackbox_wd.clients import local_sampler_for, local_sampler_name
+from blackbox_wd.clients import llamacpp, local_sampler_for, local_sampler_name
 from blackbox_wd.clients.llamacpp import LlamaCppSampler
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.pipeline import Detector
@@ -183,6 +183,24 @@ def test_earlier_turns_are_read_once_and_restored_for_each_request(smollm_teache
     sent.clear()
     rec.sample_many([(COLOUR, 3)], SamplingParams(3, 1.0, 1.0, 4, 0))
     assert [p for p, _ in sent] == ["/completion"] and sent[0][1][0]["timings"]["cache_n"] == 0
+
+
+def test_only_the_turns_used_last_stay_saved(smollm_teacher, monkeypatch):
+    """With room for one saved reading, a second conversation's turns replace the first's file, and the first
+    turns are read and saved again when they come back; the samples are the same either way."""
+    monkeypatch.setattr(llamacpp, "SAVED", 1)
+    rec = LlamaCppSampler(smollm_teacher, ensure_gguf(), slots=3)
+    trees, birds = ([{**m, "content": m["content"].replace("Otter", x)} for m in SHOTS] for x in ("Oak", "Wren"))
+    params = SamplingParams(2, 1.0, 1.0, 4, 0)
+    saves = []
+    rec.post = lambda path, body, post=rec.post: saves.append(path) or post(path, body)  # type: ignore[method-assign]
+    first = rec.sample_many([([*trees, *COLOUR], 2)], params)[0]
+    assert len(list(rec.host.slot_dir.iterdir())) == 1
+    rec.sample_many([([*birds, *COLOUR], 2)], params)
+    assert len(list(rec.host.slot_dir.iterdir())) == 1 and len(rec.host.saved) == 1
+    again = rec.sample_many([([*trees, *COLOUR], 2)], params)[0]
+    assert saves.count("/slots/0?action=save") == 3
+    assert [s.token_ids for s in again.samples] == [s.token_ids for s in first.samples]
 
 
 def test_more_samples_than_slots(smollm_teacher):

@@ -20,7 +20,9 @@ a prompt's **earlier turns** (every message but its last, as the chat template r
 the prompt alone) are read once per process from an empty slot, in a request of their own, and saved to a
 file; each request of a prompt with those turns restores that file into slot 0 and reads only the rest
 (``cache_prompt`` on, the slot pinned). Its samples then depend on the prompt and the seed alone, and the
-shared start costs one file read. A prompt without earlier turns (or with under ``PREFIX_MIN`` tokens of
+shared start costs one file read. The files of the ``SAVED`` turns used last are kept (a server sees a new
+conversation's turns with each of its requests; each file holds the turns' KV cells, megabytes), an older one is
+deleted and read again when it comes back. A prompt without earlier turns (or with under ``PREFIX_MIN`` tokens of
 them) is read afresh in slot 0 (``cache_prompt`` off). The host-memory prompt cache is off.
 The K samples of a request still share one reading of the prompt. The chain is temperature then top-p (transformers'
 order), with every other llama.cpp sampler off.
@@ -36,8 +38,9 @@ import random
 import shutil
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,7 @@ from blackbox_wd.teachers.hf import HFTeacher
 SLOTS = 24  # sequences decoded together: a prompt's K samples (a larger K goes in several requests)
 CONTEXT = 8192  # KV cells shared by all sequences (a prompt's cells, shared by its K sequences, count once)
 PREFIX_MIN = 32  # earlier turns shorter than this are read with each request: a restore would save too little
+SAVED = 8  # saved readings of earlier turns kept on disk a server, the least recently used deleted first
 SLOT = 0  # the slot every request runs in (its K samples take others, copied from it)
 SEED_SPAN = 1 << 31  # llama.cpp seeds are uint32: base + i stays below 2**32 for any K < 2**31
 
@@ -88,12 +92,13 @@ def threads() -> int:
 
 @dataclass(frozen=True)
 class Host:
-    """A llama.cpp server in this process, the folder its slots are saved to, and the lock a prompt's requests
-    hold (a restore and the request that reads from it go together)."""
+    """A llama.cpp server in this process, the folder its slots are saved to, the lock a prompt's requests hold
+    (a restore and the request that reads from it go together) and the saved files, least recently used first."""
 
     server: Any
     slot_dir: Path
     lock: threading.Lock
+    saved: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
 
 @functools.cache
@@ -197,12 +202,19 @@ class LlamaCppSampler(BatchSampler):
         return out
 
     def restore(self, head: Sequence[int]) -> None:
-        """Slot 0 holding exactly ``head`` read from an empty slot: read and saved once per server, then restored."""
+        """Slot 0 holding exactly ``head`` read from an empty slot: read and saved once while among the ``SAVED``
+        used last, then restored. The caller holds the host's lock."""
         name = hashlib.sha256(repr(list(head)).encode()).hexdigest()[:32] + ".bin"
-        if not (self.host.slot_dir / name).exists():
+        saved = self.host.saved
+        if name in saved:
+            saved.move_to_end(name)
+        else:
             self.post(f"/slots/{SLOT}?action=erase", {})
             self.post("/completion", {"prompt": list(head), "n_predict": 0, "id_slot": SLOT, "cache_prompt": True})
             self.post(f"/slots/{SLOT}?action=save", {"filename": name})
+            saved[name] = None
+            while len(saved) > SAVED:
+                (self.host.slot_dir / saved.popitem(last=False)[0]).unlink(missing_ok=True)
         self.post(f"/slots/{SLOT}?action=restore", {"filename": name})
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
