@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 from scipy.stats import chi2_contingency, chisquare
 
 from blackbox_wd.clients import llamacpp, local_sampler_for, local_sampler_name
-from blackbox_wd.clients.llamacpp import LlamaCppSampler
+from blackbox_wd.clients.llamacpp import LlamaCppSampler, new_slot_dir
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import SamplingParams
@@ -195,12 +202,40 @@ def test_only_the_turns_used_last_stay_saved(smollm_teacher, monkeypatch):
     saves = []
     rec.post = lambda path, body, post=rec.post: saves.append(path) or post(path, body)  # type: ignore[method-assign]
     first = rec.sample_many([([*trees, *COLOUR], 2)], params)[0]
-    assert len(list(rec.host.slot_dir.iterdir())) == 1
+    assert len(list(rec.host.slot_dir.glob("*.bin"))) == 1
     rec.sample_many([([*birds, *COLOUR], 2)], params)
-    assert len(list(rec.host.slot_dir.iterdir())) == 1 and len(rec.host.saved) == 1
+    assert len(list(rec.host.slot_dir.glob("*.bin"))) == 1 and len(rec.host.saved) == 1
     again = rec.sample_many([([*trees, *COLOUR], 2)], params)[0]
     assert saves.count("/slots/0?action=save") == 3
     assert [s.token_ids for s in again.samples] == [s.token_ids for s in first.samples]
+
+
+def test_a_killed_processs_slot_folder_is_removed_by_a_later_one(tmp_path, monkeypatch):
+    """A process killed with kill -9 leaves its folder of saved slots; the next process to make one removes it once
+    its lock is free and STALE_S old, and leaves the folders of live processes."""
+    code = (
+        "import time; from blackbox_wd.clients.llamacpp import new_slot_dir; "
+        "folder, lock = new_slot_dir(); print(folder, flush=True); time.sleep(300)"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)}
+    )
+    left = Path(child.stdout.readline().strip())
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    stale = time.time() - 2 * llamacpp.STALE_S
+    try:
+        os.utime(left / ".lock", (stale, stale))
+        mine = new_slot_dir()
+        assert left.is_dir()  # its process lives
+    finally:
+        child.kill()
+        child.wait()
+    os.utime(left / ".lock")
+    assert new_slot_dir()[0].is_dir() and left.is_dir()  # lock free but new: it may be a process starting
+    os.utime(left / ".lock", (stale, stale))
+    later = new_slot_dir()
+    assert not left.exists() and mine[0].is_dir() and later[0].is_dir()
+    assert sorted(p.name.split("-")[0] for p in tmp_path.iterdir()) == ["bbwd"] * 3
 
 
 def test_more_samples_than_slots(smollm_teacher):

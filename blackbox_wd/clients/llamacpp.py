@@ -38,6 +38,7 @@ import random
 import shutil
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from filelock import FileLock, Timeout
 from jinja2 import TemplateError
 
 from blackbox_wd.clients.local import sample_seed
@@ -58,6 +60,8 @@ SLOTS = 24  # sequences decoded together: a prompt's K samples (a larger K goes 
 CONTEXT = 8192  # KV cells shared by all sequences (a prompt's cells, shared by its K sequences, count once)
 PREFIX_MIN = 32  # earlier turns shorter than this are read with each request: a restore would save too little
 SAVED = 8  # saved readings of earlier turns kept on disk a server, the least recently used deleted first
+SLOT_DIRS = "bbwd-llamacpp-slots-"  # the prefix of each process's folder of saved slots, in the temp folder
+STALE_S = 60.0  # a folder whose lock is free and this old is a killed process's leftover
 SLOT = 0  # the slot every request runs in (its K samples take others, copied from it)
 SEED_SPAN = 1 << 31  # llama.cpp seeds are uint32: base + i stays below 2**32 for any K < 2**31
 
@@ -98,6 +102,7 @@ class Host:
     server: Any
     slot_dir: Path
     lock: threading.Lock
+    owner: FileLock  # held while the process lives: its folder is not a leftover
     saved: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
 
@@ -110,10 +115,29 @@ def server_for(gguf: Path) -> Host:
     It listens on a free port of 127.0.0.1: samplers post to its native ``/completion``, the one answer that
     carries every generated token id (the OpenAI-style ones leave out tokens ending inside a UTF-8 character).
     """
-    slot_dir = Path(tempfile.mkdtemp(prefix="bbwd-llamacpp-slots-"))
-    atexit.register(shutil.rmtree, slot_dir, True)
+    slot_dir, owner = new_slot_dir()
     server = llamacpp_server(gguf, slots=SLOTS, context=CONTEXT, threads=threads(), unified=True, slot_dir=slot_dir)
-    return Host(server, slot_dir, threading.Lock())
+    return Host(server, slot_dir, threading.Lock(), owner)
+
+
+def new_slot_dir() -> tuple[Path, FileLock]:
+    """A new folder in the temp folder for this process's saved slots, and the lock on its ``.lock`` file that
+    the process holds until it exits (the folder is removed at exit). The leftovers of processes killed before
+    their exit ran (kill -9) are removed first: folders whose lock nobody holds, locked over ``STALE_S`` ago."""
+    for old in Path(tempfile.gettempdir()).glob(SLOT_DIRS + "*"):
+        lock_file = old / ".lock"
+        try:
+            if time.time() - lock_file.stat().st_mtime < STALE_S:
+                continue
+            with FileLock(lock_file, timeout=0):
+                shutil.rmtree(old, ignore_errors=True)
+        except (OSError, Timeout):  # no lock file (not ours to judge), or a live process holds it
+            continue
+    slot_dir = Path(tempfile.mkdtemp(prefix=SLOT_DIRS))
+    owner = FileLock(slot_dir / ".lock", timeout=0)
+    owner.acquire()
+    atexit.register(shutil.rmtree, slot_dir, True)
+    return slot_dir, owner
 
 
 class LlamaCppSampler(BatchSampler):
