@@ -18,10 +18,12 @@ from D with the bandwidth given or measured here.
   two sentences or more (``sentences``) or a median sample of ``KIND_TOKENS`` tokens or more (``length``).
 - **Scales per kind** (``--scales``): each member standardised within its kind (by length) before one head is
   fitted with each combiner, against the pooled ``select`` head.
+- **Fold seeds** (``--seeds N``): each combiner, with pooled scales and with scales per kind, over N fold seeds.
 - **Sentence verdict**: WikiBio's sentences (NonFact label: minor or major), a head over the OT score and the
   lexical surprise, out-of-fold p against each part.
 
-    python bench/verdict.py --sac3 R/sac3 --wikibio R/wikibio [--bandwidth B] [--kinds sentences|length | --scales]
+    python bench/verdict.py --sac3 R/sac3 --wikibio R/wikibio [--bandwidth B]
+        [--kinds sentences|length | --scales | --seeds N]
 """
 
 from __future__ import annotations
@@ -257,6 +259,39 @@ def scale_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: i
     ]
 
 
+def seed_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, seeds: int) -> list[str]:
+    """Each combiner, with pooled scales and with scales per kind, over ``seeds`` fold seeds: the mean, least and
+    most of its out-of-fold SAC3 AUROC and WikiBio Pearson (how much of a head's figure is the folds' draw)."""
+    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
+    members = [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
+    t = pooled_table(sac3, wiki, m_s, m_w, members)
+    tables = {"pooled scales": t, "scales per kind": scaled_by_kind(t, sac3 + wiki)}
+    rows = []
+    for (scales, tab), combiner in ((x, c) for x in tables.items() for c in COMBINERS):
+        got = []
+        for seed in range(seeds):
+            fit = fit_head(tab, members, combiner=combiner, folds=folds, seed=seed)
+            p = dict(zip(tab.groups[fit.rows], fit.p, strict=True))
+            ps, pw = np.array([p[r["id"]] for r in sac3]), np.array([p[r["id"]] for r in wiki])
+            got.append((auroc_with_ci(y_s, ps).auroc, 100 * np.corrcoef(pw, h_w)[0, 1]))
+        a, c = np.array(got).T
+        rows.append(
+            [
+                f"{scales}, {combiner}",
+                f"{a.mean():.3f} [{a.min():.3f}, {a.max():.3f}]",
+                f"{c.mean():.2f} [{c.min():.2f}, {c.max():.2f}]",
+                f"{(a.mean() + c.mean() / 100) / 2:.3f}",
+                f"{a[0]:.3f} / {c[0]:.2f}",
+            ]
+        )
+    return [
+        f"## Every head over fold seeds 0 to {seeds - 1} (mean [least, most])",
+        "",
+        table(["head", "SAC3 AUROC", "WikiBio Pearson x100", "mean of the two", "seed 0"], rows),
+        "",
+    ]
+
+
 def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, by: str) -> list[str]:
     """Heads per kind of answer against the pooled head, both ``select``; kinds ``by`` "sentences" (one: short;
     more: passage) or "length" (:func:`kind_of`)."""
@@ -338,6 +373,7 @@ def main() -> None:
     ap.add_argument("--wikibio", type=Path, required=True, help="bbwd eval folder of wikibio_gpt3_dev.jsonl")
     ap.add_argument("--bandwidth", type=float, help="EigenWD's fixed bandwidth (default: measured on the two runs)")
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--seeds", type=int, help="only every head over this many fold seeds")
     ap.add_argument("--scales", action="store_true", help="only the scales per kind against the pooled head")
     ap.add_argument("--kinds", choices=("sentences", "length"), help="only the heads per kind against the pooled head")
     args = ap.parse_args()
@@ -346,6 +382,9 @@ def main() -> None:
     settings = json.loads((args.sac3 / "settings.json").read_text())
     print(f"# Verdict on {args.sac3.name} ({len(sac3)}) and {args.wikibio.name} ({len(wiki)})\n")
     print(f"teacher {settings['teacher']}, norm {settings.get('norm', 'none')}, reference bandwidth {b:.6g}\n")
+    if args.seeds:
+        print("\n".join(seed_section(sac3, wiki, b, args.folds, args.seeds)))
+        return
     if args.scales:
         print("\n".join(scale_section(sac3, wiki, b, args.folds)))
         return
