@@ -59,7 +59,7 @@ from blackbox_wd.teachers.hf import HFTeacher
 SLOTS = 24  # sequences decoded together: a prompt's K samples (a larger K goes in several requests)
 CONTEXT = 8192  # KV cells shared by all sequences (a prompt's cells, shared by its K sequences, count once)
 PREFIX_MIN = 32  # earlier turns shorter than this are read with each request: a restore would save too little
-SAVED = 8  # saved readings of earlier turns kept on disk a server, the least recently used deleted first
+SAVED = 8  # saved readings of earlier turns each server keeps on disk, the least recently used deleted first
 SLOT_DIRS = "bbwd-llamacpp-slots-"  # the prefix of each process's folder of saved slots, in the temp folder
 STALE_S = 60.0  # a folder whose lock is free and this old is a killed process's leftover
 SLOT = 0  # the slot every request runs in (its K samples take others, copied from it)
