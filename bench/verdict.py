@@ -39,7 +39,7 @@ import numpy as np
 
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.calibration.combine import COMBINERS, Table, fit_head, table_from  # noqa: E402
+from blackbox_wd.calibration.combine import COMBINERS, HeadFit, Table, fit_head, table_from  # noqa: E402
 from blackbox_wd.calibration.model import MEMBERS, member_value  # noqa: E402
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr  # noqa: E402
 from blackbox_wd.scores import eigen_wd  # noqa: E402
@@ -86,6 +86,31 @@ def pearson_text(diff: tuple[float, float, float]) -> str:
     return f"{100 * diff[0]:+.2f} [{100 * diff[1]:+.2f}, {100 * diff[2]:+.2f}]"
 
 
+def auroc_text(a: Any) -> str:
+    """An ``auroc_with_ci`` result with its CI."""
+    return f"{a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}]"
+
+
+def r_text(c: Any) -> str:
+    """A ``correlation_with_ci`` result x100 with its CI."""
+    return f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]"
+
+
+def diff_text(d: Any) -> str:
+    """A ``paired_auroc_diff`` result with its CI."""
+    return f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]"
+
+
+def out_of_fold(t: Table, fit: HeadFit) -> dict[str, float]:
+    """The nested out-of-fold p of a head fitted on ``t``, by prompt (a passage's two rows share it)."""
+    return dict(zip(t.groups[fit.rows], fit.p, strict=True))
+
+
+def per_set(p: dict[str, float], sac3: list[dict], wiki: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """p by prompt as SAC3's values and WikiBio's, in their rows' order."""
+    return np.array([p[r["id"]] for r in sac3]), np.array([p[r["id"]] for r in wiki])
+
+
 def column(ms: list[dict[str, float | None]], name: str) -> np.ndarray:
     """One member over rows' members (NaN where a row has none)."""
     return np.array([np.nan if m[name] is None else m[name] for m in ms], dtype=float)
@@ -98,6 +123,11 @@ def both_sets(sac3: list[dict], wiki: list[dict], bandwidth: float) -> tuple[lis
     y_s = np.array([r["label"] for r in sac3], dtype=float)
     h_w = np.array([r["human_score"] for r in wiki], dtype=float)
     return m_s, m_w, y_s, h_w
+
+
+def api_members(m_s: list, m_w: list) -> list[str]:
+    """The API members some row of either set has."""
+    return [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
 
 
 def pooled_table(sac3: list[dict], wiki: list[dict], m_s: list, m_w: list, members: list[str]) -> Table:
@@ -120,13 +150,7 @@ def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: 
             best_s = (n, a.auroc)
         if c is not None and c.r > best_w[1]:
             best_w = (n, c.r)
-        rows.append(
-            [
-                n,
-                "—" if a is None else f"{a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}]",
-                "—" if c is None else f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]",
-            ]
-        )
+        rows.append([n, "—" if a is None else auroc_text(a), "—" if c is None else r_text(c)])
     out = [
         "## Members (as they are, no fitting)",
         "",
@@ -138,9 +162,7 @@ def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: 
     vrows = []
     for combiner in COMBINERS:
         fit = fit_head(t, members, combiner=combiner, folds=folds, seed=SEED)
-        p = dict(zip(t.groups[fit.rows], fit.p, strict=True))
-        ps = np.array([p[r["id"]] for r in sac3])
-        pw = np.array([p[r["id"]] for r in wiki])
+        ps, pw = per_set(out_of_fold(t, fit), sac3, wiki)
         a = auroc_with_ci(y_s, ps)
         d = paired_auroc_diff(y_s, ps, column(m_s, best_s[0]))
         c = correlation_with_ci(h_w, pw)
@@ -149,10 +171,10 @@ def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: 
         vrows.append(
             [
                 combiner,
-                f"{a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}]",
-                f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] vs {best_s[0]}",
-                f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]",
-                f"{100 * dw[0]:+.2f} [{100 * dw[1]:+.2f}, {100 * dw[2]:+.2f}] vs {best_w[0]}",
+                auroc_text(a),
+                f"{diff_text(d)} vs {best_s[0]}",
+                r_text(c),
+                f"{pearson_text(dw)} vs {best_w[0]}",
                 fit.head.model.method,
                 coefs,
             ]
@@ -207,7 +229,7 @@ def scaled_by_kind(t: Table, rows: list[dict]) -> Table:
 def scale_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
     """Every combiner with scales per kind of answer, against the pooled ``select`` head (RESULTS' rule)."""
     m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
-    members = [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
+    members = api_members(m_s, m_w)
     t = pooled_table(sac3, wiki, m_s, m_w, members)
     per_kind = scaled_by_kind(t, sac3 + wiki)
     best_s = max(members, key=lambda n: auroc_with_ci(y_s, column(m_s, n)).auroc)
@@ -217,12 +239,10 @@ def scale_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: i
     fits |= {
         f"scales per kind, {c}": fit_head(per_kind, members, combiner=c, folds=folds, seed=SEED) for c in COMBINERS
     }
-    ref = dict(zip(t.groups[pooled.rows], pooled.p, strict=True))
-    ref_s, ref_w = np.array([ref[r["id"]] for r in sac3]), np.array([ref[r["id"]] for r in wiki])
+    ref_s, ref_w = per_set(out_of_fold(t, pooled), sac3, wiki)
     rows = []
     for label, fit in fits.items():
-        p = dict(zip(t.groups[fit.rows], fit.p, strict=True))
-        ps, pw = np.array([p[r["id"]] for r in sac3]), np.array([p[r["id"]] for r in wiki])
+        ps, pw = per_set(out_of_fold(t, fit), sac3, wiki)
         a, c = auroc_with_ci(y_s, ps), correlation_with_ci(h_w, pw)
         d, dw = paired_auroc_diff(y_s, ps, ref_s), pearson_diff(h_w, pw, ref_w)
         b, bw = paired_auroc_diff(y_s, ps, column(m_s, best_s)), pearson_diff(h_w, pw, column(m_w, best_w))
@@ -230,11 +250,11 @@ def scale_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: i
         rows.append(
             [
                 label,
-                f"{a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}]",
-                f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]",
+                auroc_text(a),
+                r_text(c),
                 f"{(a.auroc + c.r) / 2:.3f}",
-                f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] / {pearson_text(dw)}",
-                f"{b.diff:+.3f} [{b.lo:+.3f}, {b.hi:+.3f}] / {pearson_text(bw)}",
+                f"{diff_text(d)} / {pearson_text(dw)}",
+                f"{diff_text(b)} / {pearson_text(bw)}",
                 coefs,
             ]
         )
@@ -263,7 +283,7 @@ def seed_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
     """Each combiner, with pooled scales and with scales per kind, over ``seeds`` fold seeds: the mean, least and
     most of its out-of-fold SAC3 AUROC and WikiBio Pearson (how much of a head's figure is the folds' draw)."""
     m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
-    members = [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
+    members = api_members(m_s, m_w)
     t = pooled_table(sac3, wiki, m_s, m_w, members)
     tables = {"pooled scales": t, "scales per kind": scaled_by_kind(t, sac3 + wiki)}
     rows = []
@@ -271,8 +291,7 @@ def seed_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
         got = []
         for seed in range(seeds):
             fit = fit_head(tab, members, combiner=combiner, folds=folds, seed=seed)
-            p = dict(zip(tab.groups[fit.rows], fit.p, strict=True))
-            ps, pw = np.array([p[r["id"]] for r in sac3]), np.array([p[r["id"]] for r in wiki])
+            ps, pw = per_set(out_of_fold(tab, fit), sac3, wiki)
             got.append((auroc_with_ci(y_s, ps).auroc, 100 * np.corrcoef(pw, h_w)[0, 1]))
         a, c = np.array(got).T
         rows.append(
@@ -296,14 +315,14 @@ def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
     """Heads per kind of answer against the pooled head, both ``select``; kinds ``by`` "sentences" (one: short;
     more: passage) or "length" (:func:`kind_of`)."""
     m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
-    members = [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
+    members = api_members(m_s, m_w)
     if by == "length":
         kind = {r["id"]: "passage" if kind_of(r["token_counts"]) else "short" for r in sac3 + wiki}
     else:
         kind = {r["id"]: "passage" if len(r.get("sentences") or []) >= 2 else "short" for r in sac3 + wiki}
     t = pooled_table(sac3, wiki, m_s, m_w, members)
     pooled = fit_head(t, members, combiner="select", folds=folds, seed=SEED)
-    p_pooled = dict(zip(t.groups[pooled.rows], pooled.p, strict=True))
+    p_pooled = out_of_fold(t, pooled)
     p_kind: dict[str, float] = {}
     used = []
     for name in ("short", "passage"):
@@ -312,18 +331,12 @@ def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
         p_kind.update(zip(part.groups[fit.rows], fit.p, strict=True))
         chosen = [n for n, c in zip(members, fit.head.model.coef, strict=True) if c]
         used.append(f"{name} ({len(np.unique(part.groups))} prompts): {', '.join(chosen)}")
-    rows = []
-    for label, p in (("pooled head (select)", p_pooled), ("heads per kind (select)", p_kind)):
-        ps = np.array([p[r["id"]] for r in sac3])
-        pw = np.array([p[r["id"]] for r in wiki])
-        a, c = auroc_with_ci(y_s, ps), correlation_with_ci(h_w, pw)
-        rows.append(
-            [label, f"{a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}]", f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]"]
-        )
-    ks = np.array([p_kind[r["id"]] for r in sac3])
-    kw = np.array([p_kind[r["id"]] for r in wiki])
-    d = paired_auroc_diff(y_s, ks, np.array([p_pooled[r["id"]] for r in sac3]))
-    dw = pearson_diff(h_w, kw, np.array([p_pooled[r["id"]] for r in wiki]))
+    (ps, pw), (ks, kw) = per_set(p_pooled, sac3, wiki), per_set(p_kind, sac3, wiki)
+    rows = [
+        [label, auroc_text(auroc_with_ci(y_s, a)), r_text(correlation_with_ci(h_w, c))]
+        for label, a, c in (("pooled head (select)", ps, pw), ("heads per kind (select)", ks, kw))
+    ]
+    d, dw = paired_auroc_diff(y_s, ks, ps), pearson_diff(h_w, kw, pw)
     counts = {k: sum(kind[r["id"]] == k for r in sac3) for k in ("short", "passage")}
     return [
         f"## Heads per kind of answer, kinds by {by} (nested out-of-fold p)",
@@ -332,8 +345,7 @@ def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
         "",
         table(["verdict", "SAC3 AUROC", "WikiBio Pearson x100"], rows),
         "",
-        f"per kind minus pooled: SAC3 {d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}], WikiBio "
-        f"{100 * dw[0]:+.2f} [{100 * dw[1]:+.2f}, {100 * dw[2]:+.2f}]",
+        f"per kind minus pooled: SAC3 {diff_text(d)}, WikiBio {pearson_text(dw)}",
         "",
     ]
 
