@@ -16,6 +16,20 @@ MODEL = "smollm2-135m"
 PROMPT = "What is the capital of Australia?"
 
 
+def bbwd_score(*args: str) -> dict:
+    """`bbwd score --json --device cpu ARGS` in a new process (one thread), its result."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "blackbox_wd", "score", "--json", "--device", "cpu", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """`bbwd serve -k 2 --max-tokens 8` white-box, no token (loopback)."""
@@ -32,31 +46,7 @@ def test_white_box_answer_and_verdict_are_bbwd_scores(served):
     assert 1 <= got.usage.completion_tokens <= 8 and got.usage.prompt_tokens > 5
     bbwd = got.model_extra["bbwd"]
     # `bbwd score` with the same settings: white-box samples are seeded per (seed, messages, index)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "blackbox_wd",
-            "score",
-            "--json",
-            "-k",
-            "2",
-            "--max-tokens",
-            "8",
-            "--seed",
-            "5",
-            "--device",
-            "cpu",
-            PROMPT,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = bbwd_score("-k", "2", "--max-tokens", "8", "--seed", "5", PROMPT)
     assert bbwd["fingerprint"] == result["settings"]["fingerprint"] and bbwd["k"] == 2
     assert bbwd["avg_wd"] == pytest.approx(result["avg_wd"], rel=1e-5)
     assert bbwd["eigen_wd"] == pytest.approx(result["eigen_wd"], rel=1e-5)
@@ -73,17 +63,7 @@ def test_k_auto_served_request_stops_where_bbwd_score_stops(tmp_path):
     with BbwdServe(["-k", "auto", "--max-tokens", "8", "--seed", "5"], tmp_path / "serve.log", token=None) as server:
         got = server.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": tour}])
     bbwd, answer = got.model_extra["bbwd"], got.choices[0].message.content
-    cmd = [sys.executable, "-m", "blackbox_wd", "score", "--json", "-k", "auto", "--max-tokens", "8", "--seed", "5"]
-    proc = subprocess.run(
-        [*cmd, "--device", "cpu", "--response", answer, tour],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result = bbwd_score("-k", "auto", "--max-tokens", "8", "--seed", "5", "--response", answer, tour)
     assert bbwd["fingerprint"] == result["settings"]["fingerprint"]
     assert [(s["k"], s["settled"]) for s in bbwd["stages"]] == [(s["k"], s["settled"]) for s in result["stages"]]
     assert bbwd["k"] == result["n_samples"] == bbwd["stages"][-1]["k"] == 3  # 3 of --k-max 10 drawn
