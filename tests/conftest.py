@@ -5,6 +5,26 @@ from __future__ import annotations
 import pytest
 from tiny_vocab import WORDS
 
+NO_GPU = "needs a CUDA GPU, and this machine has none: run on a GPU machine (bench/RESULTS.md, 'The teacher on a GPU')"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` are skipped, with the reason, where torch sees no CUDA device (``-ra`` prints it)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(pytest.mark.skip(reason=NO_GPU))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line that says how many GPU tests did not run here, and why."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if NO_GPU in str(r.longrepr)]
+    if skipped:
+        terminalreporter.write_line(f"{len(skipped)} GPU tests did not run: {NO_GPU}", yellow=True)
+
 
 @pytest.fixture(scope="session")
 def smollm_teacher():

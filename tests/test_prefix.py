@@ -36,8 +36,8 @@ def teacher(tiny_llama):
 @torch.inference_mode()
 def plain(teacher, prompt, response):
     """Projected states and log-probs of the response from one unpadded full forward."""
-    out = teacher.model(torch.tensor([prompt + response]), output_hidden_states=True)
-    hidden = out.hidden_states[teacher.layer][0, len(prompt) :].double().numpy()
+    out = teacher.model(torch.tensor([prompt + response], device=teacher.device), output_hidden_states=True)
+    hidden = out.hidden_states[teacher.layer][0, len(prompt) :].double().cpu().numpy()
     logp = torch.log_softmax(out.logits[0].double(), -1)
     lp = [logp[len(prompt) - 1 + t, tok].item() for t, tok in enumerate(response)]
     return hidden @ teacher.projection, np.array(lp)
@@ -88,28 +88,9 @@ def test_each_prompt_and_distinct_response_runs_once(teacher):
 
 def test_sliding_window_teacher_equals_plain_forward(tiny_llama):
     """Gemma-3's local layers keep only a window of keys: prompts longer than it still match."""
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
-
-    _, tok = tiny_llama
-    torch.manual_seed(0)
-    config = Gemma3TextConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        sliding_window=4,
-        layer_types=["sliding_attention", "full_attention"] * 2,
-        max_position_embeddings=64,
-        pad_token_id=0,
-        eos_token_id=1,
-        bos_token_id=None,
-    )
-    teacher = HFTeacher(Gemma3ForCausalLM(config).eval(), tok, name="tiny-gemma")
+    teacher = HFTeacher(tiny_gemma(tiny_llama[1]), tiny_llama[1], name="tiny-gemma")
     pairs = pairs_of(teacher)
-    assert max(len(p) for p, _ in pairs) > 2 * config.sliding_window
+    assert max(len(p) for p, _ in pairs) > 2 * teacher.model.config.sliding_window
     for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=True), strict=True):
         states, lp = plain(teacher, prompt, response)
         np.testing.assert_allclose(ts.states, states, atol=1e-5)
@@ -261,7 +242,7 @@ def full_generate(teacher, requests, params, answers=False):
     pad = sampler.pad_id()
     width = [k + answers for _, k in requests]
     prompts = [teacher.prompt_ids(m) for (m, _), w in zip(requests, width, strict=True) for _ in range(w)]
-    ids, mask = pad_batch(prompts, pad, left=True)
+    ids, mask = (t.to(teacher.device) for t in pad_batch(prompts, pad, left=True))
     procs = [
         TemperatureLogitsWarper(params.temperature),
         InverseCDFDraw(row_generators(requests, params.seed, answers)),

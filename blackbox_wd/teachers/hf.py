@@ -111,6 +111,7 @@ class HFTeacher:
         self.proj_dim = proj_dim
         self.proj_seed = proj_seed
         self.projection = projection_matrix(self.hidden_size, proj_dim, proj_seed)
+        self._projected: torch.Tensor | None = None
         self.token_budget = token_budget
         self.max_length = getattr(model.config.get_text_config(), "max_position_embeddings", None)
         self.reader = TextReader.of(tokenizer, self.max_length)
@@ -232,18 +233,26 @@ class HFTeacher:
         levels = prefix.continuation(index)
         levels.step(pos, valid)
         mid, hidden = self._run(ids, valid, pos, levels, logprobs)
-        mid = mid.float()
+        # Projected where the states are: a GPU sends back 128 numbers a token, not the hidden size's.
+        lengths = torch.tensor([len(r) for _, r in rows], device=mid.device)
+        projected = (mid.double() @ self._projection_on(mid.device)).cpu().numpy()
+        lasts = mid[torch.arange(len(rows), device=mid.device), lengths - 1].double().cpu().numpy()
         out = []
         for row, (n, response) in enumerate(rows):
-            states = mid[row, : len(response)].cpu().double().numpy()
             lp = None
             if hidden is not None and last is not None:
                 before = torch.cat(
                     [last[n : n + 1], hidden[row, : len(response) - 1]]
                 )  # the state preceding each token
                 lp = self._token_logprobs(before, ids[row, : len(response)])
-            out.append(TokenStates(states=states @ self.projection, last=states[-1].copy(), logprobs=lp))
+            out.append(TokenStates(states=projected[row, : len(response)].copy(), last=lasts[row], logprobs=lp))
         return out
+
+    def _projection_on(self, device: torch.device) -> torch.Tensor:
+        """The projection matrix as a float64 tensor on ``device`` (copied there once)."""
+        if self._projected is None or self._projected.device != device:
+            self._projected = torch.from_numpy(self.projection).to(device)
+        return self._projected
 
     def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
         """Raise BBWDError when the prompt or response ``index`` (or ``name``d) is empty or they do not fit the

@@ -1,0 +1,104 @@
+"""The GPU paths on a CUDA device: the levels attention and Gemma-3's sliding window in float32 and bf16, the
+white-box sampler's draws, and `bbwd serve` with a GPU teacher.
+
+Marked ``gpu``: on a machine without CUDA each is reported as skipped with the reason (conftest), never run
+silently as a pass. bench/RESULTS.md ("The teacher on a GPU") records where and when they last ran.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import httpx
+import numpy as np
+import pytest
+import torch
+from serve_support import REPO, BbwdServe
+from test_prefix import FEW_SHOT, PROMPTS, RESPONSES, full_generate, plain, tiny_gemma
+
+from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler
+from blackbox_wd.records import SamplingParams
+from blackbox_wd.teachers.hf import HFTeacher
+
+pytestmark = pytest.mark.gpu
+DEVICE = "cuda"
+# Largest |bbwd - plain forward| allowed, as a share of the largest |state| (logprobs: in nats). float32: the two
+# paths' kernels differ in summation order only. bf16: a few units of its 2^-8 rounding, through two blocks.
+TOLERANCE = {torch.float32: (1e-5, 1e-4), torch.bfloat16: (3e-2, 0.1)}
+
+
+def gpu_teacher(tiny_llama, model: str, dtype: torch.dtype = torch.float32) -> HFTeacher:
+    """The tiny Llama or Gemma-3 (sliding window of 4) of the CPU tests, copied to the GPU in ``dtype``."""
+    base = tiny_llama[0] if model == "llama" else tiny_gemma(tiny_llama[1])
+    return HFTeacher(copy.deepcopy(base).to(DEVICE, dtype), tiny_llama[1], name=model)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bf16"])
+@pytest.mark.parametrize("model", ["llama", "gemma"])
+def test_levels_states_equal_a_plain_forward(tiny_llama, model, dtype):
+    """Prompts of mixed lengths and few-shot prompts sharing their exemplars: the states and log-probs of the
+    shared-prefix pass equal one unpadded forward per response within the dtype's rounding."""
+    teacher = gpu_teacher(tiny_llama, model, dtype)
+    pairs = [(teacher.prompt_ids(m), teacher.response_ids(r)) for m in PROMPTS + FEW_SHOT for r in RESPONSES]
+    assert max(len(p) for p, _ in pairs) > 8  # longer than two of Gemma's windows of 4
+    states, logprobs = TOLERANCE[dtype]
+    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=True), strict=True):
+        want, lp = plain(teacher, prompt, response)
+        assert np.abs(ts.states - want).max() <= states * np.abs(want).max()
+        assert np.abs(ts.logprobs - lp).max() <= logprobs
+
+
+@pytest.mark.parametrize("model", ["llama", "gemma"])
+def test_sampler_draws_what_a_full_generate_draws(tiny_llama, model):
+    """Shared exemplars read once on the GPU, rows dropped as they stop: the tokens of stock ``generate``."""
+    teacher = gpu_teacher(tiny_llama, model)
+    params = SamplingParams(k=4, temperature=0.7, max_tokens=8, seed=9)
+    requests = [(m, 4) for m in FEW_SHOT[:3]]
+    got = LocalSampler(teacher).sample_many(requests, params, answers=True)
+    flat = [t for ss in got for t in [*(s.token_ids for s in ss.samples), ss.answer.token_ids]]
+    assert flat == full_generate(teacher, requests, params, answers=True)
+    assert len(set(flat)) > 3
+
+
+def test_the_draw_follows_the_softmax_on_the_gpu():
+    """Scores on the GPU, one CPU generator per row: the tokens the CPU draws, at the softmax's frequencies."""
+    n = 40_000
+    probs = torch.tensor([0.5, 0.3, 0.2, 0.0])
+    gens = lambda: [torch.Generator().manual_seed(i) for i in range(n)]  # noqa: E731
+    scores = torch.log(probs).repeat(n, 1)
+    on_gpu = InverseCDFDraw(gens())(None, scores.to(DEVICE)).argmax(dim=-1).cpu()
+    on_cpu = InverseCDFDraw(gens())(None, scores.clone()).argmax(dim=-1)
+    assert torch.equal(on_gpu, on_cpu)
+    freq = torch.bincount(on_gpu, minlength=4).double() / n
+    assert torch.allclose(freq, probs.double(), atol=0.01)  # 4 standard errors at n = 40,000
+
+
+def test_serve_with_a_gpu_teacher_scores_as_bbwd_score(tiny_llama, tmp_path):
+    """`bbwd serve --device cuda` white-box on a saved model folder: the served answer is sample 0 and its scores
+    are those of `bbwd score --device cuda` with the same settings."""
+    folder = tmp_path / "tiny"
+    tiny_llama[0].save_pretrained(folder)
+    tiny_llama[1].save_pretrained(folder)
+    args = ["--teacher", str(folder), "--device", DEVICE, "-k", "3", "--max-tokens", "8", "--seed", "5"]
+    prompt = "what is the capital of france"
+    with BbwdServe(args, tmp_path / "serve.log", token=None) as server:
+        model = httpx.get(server.url + "/healthz").json()["model"]
+        got = server.client().chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}])
+    proc = subprocess.run(
+        [sys.executable, "-m", "blackbox_wd", "score", "--json", *args, prompt],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "BBWD_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert proc.returncode == 0, proc.stderr
+    result, bbwd = json.loads(proc.stdout), got.model_extra["bbwd"]
+    assert bbwd["fingerprint"] == result["settings"]["fingerprint"] and bbwd["k"] == 3
+    assert result["settings"]["device"] == DEVICE
+    assert bbwd["avg_wd"] == pytest.approx(result["avg_wd"], rel=1e-5) and bbwd["avg_wd"] > 0
+    assert got.choices[0].message.content == result["responses"][0]
