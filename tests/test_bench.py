@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -237,3 +238,20 @@ def test_verdict_cost_bench_quick_bounds_what_the_verdict_adds() -> None:
     ratios = {m.group(1): float(m.group(2)) for m in re.finditer(r"\|\s*(\w+)\s*\|(?:[^|]*\|){4}\s*([\d.]+)\s*\|", out)}
     assert set(ratios) == {"sac3_nq_open", "wikibio_gpt3_dev"}, out
     assert all(0 < r < 1 for r in ratios.values()), ratios
+
+
+def test_teacher_gpu_bench_counts_flops_by_hand() -> None:
+    """MFU's numerator on a hand-sized model (hidden 2, MLP 3, one head, vocabulary 5): one prompt of 2 tokens and
+    responses of 1 and 2 tokens, read once each (bbwd) or as prompt + response each (the plain reference)."""
+    spec = importlib.util.spec_from_file_location("teacher_gpu", BENCH / "teacher_gpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cfg = dict(hidden_size=2, intermediate_size=3, num_attention_heads=1, num_key_value_heads=1, vocab_size=5)
+    pairs = [([1, 2], [3]), ([1, 2], [4, 5])]
+    # 68 FLOPs a token for the weights (2 x (q, o 8 + k, v 8 + MLP 18)); keys seen, causal: 13 (floor), 16 (plain)
+    assert bench.flops(pairs, cfg, layers=1, head=False, floor=True) == 68 * 5 + 4 * 2 * 13
+    assert bench.flops(pairs, cfg, layers=1, head=True, floor=False) == 68 * 7 + 4 * 2 * 16 + 2 * 2 * 5 * 7
+    spec_ = {"shared": 3, "records": [[5, [2, 4]], [4, [1, 1]]]}
+    got = bench.workload(spec_, 2, vocab=50)
+    assert [(len(p), len(r)) for p, r in got] == [(5, 2), (5, 4), (4, 1), (4, 1)]
+    assert got[0][0][:3] == got[2][0][:3] and got[0][0] is not got[2][0]  # the set's shared head, then its own
