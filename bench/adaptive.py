@@ -83,7 +83,9 @@ def per_prompt(t: Table, mask: np.ndarray, values: np.ndarray) -> dict[str, floa
     return dict(zip(t.groups[mask], values, strict=True))
 
 
-def replay(tables: list[Table], members: list[str]) -> tuple[dict[str, np.ndarray], dict[str, int], list]:
+def replay(
+    tables: list[Table], members: list[str], combiner: str = COMBINER
+) -> tuple[dict[str, np.ndarray], dict[str, int], list]:
     """Out-of-fold p at every stage for every prompt (stages x prompts), its stop stage, and each fold's bands."""
     prompts = np.unique(tables[-1].groups)
     p_all = np.full((len(tables), prompts.size), np.nan)
@@ -101,7 +103,7 @@ def replay(tables: list[Table], members: list[str]) -> tuple[dict[str, np.ndarra
             rows = np.array([g in tr for g in t.groups])
             cols = {n: v[rows] for n, v in t.members.items()}
             sub = Table(cols, t.y[rows], t.w[rows], t.groups[rows], t.source[rows])
-            fit = fit_head(sub, members, combiner=COMBINER, folds=FOLDS, seed=SEED)
+            fit = fit_head(sub, members, combiner=combiner, folds=FOLDS, seed=SEED)
             oof = per_prompt(sub, fit.rows, fit.p)
             threshold = fit.head.operating_point.threshold
             p_train[s] = [oof[g] for g in prompts[train]]
@@ -175,6 +177,7 @@ def main() -> None:
     ap.add_argument("--k-max", type=int, required=True)
     ap.add_argument("--teacher", default="smollm2-135m")
     ap.add_argument("--norm", default="none")
+    ap.add_argument("--combiner", default=COMBINER, help="the answer heads' combiner (default: select)")
     args = ap.parse_args()
     ks = stages(args.k_max)
     sets = {}
@@ -192,10 +195,10 @@ def main() -> None:
     finite = {n: np.isfinite(v) for n, v in tables[-1].members.items()}
     # LNE and DSE where every row has them: white-box runs (the recorded sets lack LNE, and DSE on passages)
     members = [n for n in API_MEMBERS if finite[n].any()] + [n for n in ("lne", "dse") if finite[n].all()]
-    out, stop, bands = replay(tables, members)
+    out, stop, bands = replay(tables, members, args.combiner)
     lines = [
-        f"## Adaptive K ({args.teacher}, norm {args.norm}): rule settle, delta {DELTA}, stages {ks}, "
-        f"{FOLDS}-fold out of fold, grouped by prompt",
+        f"## Adaptive K ({args.teacher}, norm {args.norm}, combiner {args.combiner}): rule settle, delta {DELTA}, "
+        f"stages {ks}, {FOLDS}-fold out of fold, grouped by prompt",
         "",
         "Bands per fold (below, above) at each stage but the last: "
         + "; ".join(" ".join(f"({b.below:.2f}, {b.above:.2f})" for b in fold) for fold in bands),

@@ -642,6 +642,14 @@ def calibrate(
             "required when they came recorded with the data.",
         ),
     ] = None,
+    combiner: Annotated[
+        str,
+        typer.Option(
+            "--combiner",
+            help="How the answer heads weigh their members: select (forward selection, an equal-weight mean of "
+            "those kept), mean (every member, equal weights) or logistic (L2, C = 1).",
+        ),
+    ] = "select",
 ) -> None:
     """Fit a calibration (the combined verdict: a probability of hallucination and a flag, for answers and their
     sentences) on labelled results, with a report."""
@@ -651,7 +659,13 @@ def calibrate(
 
     check_output_path(output)
     fit = fit_files(
-        results, label=label, settings_from=settings_from, folds=folds, target_fpr=target_fpr, samples=samples
+        results,
+        label=label,
+        settings_from=settings_from,
+        folds=folds,
+        target_fpr=target_fpr,
+        samples=samples,
+        combiner=combiner,
     )
     fit.calibration.save(output)
     paths = write_report(fit, output)

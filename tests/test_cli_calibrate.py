@@ -102,6 +102,19 @@ def test_calibrate_writes_the_calibration_and_its_report(tmp_path, capsys):
     assert (tmp_path / "cal.reliability.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.parametrize("combiner", ["mean", "logistic"])
+def test_calibrate_combiner_sets_the_answer_heads_weights(tmp_path, capsys, combiner):
+    """``mean``: every member of a head weighs the same; ``logistic``: the fitted weights, which differ here."""
+    labelled_rows(tmp_path / "results.jsonl", SETTINGS)
+    (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
+    out = tmp_path / "cal.json"
+    args = ["calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out), "--folds", "4"]
+    code, _, err = bbwd(capsys, *args, "--combiner", combiner)
+    assert code == 0, err
+    coef = Calibration.load(out).model.coef
+    assert len(coef) == 2 and (coef[0] == coef[1]) == (combiner == "mean")
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
@@ -117,6 +130,7 @@ def test_calibrate_writes_the_calibration_and_its_report(tmp_path, capsys):
         (["--settings-from", "nowhere.json"], "error: no settings for"),
         (["--target-fpr", "1.5"], "error: target FPR must be in [0, 1) (got 1.5)"),
         (["-o", "/nonexistent/dir/cal.json"], "error: output folder /nonexistent/dir does not exist"),
+        (["--combiner", "median"], "error: unknown combiner 'median': use one of logistic, mean, select"),
     ],
 )
 def test_calibrate_errors_are_one_line(tmp_path, capsys, args, message):

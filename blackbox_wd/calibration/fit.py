@@ -399,6 +399,7 @@ def fit_files(
     target_fpr: float = 0.1,
     seed: int = 0,
     samples: str | None = None,
+    combiner: str = COMBINER,
 ) -> CalibrationFit:
     """Read labelled results files and their settings, and fit a calibration on them.
 
@@ -412,7 +413,7 @@ def fit_files(
     settings_from : Path or None, default=None
         The reported settings (JSON) the rows were scored with; None: ``settings.json`` beside the first file.
         Its fingerprint must be the rows'.
-    folds, target_fpr, seed, samples
+    folds, target_fpr, seed, samples, combiner
         As in :func:`fit_calibration`.
 
     Returns
@@ -430,4 +431,5 @@ def fit_files(
         target_fpr=target_fpr,
         seed=seed,
         samples=samples,
+        combiner=combiner,
     )
