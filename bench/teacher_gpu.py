@@ -10,7 +10,8 @@ head). The ids are random: the shapes file holds lengths only, no text of the da
 Two steps, the first on any machine with ``../shared/data``, the second on the GPU machine::
 
     python bench/teacher_gpu.py shapes -o shapes.json           # lengths of every record (SmolLM2's tokenizer)
-    python bench/teacher_gpu.py run --shapes shapes.json [--prompts 64 24] [--budgets 8192 16384 32768 65536]
+    python bench/teacher_gpu.py run --shapes shapes.json [--prompts 128 24] [--budgets 8192 16384 32768 65536]
+    python bench/teacher_gpu.py run --shapes shapes.json --quick --device cpu  # a 4-layer model: that it runs
 
 Printed per set and token budget: records/s and tokens/s (the token floor: each prompt once, each response once)
 of bbwd's pass to the middle layer (``HFTeacher.encode_ids``: shared prefix, levels attention, blocks above
@@ -52,6 +53,9 @@ LLAMA2_7B = {
     "max_position_embeddings": 4096,
     "rms_norm_eps": 1e-5,
 }
+# --quick: the same paths on a 4-layer Llama small enough for a CPU, to check that the bench runs.
+QUICK = {**LLAMA2_7B, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4}
+QUICK["num_key_value_heads"] = 4
 # Dense bf16 tensor-core peaks from the vendor's data sheets (SXM parts), in FLOP/s.
 PEAKS = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12, "L40S": 362e12}
 SETS = {"sac3": ("sac3_nq_open.jsonl", 10), "wikibio": ("wikibio_gpt3_dev.jsonl", 20)}
@@ -129,12 +133,12 @@ def flops(pairs: Pairs, cfg: dict, layers: int, head: bool, floor: bool) -> floa
     return total + (2 * d * cfg["vocab_size"] * tokens if head else 0)
 
 
-def model_7b(device: str) -> tuple[torch.nn.Module, object]:
-    """A Llama-2-7B-shaped model with random bf16 weights on ``device``, and a stand-in tokenizer (pad id 0)."""
+def model_of(cfg: dict, device: str) -> tuple[torch.nn.Module, object]:
+    """A Llama of shape ``cfg`` with random bf16 weights on ``device``, and a stand-in tokenizer (pad id 0)."""
     from tokenizers import Tokenizer, models
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    config = LlamaConfig(**LLAMA2_7B, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    config = LlamaConfig(**cfg, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     torch.manual_seed(0)
     with torch.device(device):
         model = LlamaForCausalLM._from_config(config, dtype=torch.bfloat16).eval()
@@ -213,11 +217,13 @@ def run(args: argparse.Namespace) -> None:
     from blackbox_wd.pipeline import token_floor
 
     device = torch.device(args.device)
-    model, tok = model_7b(args.device)
+    cfg = QUICK if args.quick else LLAMA2_7B
+    if args.quick:
+        args.prompts, args.budgets, args.rounds = [4, 2], [2048], 1
+    model, tok = model_of(cfg, args.device)
     spec = json.loads(Path(args.shapes).read_text())
     name, bf16_peak = peak(device)
-    layer = LLAMA2_7B["num_hidden_layers"] // 2
-    cfg = LLAMA2_7B
+    layer = cfg["num_hidden_layers"] // 2
     print(f"device: {name}; torch {torch.__version__}; bf16 peak {bf16_peak / 1e12:.0f} TFLOP/s (data sheet); ", end="")
     print(f"8192^3 bf16 matmul measured {matmul_rate(device) / 1e12:.0f} TFLOP/s; CPU cores {os.cpu_count()}\n")
     rows, ot_rows = [], []
@@ -298,6 +304,7 @@ def main() -> None:
     rn.add_argument("--budgets", type=int, nargs="+", default=[8192, 16384, 32768, 65536])
     rn.add_argument("--rounds", type=int, default=3)
     rn.add_argument("--device", default="cuda")
+    rn.add_argument("--quick", action="store_true", help="a 4-layer model, 4 + 2 prompts, one budget and round")
     args = ap.parse_args()
     if args.command == "shapes":
         args.out.write_text(json.dumps(shapes(args.data)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -255,3 +256,20 @@ def test_teacher_gpu_bench_counts_flops_by_hand() -> None:
     got = bench.workload(spec_, 2, vocab=50)
     assert [(len(p), len(r)) for p, r in got] == [(5, 2), (5, 4), (4, 1), (4, 1)]
     assert got[0][0][:3] == got[2][0][:3] and got[0][0] is not got[2][0]  # the set's shared head, then its own
+
+
+def test_teacher_gpu_bench_quick_runs_on_cpu(tmp_path: Path) -> None:
+    """The GPU bench's paths on a 4-layer model on CPU: both tables, every set, no GPU needed."""
+    shapes = {
+        "sac3": {"k": 10, "shared": 6, "records": [[12, [5 + i for i in range(10)]]] * 4},
+        "wikibio": {"k": 20, "shared": 8, "records": [[14, [30 + i for i in range(20)]]] * 2},
+    }
+    (tmp_path / "shapes.json").write_text(json.dumps(shapes))
+    cmd = [sys.executable, str(BENCH / "teacher_gpu.py"), "run", "--shapes", str(tmp_path / "shapes.json")]
+    out = subprocess.run([*cmd, "--quick", "--device", "cpu"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("|") and "---" not in line]
+    assert len(rows) == 2 + 2 + 2  # two headers, one row per set in each table
+    assert re.search(r"\|\s+sac3 \|\s+4 \|\s+40 \|\s+2048 \|", out.stdout), out.stdout
+    assert re.search(r"\|\s+wikibio \|\s+2 \|\s+20 \|\s+\d+ \|\s+[\d.]+ \|\s+[\d.]+ \|", out.stdout), out.stdout
+    assert len(re.findall(r"\|\s+(teacher \(GPU\)|exact OT \(CPU\)) \|", out.stdout)) == 2
