@@ -13,7 +13,9 @@ are timed apart on the same result, in alternating order:
 
 i.e. the verdict's cost over the scores bbwd computed before it (D, AvgWD, EigenWD, AnswerWD, sentences). The
 table gives per set the medians (ms) and the median over prompts of each prompt's median ratio; #32's goal is
-at most 0.20. The teacher pass itself is shown for scale.
+at most 0.20. The teacher pass itself is shown for scale, and what a whole-model pass of the judged answer (for
+``answer_nll``, which score does not run) would add to it over the same answer stopped at the layer (medians over
+rounds).
 
     python bench/verdict_cost.py                # 24 SAC3 prompts (K = 10), 8 WikiBio passages (K = 10), 5 rounds
     python bench/verdict_cost.py --quick        # 4 + 2 prompts, 2 rounds
@@ -53,12 +55,17 @@ def ms(fn):  # type: ignore[no-untyped-def]
 def measure(detector: Detector, path: Path, n: int, rounds: int) -> list[str]:
     """One row of the table: the set's medians and ratio over its first n prompts."""
     items = load(path, limit=n).items
-    teacher, total, parts, ratios = [], [], [], []
+    teacher, total, parts, ratios, answer = [], [], [], [], []
     for item in items:
         drawn = recorded_draw(item, detector.settings.k)
         drawn.samples.answer = drawn.answer
         t_teacher, (ps,) = ms(lambda: detector.teacher_pass([(item.messages, drawn.samples)]))  # noqa: B023
         teacher.append(t_teacher)
+        # what answer_nll would add: the judged answer's whole-model pass over the same answer stopped at the layer
+        pair = (detector.teacher.prompt_ids(item.messages), detector.teacher.response_ids(drawn.answer.text))
+        full = [ms(lambda: detector.teacher.encode_ids([pair], logprobs=True))[0] for _ in range(rounds)]  # noqa: B023
+        layer = [ms(lambda: detector.teacher.encode_ids([pair]))[0] for _ in range(rounds)]  # noqa: B023
+        answer.append((float(np.median(full)) - float(np.median(layer))) / t_teacher)
         per = []
         for r in range(rounds):
             t_all, result = ms(lambda: score_states(ps, detector))  # noqa: B023
@@ -82,6 +89,7 @@ def measure(detector: Detector, path: Path, n: int, rounds: int) -> list[str]:
         f"{np.median(total):.1f}",
         f"{np.median(parts):.1f}",
         f"{np.median(ratios):.3f}",
+        f"{np.median(answer):.3f}",
     ]
 
 
@@ -101,7 +109,15 @@ def main() -> None:
         f"command: python bench/verdict_cost.py{' --quick' if args.quick else ''}   ({platform.machine()}, "
         f"{os.cpu_count()} cores, {rounds} rounds, K = 10, teacher smollm2-135m fp32 CPU)\n"
     )
-    header = ["set", "prompts", "teacher pass ms", "after the pass ms", "verdict's part ms", "verdict / the rest"]
+    header = [
+        "set",
+        "prompts",
+        "teacher pass ms",
+        "after the pass ms",
+        "verdict's part ms",
+        "verdict / the rest",
+        "answer_nll's pass / teacher pass (not run)",
+    ]
     print(table(header, rows))
 
 

@@ -45,6 +45,8 @@ FIELDS = (
     "sentences",
     "sentence_wd",
     "answer_unigram",
+    "answer_nll",
+    "cocoa",
     "baselines",
     "n_samples",
     "target_tokens",

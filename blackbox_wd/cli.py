@@ -312,6 +312,11 @@ def render_answer(result: Result, console: Console) -> None:
     if result.answer_wd is None:
         return
     console.print(f"[bold]AnswerWD[/bold] {result.answer_wd:.6g}   (mean W2 from the answer to the K samples)")
+    if result.answer_nll is not None and result.cocoa is not None:
+        console.print(
+            f"[bold]answer NLL[/bold] {result.answer_nll:.4g} nats/token under the teacher; "
+            f"[bold]CoCoA[/bold] {result.cocoa:.6g}   (NLL x AnswerWD)"
+        )
     if not result.sentences:
         return
     judged = any(x.p_hallucination is not None for x in result.sentences)

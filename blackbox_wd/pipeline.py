@@ -25,7 +25,7 @@ from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.lexical import answer_unigram, unigram_surprise
 from blackbox_wd.records import Messages, Sample, SampleSet, TokenStates, Usage, as_messages
 from blackbox_wd.sampling import RecordedSamples, endpoint_host, sampler_name, shares_model
-from blackbox_wd.scores import answer_wd, avg_wd, eigen_wd, median_bandwidth, sentence_wd, unit_states
+from blackbox_wd.scores import answer_nll, answer_wd, avg_wd, eigen_wd, median_bandwidth, sentence_wd, unit_states
 from blackbox_wd.sentences import SentenceScore, score_sentences, sentence_dicts
 from blackbox_wd.settings import GROUP_SIZE, ReportedSettings, Settings, check_group_size
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
@@ -58,6 +58,8 @@ class Result:
     sentences: list[SentenceScore] | None = None  # with a judged answer: its sentences, each scored (``sentences``)
     sentence_wd: float | None = None  # with a judged answer: the mean of its sentences' scores that are not None
     answer_unigram: float | None = None  # with a judged answer: the mean of its sentences' lexical surprises
+    answer_nll: float | None = None  # with a judged answer and the teacher's log-probs: its mean -log p of its tokens
+    cocoa: float | None = None  # with answer_nll: answer_nll x answer_wd, confidence times consistency
     settled: bool | None = None  # -k auto, with a calibration: the verdict at these samples stops drawing
     stages: list[dict[str, Any]] | None = None  # -k auto: each stage looked at (``rounds.stage_entry``)
 
@@ -92,6 +94,8 @@ ROW_FIELDS: dict[str, tuple[Callable[[Result], Any], Any]] = {
     "sentences": (lambda r: sentence_dicts(r.sentences), None),
     "sentence_wd": (lambda r: r.sentence_wd, None),
     "answer_unigram": (lambda r: r.answer_unigram, None),
+    "answer_nll": (lambda r: r.answer_nll, None),
+    "cocoa": (lambda r: r.cocoa, None),
     "baselines": (lambda r: dict(r.baselines), {}),
     "lne_source": (lambda r: r.lne_source, None),
     "p_hallucination": (lambda r: r.p_hallucination, None),
@@ -661,6 +665,9 @@ def score_states(ps: PromptStates, detector: Detector, *, judge: Entails | None 
         sentence_wd=passage,
         answer_unigram=lexical,
     )
+    if answer is not None and ps.answer is not None and ps.answer.logprobs is not None:
+        result.answer_nll = answer_nll(ps.answer.logprobs)
+        result.cocoa = result.answer_nll * answer
     t1 = time.perf_counter()
     target = target_logprobs(ps.samples)
     teacher = all(s.logprobs is not None for s in ps.states)  # forced only when asked (``lne_logprobs``)

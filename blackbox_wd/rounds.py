@@ -99,7 +99,16 @@ class KeptStates:
             self.inner.put(prompt, response, states)
 
 
-STAGE_SCORES = ("avg_wd", "eigen_wd", "eigen_wd_fixed", "answer_wd", "sentence_wd", "answer_unigram")
+STAGE_SCORES = (
+    "avg_wd",
+    "eigen_wd",
+    "eigen_wd_fixed",
+    "answer_wd",
+    "sentence_wd",
+    "answer_unigram",
+    "answer_nll",
+    "cocoa",
+)
 
 
 def stage_entry(result: Result, settled: bool) -> dict[str, Any]:

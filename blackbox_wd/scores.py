@@ -119,6 +119,32 @@ def answer_wd(to_samples: np.ndarray) -> float:
     return float(to_samples.mean())
 
 
+def answer_nll(logprobs: Sequence[float] | np.ndarray) -> float:
+    """The teacher's confidence in the judged answer, as a loss: the mean over its tokens of -log p(token | prompt,
+    the tokens before it). Higher = less expected by the teacher; times AnswerWD it is ``cocoa`` (confidence
+    times consistency, as CoCoA, Vashurin et al. 2025).
+
+    Parameters
+    ----------
+    logprobs : array-like of shape (m,)
+        The answer's per-token log-probabilities under the teacher (``TokenStates.logprobs``), m >= 1.
+
+    Returns
+    -------
+    nll : float
+        -mean(logprobs), in nats per token.
+
+    Examples
+    --------
+    >>> answer_nll([-0.5, -1.5, -1.0])
+    1.0
+    """
+    lp = np.asarray(logprobs, dtype=float)
+    if lp.size == 0:
+        raise ValueError("answer_nll needs at least one token")
+    return float(-lp.mean())
+
+
 def sentence_scores(token_costs: np.ndarray, token_sentence: np.ndarray, n_sentences: int) -> list[float | None]:
     """Each sentence's score sqrt(min_k mean_{t in T_n} c_kt), None for a sentence with no token.
 

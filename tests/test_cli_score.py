@@ -59,7 +59,7 @@ def test_score_table_output():
         "score", "-k", "2", "--max-tokens", "8", "--device", "cpu", "--response", "Red. Blue is\nnot.", "Name a colour."
     ).stdout
     assert "AvgWD" in out and "EigenWD" in out and "alpha=0.001" in out
-    assert "AnswerWD" in out and "SentenceWD" in out
+    assert "AnswerWD" in out and "SentenceWD" in out and "answer NLL" not in out  # the teacher stopped at the layer
     lines = out.splitlines()
     assert any(line.strip().endswith("  Red.") for line in lines) and any("Blue is not." in line for line in lines)
 
@@ -106,6 +106,7 @@ def test_score_response_gets_answer_wd_and_sentences(smollm_teacher):
     assert result.responses == got["responses"]
     assert [s["score"] for s in got["sentences"]] == pytest.approx([s.score for s in result.sentences], rel=1e-5)
     assert got["answer_wd"] == pytest.approx(result.answer_wd, rel=1e-5)
+    assert got["answer_nll"] is None and got["cocoa"] is None  # no log-prob pass: LNE comes from llama.cpp
 
 
 def test_sentences_are_coloured_by_rank_within_the_answer():
@@ -119,7 +120,7 @@ def test_sentences_are_coloured_by_rank_within_the_answer():
     assert risk_colours([2.0, 2.0, 1.0]) == ["yellow", "yellow", "green"]
 
     class Answer:  # what render_answer reads of a Result
-        answer_error, answer_wd, sentence_wd = None, 12.5, 20.0
+        answer_error, answer_wd, sentence_wd, answer_nll, cocoa = None, 12.5, 20.0, 2.0, 25.0
         sentences = [
             SentenceScore("Fine.", 0, 5, 10.0),
             SentenceScore("Wrong [red]x[/red].", 6, 24, 30.0),
@@ -130,6 +131,7 @@ def test_sentences_are_coloured_by_rank_within_the_answer():
     render_answer(Answer(), console)
     plain = console.export_text(clear=False)
     assert "AnswerWD 12.5" in plain and "SentenceWD 20" in plain
+    assert "answer NLL 2 nats/token under the teacher; CoCoA 25   (NLL x AnswerWD)" in plain
     assert "       10  Fine." in plain and "       30  Wrong [red]x[/red]." in plain  # markup in text stays text
     styled = console.export_text(styles=True)
     assert "\x1b[32m       10  Fine." in styled and "\x1b[31m       30  Wrong" in styled

@@ -288,3 +288,21 @@ def test_rows_that_stop_cost_no_more_steps(teacher):
     drawn = [len(s.token_ids) + (s.finish_reason == "stop") for ss in got for s in ss.samples]
     assert sampler.decoded == sum(n - 1 for n in drawn)
     assert min(drawn) < params.max_tokens and sampler.decoded < len(drawn) * (params.max_tokens - 1)
+
+
+def test_answer_nll_and_cocoa_come_with_the_teachers_log_probs(teacher):
+    """With the teacher's log-prob pass (LNE's) the judged answer's log-probs are a plain forward's, and answer_nll
+    and cocoa follow from them and AnswerWD; without it the pass stops at the layer and they are None."""
+    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.sampling import RecordedSamples
+    from blackbox_wd.settings import Settings
+
+    messages, answer = PROMPTS[1], "it is rome a big city"
+    _, lp = plain(teacher, teacher.prompt_ids(messages), teacher.response_ids(answer))
+    settings = Settings(k=4, device="cpu")
+    result = Detector(teacher, RecordedSamples(), settings, lne=True).score(messages, RESPONSES[:4], answer)
+    assert result.answer_nll == pytest.approx(-lp.mean(), abs=1e-5) and result.answer_nll > 0
+    assert result.cocoa == pytest.approx(result.answer_nll * result.answer_wd, rel=1e-12)
+    assert result.lne_source == "teacher"
+    layer_only = Detector(teacher, RecordedSamples(), settings, lne=False).score(messages, RESPONSES[:4], answer)
+    assert layer_only.answer_nll is None and layer_only.cocoa is None and layer_only.answer_wd > 0

@@ -59,9 +59,11 @@ MEMBERS = (
     "answer_wd",
     "sentence_wd",
     "answer_unigram",
+    "answer_nll",
+    "cocoa",
     *BASELINE_MEMBERS,
 )
-ANSWER_MEMBERS = ("answer_wd", "sentence_wd", "answer_unigram")  # only with a judged answer
+ANSWER_MEMBERS = ("answer_wd", "sentence_wd", "answer_unigram", "answer_nll", "cocoa")  # only with a judged answer
 SENTENCE_MEMBERS = ("score", "unigram")  # of each sentence: its OT score and its lexical surprise
 METHODS = ("isotonic", "platt")
 # The readable settings a calibration covers: what changes a score, less the seed and the prompt

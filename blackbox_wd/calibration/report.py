@@ -31,6 +31,8 @@ NAMES = {
     "answer_wd": "AnswerWD",
     "sentence_wd": "SentenceWD",
     "answer_unigram": "lexical surprise (answer)",
+    "answer_nll": "teacher's NLL of the answer",
+    "cocoa": "CoCoA (NLL x AnswerWD)",
     "lne": "LNE",
     "ls": "LS",
     "es": "ES",

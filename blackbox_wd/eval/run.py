@@ -123,6 +123,8 @@ FIELDS = (
     "sentences",
     "sentence_wd",
     "answer_unigram",
+    "answer_nll",
+    "cocoa",
     "baselines",
     "lne_source",
     "p_hallucination",

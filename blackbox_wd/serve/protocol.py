@@ -219,6 +219,8 @@ VERDICT_FIELDS = (
     "answer_error",
     "sentence_wd",
     "answer_unigram",
+    "answer_nll",
+    "cocoa",
     "eigen_wd_fixed",
     "baselines",
     "p_hallucination",
