@@ -20,7 +20,7 @@ import numpy as np
 
 from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy, exact_match_entails
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.calibration.model import MEMBERS
+from blackbox_wd.calibration.model import ANSWER_LOGPROB_MEMBERS, MEMBERS
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.lexical import answer_unigram, unigram_surprise
 from blackbox_wd.records import Messages, Sample, SampleSet, TokenStates, Usage, as_messages
@@ -196,12 +196,15 @@ class Detector:
     def computable(self) -> set[str]:
         """The members this run can give a result (``calibration.model.MEMBERS``); LNE only where log-probs come
         (a local llama.cpp sampler's, or the teacher's with ``lne``), EigenWD's fixed bandwidth only with a
-        teacher that has one, the answer's members only for results with a judged answer."""
-        out = set(MEMBERS) - {"lne", "log_eigen_wd_fixed"}
+        teacher that has one, the answer's members only for results with a judged answer, and of those
+        ``answer_nll`` and ``cocoa`` only where the teacher runs its log-prob pass (``lne``)."""
+        out = set(MEMBERS) - {"lne", "log_eigen_wd_fixed", *ANSWER_LOGPROB_MEMBERS}
         if self.reference_bandwidth is not None:
             out.add("log_eigen_wd_fixed")
         if self.lne or self.reported.sampler == "llama.cpp" or isinstance(self.sampler, RecordedSamples):
             out.add("lne")  # recorded samples may carry log-probs; a head without LNE serves those that do not
+        if self.lne:
+            out.update(ANSWER_LOGPROB_MEMBERS)
         return out
 
     def check_members(self, calibration: Calibration) -> None:

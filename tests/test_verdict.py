@@ -133,6 +133,15 @@ def test_a_calibration_whose_members_the_run_cannot_compute_is_refused(smollm_te
     assert Detector(smollm_teacher, None, Settings(device="cpu"), both, device="cpu").calibration is both
 
 
+def test_answer_nll_is_computable_only_with_the_teachers_log_prob_pass(smollm_teacher):
+    """A head over the teacher's NLL of the answer needs the whole-model pass that LNE runs: refused without it."""
+    nll = ScoreModel(("avg_wd", "answer_nll"), (60.0, 2.0), (15.0, 1.0), (1.0, -1.0), 0.0, Platt(-1.0, 0.0))
+    cal = replace(make(), model=nll, origin="nll.json")
+    with pytest.raises(BBWDError, match="^calibration nll.json needs members this run cannot compute: answer_nll$"):
+        Detector(smollm_teacher, None, Settings(device="cpu"), cal, device="cpu", lne=False)
+    assert Detector(smollm_teacher, None, Settings(device="cpu"), cal, device="cpu", lne=True).calibration is cal
+
+
 def test_the_fixed_bandwidth_does_not_follow_the_prompts_d():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(6, 6))

@@ -32,6 +32,7 @@ from blackbox_wd import __version__
 from blackbox_wd.adaptive import fit_settles
 from blackbox_wd.calibration.combine import HeadFit, Table, fit_head, head_sets, table_from
 from blackbox_wd.calibration.model import (
+    ANSWER_LOGPROB_MEMBERS,
     ANSWER_MEMBERS,
     COVERED,
     FEATURES,
@@ -55,7 +56,8 @@ ECE_BINS = 10
 # of its NonFact and Factual AUC-PR
 COMBINER = "select"
 SENTENCE_COMBINER = "mean"
-OPTIONAL = (ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))  # members a result may lack, each group at once
+# members a result may lack, each group at once
+OPTIONAL = (ANSWER_MEMBERS, ANSWER_LOGPROB_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
 NONFACT = ("minor_inaccurate", "major_inaccurate")
 
 
