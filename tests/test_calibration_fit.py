@@ -324,3 +324,18 @@ def test_rows_from_different_settings_are_refused(tmp_path):
         BBWDError, match=r"the rows mix settings \(fingerprints aaaa \(first at .*r.jsonl line 1\), bbbb \(first at "
     ):
         read_labelled([path])
+
+
+def test_a_result_without_the_teachers_log_probs_keeps_the_answers_other_members():
+    """The second head drops only answer_nll and cocoa; the one after it every member of the judged answer."""
+    from blackbox_wd.calibration.combine import head_sets
+    from blackbox_wd.calibration.fit import OPTIONAL
+
+    heads = head_sets(["avg_wd", "answer_wd", "answer_nll", "cocoa", "lne"], OPTIONAL)
+    assert heads[:3] == [
+        ("avg_wd", "answer_wd", "answer_nll", "cocoa", "lne"),
+        ("avg_wd", "answer_wd", "lne"),
+        ("avg_wd", "lne"),
+    ]
+    without = head_sets(["avg_wd", "answer_wd", "lne"], OPTIONAL)  # rows without them: the heads as before
+    assert without[:2] == [("avg_wd", "answer_wd", "lne"), ("avg_wd", "lne")]

@@ -56,8 +56,9 @@ ECE_BINS = 10
 # of its NonFact and Factual AUC-PR
 COMBINER = "select"
 SENTENCE_COMBINER = "mean"
-# members a result may lack, each group at once
-OPTIONAL = (ANSWER_MEMBERS, ANSWER_LOGPROB_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
+# members a result may lack, each group at once; the heads that keep the most come first (``head_sets``), so a
+# result with a judged answer but no teacher log-probs is judged by a head with the answer's other members
+OPTIONAL = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
 NONFACT = ("minor_inaccurate", "major_inaccurate")
 
 
