@@ -21,6 +21,20 @@ REPO = Path(__file__).resolve().parents[1]
 TOKEN_ENV = "BBWD_TEST_SERVER_TOKEN"
 
 
+def bbwd_score(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> dict:
+    """`bbwd score --json ARGS` in a new process from the repository root (``env`` over this one's), its result."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "blackbox_wd", "score", "--json", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 @dataclass
 class BbwdServe:
     """``python -m blackbox_wd serve ARGS`` run from the repository root, its output in ``log_path``."""

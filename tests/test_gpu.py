@@ -8,16 +8,12 @@ silently as a pass. bench/RESULTS.md ("The teacher on a GPU") records where and 
 from __future__ import annotations
 
 import copy
-import json
-import os
-import subprocess
-import sys
 
 import httpx
 import numpy as np
 import pytest
 import torch
-from serve_support import REPO, BbwdServe
+from serve_support import BbwdServe, bbwd_score
 from test_prefix import FEW_SHOT, PROMPTS, RESPONSES, full_generate, plain, tiny_gemma
 
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler
@@ -88,16 +84,8 @@ def test_serve_with_a_gpu_teacher_scores_as_bbwd_score(tiny_llama, tmp_path):
     with BbwdServe(args, tmp_path / "serve.log", token=None) as server:
         model = httpx.get(server.url + "/healthz").json()["model"]
         got = server.client().chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}])
-    proc = subprocess.run(
-        [sys.executable, "-m", "blackbox_wd", "score", "--json", *args, prompt],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "BBWD_CACHE_DIR": str(tmp_path / "cache")},
-    )
-    assert proc.returncode == 0, proc.stderr
-    result, bbwd = json.loads(proc.stdout), got.model_extra["bbwd"]
+    result = bbwd_score(*args, prompt, env={"BBWD_CACHE_DIR": str(tmp_path / "cache")})
+    bbwd = got.model_extra["bbwd"]
     assert bbwd["fingerprint"] == result["settings"]["fingerprint"] and bbwd["k"] == 3
     assert result["settings"]["device"].startswith(DEVICE)  # "cuda:0": the device the teacher's weights are on
     assert bbwd["avg_wd"] == pytest.approx(result["avg_wd"], rel=1e-5) and bbwd["avg_wd"] > 0

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+from serve_support import bbwd_score
 
 from blackbox_wd.clients.api import APISampler
 from blackbox_wd.clients.cache import SampleCache
@@ -31,38 +27,27 @@ def transformers_server(tmp_path_factory):
 
 
 def _score(server, cache_dir) -> dict:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "blackbox_wd",
-            "score",
-            "What is the capital of France?",
-            "--target",
-            server.model,
-            "--base-url",
-            server.base_url,
-            "--teacher",
-            "smollm2-135m",
-            "-k",
-            "3",
-            "--max-tokens",
-            "16",
-            "--temperature",
-            "0.8",
-            "--device",
-            "cpu",
-            "--cache-dir",
-            str(cache_dir),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
+    return bbwd_score(
+        "What is the capital of France?",
+        "--target",
+        server.model,
+        "--base-url",
+        server.base_url,
+        "--teacher",
+        "smollm2-135m",
+        "-k",
+        "3",
+        "--max-tokens",
+        "16",
+        "--temperature",
+        "0.8",
+        "--device",
+        "cpu",
+        "--cache-dir",
+        str(cache_dir),
+        env={"BBWD_API_TIMEOUT": "120"},
         timeout=300,
-        env={**os.environ, "BBWD_API_TIMEOUT": "120"},
     )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 def test_bbwd_score_against_transformers_serve(transformers_server, tmp_path):

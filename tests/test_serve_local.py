@@ -4,30 +4,20 @@ key, no GPU), through the same pipeline as `bbwd score`; and the command's one-l
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
 
 import pytest
-from serve_support import REPO, BbwdServe
+from serve_support import REPO, BbwdServe, bbwd_score
 
 MODEL = "smollm2-135m"
 PROMPT = "What is the capital of Australia?"
 
 
-def bbwd_score(*args: str) -> dict:
+def score_on_cpu(*args: str) -> dict:
     """`bbwd score --json --device cpu ARGS` in a new process (one thread), its result."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "blackbox_wd", "score", "--json", "--device", "cpu", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return bbwd_score("--device", "cpu", *args, env={"OMP_NUM_THREADS": "1"})
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +36,7 @@ def test_white_box_answer_and_verdict_are_bbwd_scores(served):
     assert 1 <= got.usage.completion_tokens <= 8 and got.usage.prompt_tokens > 5
     bbwd = got.model_extra["bbwd"]
     # `bbwd score` with the same settings: white-box samples are seeded per (seed, messages, index)
-    result = bbwd_score("-k", "2", "--max-tokens", "8", "--seed", "5", PROMPT)
+    result = score_on_cpu("-k", "2", "--max-tokens", "8", "--seed", "5", PROMPT)
     assert bbwd["fingerprint"] == result["settings"]["fingerprint"] and bbwd["k"] == 2
     assert bbwd["avg_wd"] == pytest.approx(result["avg_wd"], rel=1e-5)
     assert bbwd["eigen_wd"] == pytest.approx(result["eigen_wd"], rel=1e-5)
@@ -63,7 +53,7 @@ def test_k_auto_served_request_stops_where_bbwd_score_stops(tmp_path):
     with BbwdServe(["-k", "auto", "--max-tokens", "8", "--seed", "5"], tmp_path / "serve.log", token=None) as server:
         got = server.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": tour}])
     bbwd, answer = got.model_extra["bbwd"], got.choices[0].message.content
-    result = bbwd_score("-k", "auto", "--max-tokens", "8", "--seed", "5", "--response", answer, tour)
+    result = score_on_cpu("-k", "auto", "--max-tokens", "8", "--seed", "5", "--response", answer, tour)
     assert bbwd["fingerprint"] == result["settings"]["fingerprint"]
     assert [(s["k"], s["settled"]) for s in bbwd["stages"]] == [(s["k"], s["settled"]) for s in result["stages"]]
     assert bbwd["k"] == result["n_samples"] == bbwd["stages"][-1]["k"] == 3  # 3 of --k-max 10 drawn
