@@ -54,8 +54,14 @@ LLAMA2_7B = {
     "rms_norm_eps": 1e-5,
 }
 # --quick: the same paths on a 4-layer Llama small enough for a CPU, to check that the bench runs.
-QUICK = {**LLAMA2_7B, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4}
-QUICK["num_key_value_heads"] = 4
+QUICK = {
+    **LLAMA2_7B,
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+}
 # Dense bf16 tensor-core peaks from the vendor's data sheets (SXM parts), in FLOP/s.
 PEAKS = {"H100": 989.4e12, "H200": 989.4e12, "A100": 312e12, "L40S": 362e12}
 SETS = {"sac3": ("sac3_nq_open.jsonl", 10), "wikibio": ("wikibio_gpt3_dev.jsonl", 20)}

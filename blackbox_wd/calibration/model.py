@@ -63,8 +63,8 @@ MEMBERS = (
     "cocoa",
     *BASELINE_MEMBERS,
 )
-ANSWER_MEMBERS = ("answer_wd", "sentence_wd", "answer_unigram", "answer_nll", "cocoa")  # only with a judged answer
-ANSWER_LOGPROB_MEMBERS = ("answer_nll", "cocoa")  # and of those, only when the teacher ran its log-prob pass
+ANSWER_LOGPROB_MEMBERS = ("answer_nll", "cocoa")  # only with a judged answer and the teacher's log-prob pass
+ANSWER_MEMBERS = ("answer_wd", "sentence_wd", "answer_unigram", *ANSWER_LOGPROB_MEMBERS)  # only with a judged answer
 SENTENCE_MEMBERS = ("score", "unigram")  # of each sentence: its OT score and its lexical surprise
 METHODS = ("isotonic", "platt")
 # The readable settings a calibration covers: what changes a score, less the seed and the prompt

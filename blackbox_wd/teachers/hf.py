@@ -111,7 +111,6 @@ class HFTeacher:
         self.proj_dim = proj_dim
         self.proj_seed = proj_seed
         self.projection = projection_matrix(self.hidden_size, proj_dim, proj_seed)
-        self._projected: torch.Tensor | None = None
         self.token_budget = token_budget
         self.max_length = getattr(model.config.get_text_config(), "max_position_embeddings", None)
         self.reader = TextReader.of(tokenizer, self.max_length)
@@ -235,7 +234,7 @@ class HFTeacher:
         mid, hidden = self._run(ids, valid, pos, levels, logprobs)
         # Projected where the states are: a GPU sends back 128 numbers a token, not the hidden size's.
         lengths = torch.tensor([len(r) for _, r in rows], device=mid.device)
-        projected = (mid.double() @ self._projection_on(mid.device)).cpu().numpy()
+        projected = (mid.double() @ torch.from_numpy(self.projection).to(mid.device)).cpu().numpy()
         lasts = mid[torch.arange(len(rows), device=mid.device), lengths - 1].double().cpu().numpy()
         out = []
         for row, (n, response) in enumerate(rows):
@@ -247,12 +246,6 @@ class HFTeacher:
                 lp = self._token_logprobs(before, ids[row, : len(response)])
             out.append(TokenStates(states=projected[row, : len(response)].copy(), last=lasts[row], logprobs=lp))
         return out
-
-    def _projection_on(self, device: torch.device) -> torch.Tensor:
-        """The projection matrix as a float64 tensor on ``device`` (copied there once)."""
-        if self._projected is None or self._projected.device != device:
-            self._projected = torch.from_numpy(self.projection).to(device)
-        return self._projected
 
     def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
         """Raise BBWDError when the prompt or response ``index`` (or ``name``d) is empty or they do not fit the
