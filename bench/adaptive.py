@@ -30,8 +30,8 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from blackbox_wd.adaptive import DELTA, fit_settles, stages, stop_stage  # noqa: E402
 from blackbox_wd.calibration.combine import Table, fit_head, group_folds, table_from  # noqa: E402
-from blackbox_wd.calibration.fit import COMBINER  # noqa: E402
-from blackbox_wd.calibration.model import MEMBERS  # noqa: E402
+from blackbox_wd.calibration.fit import COMBINER, short_only_members, verdicts_by_prompt  # noqa: E402
+from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, is_passage  # noqa: E402
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff  # noqa: E402
 from blackbox_wd.teachers.registry import reference_bandwidth  # noqa: E402
 
@@ -42,8 +42,12 @@ from verdict import API_MEMBERS, SEED, members_of, pearson_diff, read_rows  # no
 FOLDS = 5
 
 
-def stage_tables(sets: dict[str, list[list[dict[str, Any]]]], bandwidth: float) -> tuple[list[Table], dict]:
-    """One table per stage over every set's prompts that every stage scored, and those prompts' rows by set."""
+def stage_tables(
+    sets: dict[str, list[list[dict[str, Any]]]], bandwidth: float, ks: tuple[int, ...]
+) -> tuple[list[Table], dict]:
+    """One table per stage over every set's prompts that every stage scored, and those prompts' rows by set; when
+    the rows mix short answers and passages (``is_passage`` of the stage's samples), the SHORT_ONLY members are
+    missing on the passages, as ``bbwd calibrate`` leaves them."""
     tables, kept = [], {}
     for name, runs in sets.items():
         ids = set.intersection(*({r["id"] for r in rows} for rows in runs))
@@ -51,16 +55,19 @@ def stage_tables(sets: dict[str, list[list[dict[str, Any]]]], bandwidth: float) 
         for rows in kept[name]:
             rows.sort(key=lambda r: r["id"])
     for s in range(len(next(iter(kept.values())))):
-        members: dict[str, list[float]] = {n: [] for n in MEMBERS}
-        y, groups, source = [], [], []
+        members: dict[str, list[float | None]] = {n: [] for n in MEMBERS}
+        y, groups, source, passages = [], [], [], []
         for name, runs in kept.items():
             for r in runs[s]:
                 m = members_of(r, bandwidth)
+                passages.append(is_passage(r, ks[s]))
                 for n in MEMBERS:
-                    members[n].append(np.nan if m[n] is None else m[n])
+                    members[n].append(m[n])
                 y.append(float(r["label"] if "label" in r and r["label"] is not None else r["human_score"]))
                 groups.append(f"{name}:{r['id']}")
                 source.append(name)
+        for n in short_only_members(members, passages):
+            members[n] = [None if p else v for v, p in zip(members[n], passages, strict=True)]
         tables.append(table_from(members, y, groups, source))
     return tables, kept
 
@@ -78,15 +85,11 @@ def stage_runs(rows: list[dict[str, Any]], ks: tuple[int, ...]) -> list[list[dic
     return out
 
 
-def per_prompt(t: Table, mask: np.ndarray, values: np.ndarray) -> dict[str, float]:
-    """A row-wise value by prompt (a passage's two weighted rows share it)."""
-    return dict(zip(t.groups[mask], values, strict=True))
-
-
 def replay(
-    tables: list[Table], members: list[str], combiner: str = COMBINER
+    tables: list[Table], heads: list[list[str]], combiner: str = COMBINER
 ) -> tuple[dict[str, np.ndarray], dict[str, int], list]:
-    """Out-of-fold p at every stage for every prompt (stages x prompts), its stop stage, and each fold's bands."""
+    """Out-of-fold p at every stage for every prompt (stages x prompts), its stop stage, and each fold's bands; a
+    prompt is judged by the first of ``heads`` whose members it has."""
     prompts = np.unique(tables[-1].groups)
     p_all = np.full((len(tables), prompts.size), np.nan)
     flags = np.zeros((len(tables), prompts.size), dtype=bool)
@@ -103,16 +106,19 @@ def replay(
             rows = np.array([g in tr for g in t.groups])
             cols = {n: v[rows] for n, v in t.members.items()}
             sub = Table(cols, t.y[rows], t.w[rows], t.groups[rows], t.source[rows])
-            fit = fit_head(sub, members, combiner=combiner, folds=FOLDS, seed=SEED)
-            oof = per_prompt(sub, fit.rows, fit.p)
-            threshold = fit.head.operating_point.threshold
-            p_train[s] = [oof[g] for g in prompts[train]]
-            f_train[s] = p_train[s] >= threshold
-            X = t.matrix(fit.head.members)
+            fits = [fit_head(sub, h, combiner=combiner, folds=FOLDS, seed=SEED) for h in heads]
+            oof = verdicts_by_prompt(sub, fits)
+            p_train[s] = [oof[g][0] for g in prompts[train]]
+            f_train[s] = [oof[g][1] for g in prompts[train]]
             held = np.array([g in set(te) for g in t.groups])
-            p_test = per_prompt(t, held, fit.head.model.probability(X[held]))
-            p_all[s, test] = [p_test[g] for g in te]
-            flags[s, test] = p_all[s, test] >= threshold
+            judged: dict[str, tuple[float, bool]] = {}
+            for fit in fits:
+                at = held & t.rows(fit.head.members)
+                threshold = fit.head.operating_point.threshold
+                for g, p in zip(t.groups[at], fit.head.model.probability(t.matrix(fit.head.members)[at]), strict=True):
+                    judged.setdefault(g, (float(p), bool(p >= threshold)))
+            p_all[s, test] = [judged[g][0] for g in te]
+            flags[s, test] = [judged[g][1] for g in te]
         settles = fit_settles(p_train, f_train)
         bands.append(settles)
         stop[test] = stop_stage(p_all[:, test], settles)
@@ -191,11 +197,14 @@ def main() -> None:
             sys.exit(f"--set {name}: {len(folders)} runs for stages {ks}")
         sets[name] = [read_rows(f) for f in folders]
     bandwidth = reference_bandwidth(args.teacher, args.norm)
-    tables, kept = stage_tables(sets, bandwidth)
+    tables, kept = stage_tables(sets, bandwidth, ks)
     finite = {n: np.isfinite(v) for n, v in tables[-1].members.items()}
     # LNE and DSE where every row has them: white-box runs (the recorded sets lack LNE, and DSE on passages)
     members = [n for n in API_MEMBERS if finite[n].any()] + [n for n in ("lne", "dse") if finite[n].all()]
-    out, stop, bands = replay(tables, members, args.combiner)
+    heads = [members]
+    if any(not finite[n].all() for n in SHORT_ONLY if n in members):  # passages among the rows: a head without them
+        heads.append([n for n in members if n not in SHORT_ONLY])
+    out, stop, bands = replay(tables, heads, args.combiner)
     lines = [
         f"## Adaptive K ({args.teacher}, norm {args.norm}, combiner {args.combiner}): rule settle, delta {DELTA}, "
         f"stages {ks}, {FOLDS}-fold out of fold, grouped by prompt",

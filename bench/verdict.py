@@ -19,11 +19,15 @@ from D with the bandwidth given or measured here.
 - **Scales per kind** (``--scales``): each member standardised within its kind (by length) before one head is
   fitted with each combiner, against the pooled ``select`` head.
 - **Fold seeds** (``--seeds N``): each combiner, with pooled scales and with scales per kind, over N fold seeds.
+- **Short-answer members on passages** (``--passages N``): ln EigenWD, ES and ER missing on a passage (a median
+  sample of ``KIND_TOKENS`` tokens or more), ``mean``, against the pooled ``select`` and ``mean`` heads over N
+  fold seeds; each on the nested p and on the **deployed p** (the head's own calibrator, fitted on every row's
+  out-of-fold z, applied to each prompt's out-of-fold z: one calibrator for all prompts, as a shipped head has).
 - **Sentence verdict**: WikiBio's sentences (NonFact label: minor or major), a head over the OT score and the
-  lexical surprise, out-of-fold p against each part.
+  lexical surprise, out-of-fold p (nested, and deployed) against each part.
 
     python bench/verdict.py --sac3 R/sac3 --wikibio R/wikibio [--bandwidth B]
-        [--kinds sentences|length | --scales | --seeds N]
+        [--kinds sentences|length | --scales | --seeds N | --passages N]
 """
 
 from __future__ import annotations
@@ -311,6 +315,86 @@ def seed_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
     ]
 
 
+SHORT_ONLY = ("log_eigen_wd", "es", "er")  # --passages: members read as missing on a passage (RESULTS, the rule)
+
+
+def head_ps(t: Table, heads: list[list[str]], combiner: str, folds: int, seed: int) -> dict[str, tuple[float, float]]:
+    """(nested out-of-fold p, deployed p) by prompt, from the first of ``heads`` whose members the prompt has. The
+    deployed p is the calibrator the head ships with applied to the prompt's out-of-fold z: one calibrator for
+    every prompt, as a shipped head has."""
+    out: dict[str, tuple[float, float]] = {}
+    for members in heads:
+        fit = fit_head(t, members, combiner=combiner, folds=folds, seed=seed)
+        deployed = fit.head.model.calibrator(fit.z)
+        for g, p, d in zip(t.groups[fit.rows], fit.p, deployed, strict=True):
+            out.setdefault(g, (float(p), float(d)))
+    return out
+
+
+def spread(values: np.ndarray, digits: int) -> str:
+    """mean [least, most] of ``values``."""
+    return f"{values.mean():.{digits}f} [{values.min():.{digits}f}, {values.max():.{digits}f}]"
+
+
+def without_short_only(t: Table, rows: list[dict]) -> Table:
+    """``t`` with the SHORT_ONLY members missing on every passage (:func:`kind_of`)."""
+    passage = {r["id"]: kind_of(r["token_counts"]) for r in rows}
+    at = np.array([bool(passage[g]) for g in t.groups])
+    members = {k: np.where(at, np.nan, v) if k in SHORT_ONLY else v for k, v in t.members.items()}
+    return Table(members, t.y, t.w, t.groups, t.source, t.target)
+
+
+def passage_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, seeds: int) -> list[str]:
+    """The short-answer members left out on passages (``mean``), against the pooled ``select`` and ``mean`` heads
+    and the best single scores, on the nested p and on the deployed p, over ``seeds`` fold seeds."""
+    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
+    members = api_members(m_s, m_w)
+    t = pooled_table(sac3, wiki, m_s, m_w, members)
+    rest = [n for n in members if n not in SHORT_ONLY]
+    families = {
+        "pooled scales, select (shipped)": (t, [members], "select"),
+        "pooled scales, mean": (t, [members], "mean"),
+        "short-answer members missing on passages, mean": (without_short_only(t, sac3 + wiki), [members, rest], "mean"),
+    }
+    best_s = max(members, key=lambda n: auroc_with_ci(y_s, column(m_s, n)).auroc)
+    best_w = max(members, key=lambda n: correlation_with_ci(h_w, column(m_w, n)).r)
+    rows = []
+    for label, (tab, heads, combiner) in families.items():
+        got, diffs = [], ""
+        for seed in range(seeds):
+            ps = head_ps(tab, heads, combiner, folds, seed)
+            nested_s, nested_w = per_set({g: v[0] for g, v in ps.items()}, sac3, wiki)
+            dep_s, dep_w = per_set({g: v[1] for g, v in ps.items()}, sac3, wiki)
+            got.append(
+                [auroc_with_ci(y_s, x).auroc for x in (nested_s, dep_s)]
+                + [100 * np.corrcoef(x, h_w)[0, 1] for x in (nested_w, dep_w)]
+            )
+            if seed == 0:
+                d = paired_auroc_diff(y_s, dep_s, column(m_s, best_s))
+                diffs = f"{diff_text(d)} / {pearson_text(pearson_diff(h_w, dep_w, column(m_w, best_w)))}"
+        g = np.array(got).T
+        rows.append([label, spread(g[1], 3), spread(g[3], 2), spread(g[0], 3), spread(g[2], 2), diffs])
+    single_s = auroc_with_ci(y_s, column(m_s, best_s)).auroc
+    single_w = 100 * correlation_with_ci(h_w, column(m_w, best_w)).r
+    return [
+        f"## Short-answer members ({', '.join(SHORT_ONLY)}) missing on passages, over fold seeds 0 to {seeds - 1} "
+        f"(mean [least, most]); best single: {best_s} {single_s:.3f}, {best_w} {single_w:.2f}",
+        "",
+        table(
+            [
+                "head",
+                "SAC3 AUROC, deployed",
+                "WikiBio Pearson x100, deployed",
+                "SAC3 AUROC, nested p",
+                "WikiBio Pearson x100, nested p",
+                "seed 0, deployed minus best single (paired 95% CI)",
+            ],
+            rows,
+        ),
+        "",
+    ]
+
+
 def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, by: str) -> list[str]:
     """Heads per kind of answer against the pooled head, both ``select``; kinds ``by`` "sentences" (one: short;
     more: passage) or "length" (:func:`kind_of`)."""
@@ -366,10 +450,11 @@ def sentence_section(wiki: list[dict], folds: int) -> list[str]:
     cols = {"OT score (sentence)": np.array(score), "lexical surprise (unigram max)": np.array(unigram)}
     for combiner in COMBINERS:
         fit = fit_head(t, ["score", "unigram"], combiner=combiner, folds=folds, seed=SEED)
-        p = np.full(sev.size, np.nan)
-        p[fit.rows] = fit.p
+        p, deployed = np.full(sev.size, np.nan), np.full(sev.size, np.nan)
+        p[fit.rows], deployed[fit.rows] = fit.p, fit.head.model.calibrator(fit.z)
         coefs = ", ".join(f"{v:+.2f}" for v in fit.head.model.coef)
         cols[f"verdict, {combiner} ({coefs}; {fit.head.model.method})"] = p
+        cols[f"verdict, {combiner}, deployed p"] = deployed
     rows = []
     for name, s in cols.items():
         r = sentence_auc_pr(sev, s, passage, N_BOOT, SEED)
@@ -388,6 +473,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, help="only every head over this many fold seeds")
     ap.add_argument("--scales", action="store_true", help="only the scales per kind against the pooled head")
     ap.add_argument("--kinds", choices=("sentences", "length"), help="only the heads per kind against the pooled head")
+    ap.add_argument("--passages", type=int, metavar="SEEDS", help="only the short-answer members left out on passages")
     args = ap.parse_args()
     sac3, wiki = read_rows(args.sac3), read_rows(args.wikibio)
     b = reference_bandwidth([sac3, wiki]) if args.bandwidth is None else args.bandwidth
@@ -399,6 +485,10 @@ def main() -> None:
         return
     if args.scales:
         print("\n".join(scale_section(sac3, wiki, b, args.folds)))
+        return
+    if args.passages:
+        print("\n".join(passage_section(sac3, wiki, b, args.folds, args.passages)))
+        print("\n".join(sentence_section(wiki, args.folds)))
         return
     if args.kinds:
         print("\n".join(kind_section(sac3, wiki, b, args.folds, args.kinds)))

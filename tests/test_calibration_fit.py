@@ -339,3 +339,44 @@ def test_a_result_without_the_teachers_log_probs_keeps_the_answers_other_members
     ]
     without = head_sets(["avg_wd", "answer_wd", "lne"], OPTIONAL)  # rows without them: the heads as before
     assert without[:2] == [("avg_wd", "answer_wd", "lne"), ("avg_wd", "lne")]
+
+
+def test_rows_mixing_short_answers_and_passages_fit_a_head_without_the_short_only_members(tmp_path):
+    """On a passage ln EigenWD, ES and ER are missing: the first head is fitted on the short answers, and the head
+    without them on every row; rows of one kind leave every member as it is."""
+    rng = np.random.default_rng(4)
+    n = 120
+    passage = np.arange(n) % 3 == 0  # 40 passages
+    y = rng.random(n) < 0.5
+    path = tmp_path / "r.jsonl"
+    with open(path, "w") as f:
+        for i in range(n):
+            row = {
+                "id": str(i),
+                "avg_wd": float(rng.normal(60 + 20 * y[i], 10)),
+                "eigen_wd": float(np.exp(rng.normal(18 + y[i], 1))),
+                "ls": float(rng.normal(0.4 + 0.2 * y[i], 0.1)),
+                "es": float(rng.normal(-2 + y[i], 1)),
+                "er": float(rng.normal(3 + y[i], 1)),
+                "token_counts": [200 if passage[i] else 20] * 10,
+                "label": int(y[i]),
+                "fingerprint": fingerprint(SETTINGS),
+            }
+            f.write(json.dumps(row) + "\n")
+    labelled = read_labelled([path])
+    assert labelled.short_only == ("log_eigen_wd", "es", "er")
+    assert (
+        np.isnan(labelled.answers.members["es"][passage]).all()
+        and np.isfinite(labelled.answers.members["es"][~passage]).all()
+    )
+    fit = fit_calibration(labelled, SETTINGS, folds=4)
+    cal = fit.calibration
+    assert cal.short_only == ("log_eigen_wd", "es", "er")
+    assert fit.heads[0].head.members == ("avg_wd", "log_eigen_wd", "ls", "es", "er") and fit.heads[0].rows.sum() == 80
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert {cal.verdict(r).members for r in rows if r["token_counts"][0] == 200} == {("avg_wd", "ls")}
+    assert {cal.verdict(r).members for r in rows if r["token_counts"][0] == 20} == {cal.heads[0].members}
+    for counts in (20, 200):  # one kind: nothing is missing
+        path.write_text("".join(json.dumps({**r, "token_counts": [counts] * 10}) + "\n" for r in rows))
+        one_kind = read_labelled([path])
+        assert one_kind.short_only == () and np.isfinite(one_kind.answers.members["es"]).all()

@@ -119,6 +119,27 @@ def test_a_file_with_an_unknown_member_is_refused_naming_it(tmp_path):
         Calibration.load(tmp_path / "c.json")
 
 
+def test_a_passage_is_judged_without_the_members_defined_for_short_answers(tmp_path):
+    """Head 1 reads ln EigenWD (short-only); head 2 (AvgWD alone) judges a passage when the calibration says so."""
+    only_avg = ScoreModel(("avg_wd",), (60.0,), (15.0,), (1.0,), 0.0, Platt(-1.0, 0.0))
+    cal = replace(two_heads(), more_heads=(Head(only_avg, point(0.5)),), short_only=("log_eigen_wd",))
+    row = {"avg_wd": 75.0, "eigen_wd": math.exp(20.0), "answer_wd": 60.0}
+    short = cal.verdict({**row, "token_counts": [40, 127, 300]})  # median 127 < 128 tokens
+    passage = cal.verdict({**row, "token_counts": [40, 128, 300]})
+    assert short.members == ("avg_wd", "log_eigen_wd", "answer_wd") and short.p == pytest.approx(sigmoid(2.0))
+    assert passage.members == ("avg_wd",) and passage.p == pytest.approx(sigmoid(1.0))
+    assert replace(cal, short_only=()).verdict({**row, "token_counts": [200]}).members == short.members
+    cal.save(tmp_path / "c.json")
+    assert Calibration.load(tmp_path / "c.json") == cal and "short_only" not in two_heads().to_json()
+    with pytest.raises(BBWDError, match="reads log_eigen_wd as missing on a passage"):
+        replace(cal, more_heads=()).verdict({**row, "token_counts": [200]})
+    body = json.loads(cal.to_json())
+    body["short_only"] = ["avg_wd"]
+    (tmp_path / "c.json").write_text(json.dumps(body))
+    with pytest.raises(BBWDError, match="field 'short_only' must be members of"):
+        Calibration.load(tmp_path / "c.json")
+
+
 def test_a_calibration_whose_members_the_run_cannot_compute_is_refused(smollm_teacher, monkeypatch):
     from blackbox_wd.teachers import registry
 

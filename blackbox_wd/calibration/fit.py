@@ -38,12 +38,14 @@ from blackbox_wd.calibration.model import (
     FEATURES,
     MEMBERS,
     SENTENCE_MEMBERS,
+    SHORT_ONLY,
     Calibration,
     FittedOn,
     Head,
     Stage,
     calibration_fingerprint,
     covered_settings,
+    is_passage,
     member_value,
 )
 from blackbox_wd.checks import is_finite_number
@@ -73,6 +75,7 @@ class Labelled:
     skipped_errors: int = 0
     skipped_unlabelled: int = 0
     stages: dict[int, Table] = field(default_factory=dict)  # -k auto rows: each stage before the last, by its k
+    short_only: tuple[str, ...] = ()  # of SHORT_ONLY: left missing on the passages, when some rows are passages
 
 
 @dataclass
@@ -128,6 +131,8 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     fps: dict[str | None, str] = {}
     sentence: dict[str, list[Any]] = {"score": [], "unigram": [], "y": [], "group": []}
     staged: dict[int, dict[str, list[float | None]]] = {}  # k -> member -> values, in row order
+    passages: list[bool] = []
+    staged_passages: dict[int, list[bool]] = {}  # k -> is each row a passage at stage k
     errors = unlabelled = 0
     for path, n, row in read_rows(paths):
         where = f"{path} line {n}"
@@ -145,15 +150,19 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
                 )
         fps.setdefault(row.get("fingerprint"), where)
         group = f"{path}:{row.get('id', n)}"
+        passages.append(is_passage(row))
         for name in MEMBERS:
             members[name].append(member_value(row, name))
         for stage in (row.get("stages") or [])[:-1]:  # the last stage is the row's own
-            values = staged.setdefault(int(stage["k"]), {m: [None] * len(labels) for m in MEMBERS})
+            k = int(stage["k"])
+            values = staged.setdefault(k, {m: [None] * len(labels) for m in MEMBERS})
             for name in MEMBERS:
                 values[name].append(member_value(stage["scores"], name))
-        for values in staged.values():  # a row without this stage lacks its members
+            staged_passages.setdefault(k, [False] * len(labels)).append(is_passage(row, k))
+        for k, values in staged.items():  # a row without this stage lacks its members
             for column in values.values():
                 column.extend([None] * (len(labels) + 1 - len(column)))
+            staged_passages[k].extend([False] * (len(labels) + 1 - len(staged_passages[k])))
         labels.append(y)
         groups.append(group)
         source.append(str(row.get("source", Path(path).name)))
@@ -170,6 +179,10 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     if len(fps) > 1:
         seen = ", ".join(f"{fp} (first at {where})" for fp, where in fps.items())
         raise BBWDError(f"the rows mix settings (fingerprints {seen}): calibrate rows of one settings fingerprint")
+    short_only = short_only_members(members, passages)
+    for values, at in ((members, passages), *((staged[k], staged_passages[k]) for k in staged)):
+        for name in short_only:
+            values[name] = [None if p else v for v, p in zip(values[name], at, strict=True)]
     answers = table_from(members, labels, groups, source)
     sentences = (
         table_from(
@@ -183,7 +196,17 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     )
     data = dict(Counter(source))
     stages = {k: table_from(values, labels, groups, source) for k, values in sorted(staged.items())}
-    return Labelled(answers, sentences, data, next(iter(fps), None), errors, unlabelled, stages)
+    return Labelled(answers, sentences, data, next(iter(fps), None), errors, unlabelled, stages, short_only)
+
+
+def short_only_members(members: Mapping[str, Sequence[float | None]], passages: Sequence[bool]) -> tuple[str, ...]:
+    """The SHORT_ONLY members to leave missing on the passages: those every short answer has, when the rows hold
+    both kinds (rows of one kind keep every member)."""
+    if all(passages) or not any(passages):
+        return ()
+    return tuple(
+        m for m in SHORT_ONLY if all(v is not None for v, p in zip(members[m], passages, strict=True) if not p)
+    )
 
 
 def read_settings(results: Path, settings_from: Path | None, rows_fingerprint: str | None) -> dict[str, Any]:
@@ -287,8 +310,9 @@ def fit_calibration(
     if not isinstance(folds, int) or folds < 2:
         raise BBWDError(f"folds must be an integer >= 2 (got {folds})")
     t = labelled.answers
-    members = [m for m in MEMBERS if t.rows([m]).all()]
-    sets = head_sets(members, OPTIONAL)
+    short_only = fittable(t, labelled.short_only, folds)
+    members = [m for m in MEMBERS if t.rows([m]).all() or m in short_only]
+    sets = head_sets(members, (*OPTIONAL, short_only) if short_only else OPTIONAL)
     if FEATURES not in sets:
         sets.append(FEATURES)
     heads = [fit_head(t, head, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr) for head in sets]
@@ -325,7 +349,7 @@ def fit_calibration(
         sentence_base_rate=None if sentence is None else float(np.mean(labelled.sentences.y)),  # type: ignore[union-attr]
         sentence_n=None if sentence is None else int(labelled.sentences.y.size),  # type: ignore[union-attr]
     )
-    stages = fit_stages(labelled, sets, heads[0], combiner, folds, seed, target_fpr)
+    stages = fit_stages(labelled, sets, heads, combiner, folds, seed, target_fpr)
     calibration = Calibration(
         model=applied[0].model,
         operating_point=applied[0].operating_point,
@@ -336,22 +360,41 @@ def fit_calibration(
         more_heads=tuple(applied[1:]),
         sentence=None if sentence is None else sentence.head,
         stages=stages,
+        short_only=short_only,
     )
     return CalibrationFit(calibration, labelled, heads, sentence)
+
+
+def fittable(t: Table, short_only: Sequence[str], folds: int) -> tuple[str, ...]:
+    """The members of ``short_only`` (missing on the passages of ``t``) whose rows hold each class in at least
+    ``2 * folds`` prompts, as a head over them needs; the others are left out of every head."""
+    return tuple(
+        m for m in short_only if all(np.unique(t.groups[t.rows([m]) & (t.y == c)]).size >= 2 * folds for c in (0, 1))
+    )
+
+
+def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[float, bool]]:
+    """Each prompt's nested out-of-fold p and flag from the first head that has its members, as it is judged."""
+    out: dict[str, tuple[float, bool]] = {}
+    for hf in fits:
+        threshold = hf.head.operating_point.threshold
+        for g, p in zip(t.groups[hf.rows], hf.p, strict=True):
+            out.setdefault(g, (float(p), bool(p >= threshold)))
+    return out
 
 
 def fit_stages(
     labelled: Labelled,
     sets: Sequence[Sequence[str]],
-    final: HeadFit,
+    final: Sequence[HeadFit],
     combiner: str,
     folds: int,
     seed: int,
     target_fpr: float,
 ) -> tuple[Stage, ...]:
     """``-k auto``: each stage's heads (the same member sets, fitted on the stage's members) and its band
-    (``adaptive.fit_settles`` over each prompt's nested out-of-fold p and flag of the first head, at every stage and
-    at the last)."""
+    (``adaptive.fit_settles`` over each prompt's nested out-of-fold p and flag from the head that judges it, at every
+    stage and at the last)."""
     if not labelled.stages:
         return ()
     fits = {
@@ -359,11 +402,7 @@ def fit_stages(
         for k, t in labelled.stages.items()
     }
     tables = [*labelled.stages.values(), labelled.answers]
-    firsts = [f[0] for f in fits.values()] + [final]
-    by_prompt = [
-        {g: (p, p >= hf.head.operating_point.threshold) for g, p in zip(t.groups[hf.rows], hf.p, strict=True)}
-        for t, hf in zip(tables, firsts, strict=True)
-    ]
+    by_prompt = [verdicts_by_prompt(t, f) for t, f in zip(tables, [*fits.values(), final], strict=True)]
     prompts = sorted(set.intersection(*(set(d) for d in by_prompt)))
     p = np.array([[d[g][0] for g in prompts] for d in by_prompt])
     flags = np.array([[d[g][1] for g in prompts] for d in by_prompt])

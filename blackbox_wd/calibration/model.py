@@ -14,7 +14,8 @@ every number needed to compute p, so applying a calibration needs numpy only.
 
 A calibration holds one or more **heads**, each such a model over its own members with its own threshold,
 most members first: a result is judged by the first head whose members it has (a result without a judged
-answer has no AnswerWD, a target without log-probs no LNE), and says which members it used. The first
+answer has no AnswerWD, a target without log-probs no LNE; a calibration fitted on passages reads the members
+defined for short answers only, ``SHORT_ONLY``, as missing on a passage), and says which members it used. The first
 calibrations (format 1) hold one head over [AvgWD, ln EigenWD]; they still load and apply. A **sentence**
 head, when present, gives each sentence of a judged answer its own p and flag from its OT score and its
 lexical surprise (``SENTENCE_MEMBERS``).
@@ -66,6 +67,11 @@ MEMBERS = (
 ANSWER_LOGPROB_MEMBERS = ("answer_nll", "cocoa")  # only with a judged answer and the teacher's log-prob pass
 ANSWER_MEMBERS = ("answer_wd", "sentence_wd", "answer_unigram", *ANSWER_LOGPROB_MEMBERS)  # only with a judged answer
 SENTENCE_MEMBERS = ("score", "unigram")  # of each sentence: its OT score and its lexical surprise
+# Members defined for short answers only (bench/RESULTS.md, "Short-answer members"): the paper's EigenWD, whose
+# per-prompt bandwidth divides the scale of D out on a passage, and ES and ER, which read the last token's state as
+# the answer's embedding. A calibration fitted on passages reads them as missing on a passage (``is_passage``).
+SHORT_ONLY = ("log_eigen_wd", "es", "er")
+PASSAGE_TOKENS = 128  # a passage: the median sample has at least this many tokens
 METHODS = ("isotonic", "platt")
 # The readable settings a calibration covers: what changes a score, less the seed and the prompt
 # protocol (the protocol says where it was fitted, ``FittedOn.protocol``; a scored prompt has none).
@@ -107,6 +113,17 @@ def member_value(result: Any, name: str) -> float | None:
     if value is None and name in BASELINE_MEMBERS:
         value = (get("baselines") or {}).get(name)
     return float(value) if _number(value) else None
+
+
+def is_passage(result: Any, k: int | None = None) -> bool:
+    """True when the median of the token counts of a result's (first ``k``) samples is at least PASSAGE_TOKENS.
+
+    >>> is_passage({"token_counts": [90, 130, 140]}), is_passage({"token_counts": [90, 130, 140]}, k=2)
+    (True, False)
+    """
+    get = result.get if isinstance(result, Mapping) else lambda key: getattr(result, key, None)
+    counts = list(get("token_counts") or [])[:k]
+    return bool(counts) and float(np.median(counts)) >= PASSAGE_TOKENS
 
 
 def shift_prior(p: float, fitted: float, stated: float) -> float:
@@ -331,6 +348,7 @@ class Calibration:
     more_heads: tuple[Head, ...] = ()  # after the first (``model``, ``operating_point``), fewer members each
     sentence: Head | None = None  # each sentence's p and flag from SENTENCE_MEMBERS
     stages: tuple[Stage, ...] = ()  # -k auto: the stages before the last (whose heads are ``heads``), in order
+    short_only: tuple[str, ...] = ()  # of SHORT_ONLY: members read as missing on a passage (``is_passage``)
 
     @property
     def heads(self) -> tuple[Head, ...]:
@@ -352,13 +370,15 @@ class Calibration:
         values; BBWDError naming what is missing."""
         stage = self.stage(k)
         heads = self.heads if stage is None else stage.heads
+        skip = set(self.short_only) if self.short_only and is_passage(result, k) else set()
         for head in heads:
-            values = [member_value(result, m) for m in head.members]
+            values = [None if m in skip else member_value(result, m) for m in head.members]
             if all(v is not None for v in values):
                 return head, np.array(values, dtype=float)
         last = heads[-1].members
-        missing = [m for m in last if member_value(result, m) is None]
-        raise BBWDError(f"cannot calibrate: no finite {', '.join(missing)} (eigen_wd must be > 0)")
+        missing = [m for m in last if m in skip or member_value(result, m) is None]
+        why = "; the calibration reads " + ", ".join(sorted(skip)) + " as missing on a passage" if skip else ""
+        raise BBWDError(f"cannot calibrate: no finite {', '.join(missing)} (eigen_wd must be > 0){why}")
 
     def verdict(self, result: Any, base_rate: float | None = None, k: int | None = None) -> Verdict:
         """The verdict of a ``Result`` or a row dict: p, flag and the members used.
@@ -507,15 +527,23 @@ class Calibration:
         """The calibration as a JSON document (plain numbers and strings; no NaN); format 1 when it has one head
         over FEATURES and no sentence head, so that such a file keeps its bytes and its id."""
         body: dict[str, Any] = {"format": FORMAT, **asdict(self)}
-        del body["origin"], body["more_heads"], body["sentence"], body["stages"]
+        del body["origin"], body["more_heads"], body["sentence"], body["stages"], body["short_only"]
         for name in ("samples", "sentence_base_rate", "sentence_n"):  # files without them keep their bytes, and id
             if body["fitted_on"][name] is None:
                 del body["fitted_on"][name]
-        if self.more_heads or self.sentence is not None or self.stages or self.model.features != FEATURES:
+        if (
+            self.more_heads
+            or self.sentence is not None
+            or self.stages
+            or self.short_only
+            or self.model.features != FEATURES
+        ):
             body["more_heads"] = [asdict(h) for h in self.more_heads]
             body["sentence"] = None if self.sentence is None else asdict(self.sentence)
             if self.stages:
                 body["stages"] = [asdict(s) for s in self.stages]
+            if self.short_only:
+                body["short_only"] = list(self.short_only)
         else:
             body["format"] = FORMAT_1
         return json.dumps(body, indent=1, allow_nan=False) + "\n"
@@ -543,6 +571,7 @@ class Calibration:
                 more_heads=tuple(Head.from_dict(h) for h in body.get("more_heads", [])),
                 sentence=None if sentence is None else Head.from_dict(sentence),
                 stages=tuple(Stage.from_dict(s) for s in body.get("stages", [])),
+                short_only=tuple(body.get("short_only", [])),
             )
         except (KeyError, TypeError) as exc:
             raise BBWDError(f"{where}: missing or unexpected field: {exc}") from None
@@ -602,6 +631,7 @@ def _check(cal: Calibration, where: str) -> None:
             (f"{where_}.operating_point.threshold", 0 <= head.operating_point.threshold <= 1, "in [0, 1]"),
         ]
     rules += [
+        ("short_only", set(cal.short_only) <= set(SHORT_ONLY), f"members of {list(SHORT_ONLY)}"),
         ("fitted_on.base_rate", 0 < cal.fitted_on.base_rate < 1, "in (0, 1)"),
         (
             "fitted_on.sentence_base_rate",

@@ -21,7 +21,7 @@ from sklearn.metrics import brier_score_loss
 from blackbox_wd.adaptive import DELTA
 from blackbox_wd.calibration.combine import HeadFit, Table
 from blackbox_wd.calibration.fit import ECE_BINS, CalibrationFit, expected_calibration_error
-from blackbox_wd.calibration.model import Platt
+from blackbox_wd.calibration.model import PASSAGE_TOKENS, Platt
 from blackbox_wd.metrics import N_BOOTSTRAP, SEED, auroc, auroc_with_ci, paired_auroc_diff
 
 NAMES = {
@@ -117,7 +117,13 @@ def report_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
         "A result is judged by the first applied head whose members it has. Each fitted head below is applied "
         "without the members it gives no weight, and once: the applied heads, in order, read "
         + "; ".join(f"[{', '.join(h.members)}]" for h in fit.calibration.heads)
-        + ".",
+        + "."
+        + (
+            f" On a passage (the median sample has at least {PASSAGE_TOKENS} tokens) it reads "
+            f"{', '.join(cal.short_only)} as missing: they are defined for short answers only."
+            if cal.short_only
+            else ""
+        ),
         "",
     ]
     for n, head in enumerate(fit.heads):
