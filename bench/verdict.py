@@ -44,7 +44,7 @@ import numpy as np
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from blackbox_wd.calibration.combine import COMBINERS, HeadFit, Table, fit_head, table_from  # noqa: E402
-from blackbox_wd.calibration.model import MEMBERS, member_value  # noqa: E402
+from blackbox_wd.calibration.model import MEMBERS, PASSAGE_TOKENS, SHORT_ONLY, is_passage, member_value  # noqa: E402
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr  # noqa: E402
 from blackbox_wd.scores import eigen_wd  # noqa: E402
 
@@ -54,7 +54,7 @@ from _common import table  # noqa: E402
 SEVERITY = {"accurate": 0, "minor_inaccurate": 1, "major_inaccurate": 2}
 API_MEMBERS = tuple(m for m in MEMBERS if m not in ("lne", "dse"))  # what every API row of both sets has
 N_BOOT, SEED = 1000, 0
-KIND_TOKENS = 128  # --kinds length, --scales: a passage has a median sample of this many tokens or more
+KIND_TOKENS = PASSAGE_TOKENS  # --kinds length, --scales, --passages: a median sample of this many tokens or more
 
 
 def read_rows(folder: Path) -> list[dict[str, Any]]:
@@ -211,8 +211,8 @@ def subset(t: Table, mask: np.ndarray) -> Table:
 
 
 def kind_of(token_counts: list[int]) -> int:
-    """1 (a passage) when the median sample has at least KIND_TOKENS tokens, else 0 (short)."""
-    return int(np.median(token_counts) >= KIND_TOKENS)
+    """1 (a passage, ``model.is_passage``) when the median sample has at least KIND_TOKENS tokens, else 0."""
+    return int(is_passage({"token_counts": token_counts}))
 
 
 def scaled_by_kind(t: Table, rows: list[dict]) -> Table:
@@ -313,9 +313,6 @@ def seed_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
         table(["head", "SAC3 AUROC", "WikiBio Pearson x100", "mean of the two", "seed 0"], rows),
         "",
     ]
-
-
-SHORT_ONLY = ("log_eigen_wd", "es", "er")  # --passages: members read as missing on a passage (RESULTS, the rule)
 
 
 def head_ps(t: Table, heads: list[list[str]], combiner: str, folds: int, seed: int) -> dict[str, tuple[float, float]]:

@@ -11,9 +11,12 @@ major inaccurate).
 The members are those every labelled row has (``model.MEMBERS``: a member some rows lack, say DSE on
 passages, is left out, since the verdict could not tell its absence from its value); the heads are those
 members less each combination of the members a result may lack (the judged answer's, LNE, EigenWD's fixed
-bandwidth), down to [AvgWD, ln EigenWD]. Each head is fitted by ``combine.fit_head`` (``COMBINER`` over the
-standardised members, the calibrator of lower nested out-of-fold log-loss, the threshold at the target
-out-of-fold FPR), every fold grouped by prompt; the sentence head likewise with ``SENTENCE_COMBINER``.
+bandwidth), down to [AvgWD, ln EigenWD]. When the rows hold both short answers and passages (``model.is_passage``),
+the members defined for short answers only (``model.SHORT_ONLY``) are missing on the passages, one more group a
+result may lack, and the calibration reads them as missing on a passage it judges. Each head is fitted by
+``combine.fit_head`` (``COMBINER`` over the standardised members, the calibrator of lower nested out-of-fold
+log-loss, the threshold at the target out-of-fold FPR), every fold grouped by prompt; the sentence head likewise
+with ``SENTENCE_COMBINER``.
 """
 
 from __future__ import annotations
