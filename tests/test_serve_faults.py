@@ -249,7 +249,9 @@ def test_body_forwarded_unchanged_tools_pass_through_and_text_is_scored(served, 
     new = fault.received[sent:]
     forwarded = [r for r in new if "tools" in r["body"]]
     assert [r["body"] for r in forwarded] == [request]  # the client's request, unchanged, sent once
-    scoring = [r["body"] for r in new if "tools" not in r["body"]]
+    # an earlier test's sample request, sent before its forward failed, can reach the fault server late: ours
+    # are those whose last message is this conversation's
+    scoring = [r["body"] for r in new if "tools" not in r["body"] and "[tools]" in str(r["body"]["messages"][-1])]
     assert scoring and all(
         b["messages"]
         == [
