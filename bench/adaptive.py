@@ -30,7 +30,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from blackbox_wd.adaptive import DELTA, fit_settles, stages, stop_stage  # noqa: E402
 from blackbox_wd.calibration.combine import Table, fit_head, group_folds, table_from  # noqa: E402
-from blackbox_wd.calibration.fit import COMBINER, short_only_members, verdicts_by_prompt  # noqa: E402
+from blackbox_wd.calibration.fit import COMBINER, leave_out, short_only_members, verdicts_by_prompt  # noqa: E402
 from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, is_passage  # noqa: E402
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff  # noqa: E402
 from blackbox_wd.teachers.registry import reference_bandwidth  # noqa: E402
@@ -66,8 +66,7 @@ def stage_tables(
                 y.append(float(r["label"] if "label" in r and r["label"] is not None else r["human_score"]))
                 groups.append(f"{name}:{r['id']}")
                 source.append(name)
-        for n in short_only_members(members, passages):
-            members[n] = [None if p else v for v, p in zip(members[n], passages, strict=True)]
+        leave_out(members, short_only_members(members, passages), passages)
         tables.append(table_from(members, y, groups, source))
     return tables, kept
 

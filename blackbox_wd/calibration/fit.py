@@ -134,8 +134,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     fps: dict[str | None, str] = {}
     sentence: dict[str, list[Any]] = {"score": [], "unigram": [], "y": [], "group": []}
     staged: dict[int, dict[str, list[float | None]]] = {}  # k -> member -> values, in row order
-    passages: list[bool] = []
-    staged_passages: dict[int, list[bool]] = {}  # k -> is each row a passage at stage k
+    counts: list[dict[str, Any]] = []  # each row's samples' token counts, for ``is_passage``
     errors = unlabelled = 0
     for path, n, row in read_rows(paths):
         where = f"{path} line {n}"
@@ -153,19 +152,16 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
                 )
         fps.setdefault(row.get("fingerprint"), where)
         group = f"{path}:{row.get('id', n)}"
-        passages.append(is_passage(row))
+        counts.append({"token_counts": row.get("token_counts")})
         for name in MEMBERS:
             members[name].append(member_value(row, name))
         for stage in (row.get("stages") or [])[:-1]:  # the last stage is the row's own
-            k = int(stage["k"])
-            values = staged.setdefault(k, {m: [None] * len(labels) for m in MEMBERS})
+            values = staged.setdefault(int(stage["k"]), {m: [None] * len(labels) for m in MEMBERS})
             for name in MEMBERS:
                 values[name].append(member_value(stage["scores"], name))
-            staged_passages.setdefault(k, [False] * len(labels)).append(is_passage(row, k))
-        for k, values in staged.items():  # a row without this stage lacks its members
+        for values in staged.values():  # a row without this stage lacks its members
             for column in values.values():
                 column.extend([None] * (len(labels) + 1 - len(column)))
-            staged_passages[k].extend([False] * (len(labels) + 1 - len(staged_passages[k])))
         labels.append(y)
         groups.append(group)
         source.append(str(row.get("source", Path(path).name)))
@@ -182,10 +178,9 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     if len(fps) > 1:
         seen = ", ".join(f"{fp} (first at {where})" for fp, where in fps.items())
         raise BBWDError(f"the rows mix settings (fingerprints {seen}): calibrate rows of one settings fingerprint")
-    short_only = short_only_members(members, passages)
-    for values, at in ((members, passages), *((staged[k], staged_passages[k]) for k in staged)):
-        for name in short_only:
-            values[name] = [None if p else v for v, p in zip(values[name], at, strict=True)]
+    short_only = short_only_members(members, [is_passage(c) for c in counts])
+    for k, values in ((None, members), *staged.items()):  # at stage k, a passage by its first k samples
+        leave_out(values, short_only, [is_passage(c, k) for c in counts])
     answers = table_from(members, labels, groups, source)
     sentences = (
         table_from(
@@ -210,6 +205,12 @@ def short_only_members(members: Mapping[str, Sequence[float | None]], passages: 
     return tuple(
         m for m in SHORT_ONLY if all(v is not None for v, p in zip(members[m], passages, strict=True) if not p)
     )
+
+
+def leave_out(members: dict[str, list[float | None]], names: Sequence[str], passages: Sequence[bool]) -> None:
+    """Set the members ``names`` to None on the passages, in place."""
+    for name in names:
+        members[name] = [None if p else v for v, p in zip(members[name], passages, strict=True)]
 
 
 def read_settings(results: Path, settings_from: Path | None, rows_fingerprint: str | None) -> dict[str, Any]:
@@ -389,7 +390,7 @@ def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[flo
 def fit_stages(
     labelled: Labelled,
     sets: Sequence[Sequence[str]],
-    final: Sequence[HeadFit],
+    final_fits: Sequence[HeadFit],
     combiner: str,
     folds: int,
     seed: int,
@@ -405,7 +406,7 @@ def fit_stages(
         for k, t in labelled.stages.items()
     }
     tables = [*labelled.stages.values(), labelled.answers]
-    by_prompt = [verdicts_by_prompt(t, f) for t, f in zip(tables, [*fits.values(), final], strict=True)]
+    by_prompt = [verdicts_by_prompt(t, f) for t, f in zip(tables, [*fits.values(), final_fits], strict=True)]
     prompts = sorted(set.intersection(*(set(d) for d in by_prompt)))
     p = np.array([[d[g][0] for g in prompts] for d in by_prompt])
     flags = np.array([[d[g][1] for g in prompts] for d in by_prompt])
