@@ -10,7 +10,7 @@ head). The ids are random: the shapes file holds lengths only, no text of the da
 Two steps, the first on any machine with ``../shared/data``, the second on the GPU machine::
 
     python bench/teacher_gpu.py shapes -o shapes.json           # lengths of every record (SmolLM2's tokenizer)
-    python bench/teacher_gpu.py run --shapes shapes.json [--prompts 128 24] [--budgets 8192 16384 32768 65536]
+    python bench/teacher_gpu.py run --shapes shapes.json [--prompts 128 24] [--budgets 8192 16384 ...] [--profile]
     python bench/teacher_gpu.py run --shapes shapes.json --quick --device cpu  # a 4-layer model: that it runs
 
 Printed per set and token budget: records/s and tokens/s (the token floor: each prompt once, each response once)
@@ -218,6 +218,22 @@ def matmul_rate(device: torch.device, n: int = 8192) -> float:
     return 10 * 2 * n**3 / seconds
 
 
+def profile(teacher: HFTeacher, pairs: Pairs, rows: int = 12) -> None:
+    """One ``encode_ids`` under torch's profiler: its wall time, the device's kernel time within it (how busy the
+    device was) and the ops that took the most device time (CPU time without a GPU)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    with torch_profile(activities=activities) as prof:
+        wall, _ = synced(partial(teacher.encode_ids, pairs))
+    events = prof.key_averages()
+    busy = sum(e.self_device_time_total for e in events) / 1e6
+    print(f"profiled encode: {wall * 1e3:.0f} ms wall (under the profiler), device kernels {busy * 1e3:.0f} ms")
+    print(events.table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=rows))
+
+
 def run(args: argparse.Namespace) -> None:
     """Time both paths and OT on each set and budget; print the tables."""
     from blackbox_wd.pipeline import token_floor
@@ -291,6 +307,8 @@ def run(args: argparse.Namespace) -> None:
                 "teacher (GPU)" if best < ot_rate else "exact OT (CPU)",
             ]
         )
+        if args.profile:
+            profile(HFTeacher(model, tok, name="llama-2-7b-shaped", token_budget=args.budgets[0]), pairs)
         print(f"{set_name}: done", file=sys.stderr, flush=True)
     print(table(HEADER, rows))
     print()
@@ -311,6 +329,7 @@ def main() -> None:
     rn.add_argument("--rounds", type=int, default=3)
     rn.add_argument("--device", default="cuda")
     rn.add_argument("--quick", action="store_true", help="a 4-layer model, 4 + 2 prompts, one budget and round")
+    rn.add_argument("--profile", action="store_true", help="also one pass per set under torch's profiler")
     args = ap.parse_args()
     if args.command == "shapes":
         args.out.write_text(json.dumps(shapes(args.data)))

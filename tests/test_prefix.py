@@ -16,6 +16,7 @@ from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler, row_generato
 from blackbox_wd.pipeline import token_floor
 from blackbox_wd.records import SamplingParams
 from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.levels import Levels
 from blackbox_wd.teachers.pad import pad_batch
 from blackbox_wd.teachers.prefix import SHARED_MIN, SharedMemo, shared_length
 from blackbox_wd.transport import pairwise_w2
@@ -26,6 +27,16 @@ PROMPTS = [
     [{"role": "system", "content": "a big city"}, {"role": "user", "content": "is it rome or paris"}],
 ]
 RESPONSES = ["paris", "it is rome a big city", "the capital is paris yes", "no it is small", "paris"]
+
+
+def test_a_packed_pass_holds_the_valid_tokens_in_row_order():
+    levels = Levels()
+    valid = torch.tensor([[True, True, False], [True, False, False], [True, True, True]])
+    levels.step(torch.zeros(3, 3, dtype=torch.long), valid, packed=True)
+    rows = torch.arange(9.0).view(3, 3, 1) + 1
+    packed = levels.pack(rows)
+    assert packed[0, :, 0].tolist() == [1.0, 2.0, 4.0, 7.0, 8.0, 9.0]
+    assert levels.unpack(packed)[..., 0].tolist() == [[1.0, 2.0, 0.0], [4.0, 0.0, 0.0], [7.0, 8.0, 9.0]]
 
 
 @pytest.fixture
@@ -75,9 +86,10 @@ def test_padding_side_and_budget_change_nothing(teacher, side):
 
 def test_each_prompt_and_distinct_response_runs_once(teacher):
     pairs = pairs_of(teacher)
-    before = teacher.tokens.real
+    before, before_run = teacher.tokens.real, teacher.tokens.padded
     states = teacher.encode_ids(pairs)
     assert teacher.tokens.real - before == token_floor(pairs)
+    assert teacher.tokens.padded - before_run == token_floor(pairs)  # packed passes: the layers run no padding
     assert token_floor(pairs) == sum(len(teacher.prompt_ids(m)) for m in PROMPTS) + 3 * sum(
         len(teacher.response_ids(r)) for r in RESPONSES[:4]
     )  # "paris" twice: once per prompt

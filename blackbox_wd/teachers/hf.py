@@ -190,7 +190,10 @@ class HFTeacher:
         self, ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, levels: Levels, logprobs: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """One forward pass over ``levels``: the states after block ``layer`` (and the final normed hidden
-        states when ``logprobs``; else the blocks above the layer are skipped)."""
+        states when ``logprobs``; else the blocks above the layer are skipped), as (R, Q, H) rows. A packed
+        pass (``levels.packed``) runs the valid tokens only."""
+        if levels.packed is not None:
+            ids, pos = levels.pack(ids), levels.pack(pos)
         self.tokens.real += int(valid.sum())
         self.tokens.padded += ids.numel()
         captured: list[torch.Tensor] = []
@@ -209,7 +212,9 @@ class HFTeacher:
             last = None
         finally:
             handle.remove()
-        return captured[0], last
+        if levels.packed is None:
+            return captured[0], last
+        return levels.unpack(captured[0]), None if last is None else levels.unpack(last)
 
     def _prefill(self, prompts: list[tuple[int, ...]], logprobs: bool) -> tuple[Prefix, torch.Tensor | None]:
         """Read the prompts once; their prefix, and the final hidden state at each prompt's last token."""
@@ -230,7 +235,7 @@ class HFTeacher:
         index = torch.tensor([n for n, _ in rows], device=self.device)
         pos = prefix.lengths[index, None] + torch.arange(ids.shape[1], device=self.device)
         levels = prefix.continuation(index)
-        levels.step(pos, valid)
+        levels.step(pos, valid, packed=True)
         mid, hidden = self._run(ids, valid, pos, levels, logprobs)
         # Projected where the states are: a GPU sends back 128 numbers a token, not the hidden size's.
         lengths = torch.tensor([len(r) for _, r in rows], device=mid.device)

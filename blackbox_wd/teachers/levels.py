@@ -72,8 +72,10 @@ class Levels:
         self._own: Level | None = None
         self.query = torch.empty(0, 0, dtype=torch.long)
         self.query_valid = torch.empty(0, 0, dtype=torch.bool)
-        self._groups: list[list[tuple[int, torch.Tensor | slice]]] = []
+        self.packed: torch.Tensor | None = None  # flat (row-major) indices of the valid query tokens of a packed pass
+        self._groups: list[list[tuple[int, torch.Tensor | slice]]] | None = None
         self._allowed: dict[int | None, torch.Tensor] = {}
+        self._sdpa: dict[int | None, torch.Tensor] = {}
 
     @property
     def own(self) -> Level:
@@ -82,16 +84,38 @@ class Levels:
             raise RuntimeError("Levels.step must run before the rows' own tokens are read")
         return self._own
 
-    def step(self, positions: torch.Tensor, valid: torch.Tensor) -> None:
-        """Get ready for a pass of (R, Q) tokens at ``positions`` (``valid`` False on padding)."""
+    def step(self, positions: torch.Tensor, valid: torch.Tensor, packed: bool = False) -> None:
+        """Get ready for a pass of (R, Q) tokens at ``positions`` (``valid`` False on padding).
+
+        ``packed``: the model runs the valid tokens only, as one row (:meth:`pack`); the attention alone sees
+        them as the (R, Q) rows, so the layers' matrix products do no work on padding.
+        """
         if self._own is None:
             self._own = Level(positions, valid)
         else:
             self.own.positions = torch.cat([self.own.positions, positions], 1)
             self.own.valid = torch.cat([self.own.valid, valid], 1)
         self.query, self.query_valid = positions, valid
-        self._groups = [_groups(index) for _, index in self.shared]
-        self._allowed = {}
+        self.packed = valid.flatten().nonzero()[:, 0] if packed else None
+        self._groups = None
+        self._allowed, self._sdpa = {}, {}
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        """(R, Q, ...) rows of a packed pass -> (1, T, ...): their valid tokens in row order."""
+        return x.flatten(0, 1)[cast(torch.Tensor, self.packed)][None]
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        """(1, T, ...) tokens of a packed pass -> (R, Q, ...) rows, zeros on padding."""
+        r, q = self.query_valid.shape
+        out = x.new_zeros(r * q, *x.shape[2:])
+        return out.index_copy_(0, cast(torch.Tensor, self.packed), x[0]).view(r, q, *x.shape[2:])
+
+    @property
+    def groups(self) -> list[list[tuple[int, torch.Tensor | slice]]]:
+        """Per shared level, (group, its rows) for each group this pass's rows read (found once a pass)."""
+        if self._groups is None:
+            self._groups = [_groups(index) for _, index in self.shared]
+        return self._groups
 
     def keep(self, rows: torch.Tensor) -> None:
         """Go on with rows ``rows`` only (the others have finished)."""
@@ -110,6 +134,12 @@ class Levels:
                 parts.append(ok & (k > q - window) if window else ok)
             self._allowed[window] = torch.cat(parts, -1)
         return self._allowed[window]
+
+    def sdpa_mask(self, window: int | None) -> torch.Tensor:
+        """(R, 1, Q, L) :meth:`allowed` with padding queries seeing every key: finite, and never read."""
+        if window not in self._sdpa:
+            self._sdpa[window] = (self.allowed(window) | ~self.query_valid[:, :, None])[:, None]
+        return self._sdpa[window]
 
 
 def _grouped(x: torch.Tensor, mats: torch.Tensor, groups: list[tuple[int, torch.Tensor | slice]]) -> torch.Tensor:
@@ -142,12 +172,30 @@ def level_attention(
     sliding_window: int | None = None,
 ) -> torch.Tensor:
     """Attention of (R, Hq, Q, D) queries over the shared levels and the rows' own keys (this pass's appended):
-    output (R, Q, Hq, D).
+    output (R, Q, Hq, D). In a packed pass (``Levels.step(packed=True)``) the tensors hold one row of the valid
+    tokens, (1, H, T, D) in and (1, T, Hq, D) out, and the rows are unpacked for the attention alone.
 
     A pass of several tokens a row (prompts, teacher-forced responses: few rows) gathers each row's keys
     and runs ``scaled_dot_product_attention``; a decode step (one token a row, many rows) reads every
     level in place, one matmul per group.
     """
+    if levels.packed is None:
+        return _attend(module, query, key, value, levels, scaling, softcap, sliding_window)
+    query, key, value = (levels.unpack(x.transpose(1, 2)).transpose(1, 2) for x in (query, key, value))
+    return levels.pack(_attend(module, query, key, value, levels, scaling, softcap, sliding_window))
+
+
+def _attend(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    levels: Levels,
+    scaling: float,
+    softcap: float | None,
+    sliding_window: int | None,
+) -> torch.Tensor:
+    """:func:`level_attention` on (R, H, Q, D) rows."""
     layer, own = cast(int, module.layer_idx), levels.own  # transformers' attention modules number their layer
     if layer in own.keys:
         own.keys[layer] = torch.cat([own.keys[layer], key], 2)
@@ -156,29 +204,27 @@ def level_attention(
         own.keys[layer], own.values[layer] = key, value
     r, hq, q_len, d = query.shape
     hkv = key.shape[1]
-    allowed = levels.allowed(sliding_window)
     if q_len > 1 and softcap is None:
         keys = torch.cat([*(_per_row(lv.keys[layer], i) for lv, i in levels.shared), own.keys[layer]], 2)
         values = torch.cat([*(_per_row(lv.values[layer], i) for lv, i in levels.shared), own.values[layer]], 2)
-        mask = allowed | ~levels.query_valid[:, :, None]  # a padding query sees all: finite, and never read
         out = torch.nn.functional.scaled_dot_product_attention(
-            query, keys, values, attn_mask=mask[:, None], scale=scaling, enable_gqa=hq != hkv
+            query, keys, values, attn_mask=levels.sdpa_mask(sliding_window), scale=scaling, enable_gqa=hq != hkv
         )
         return out.transpose(1, 2).contiguous()
     q = query.reshape(r, hkv, hq // hkv * q_len, d)  # query head i reads key head i // (hq // hkv)
     parts = [
         _grouped(q, level.keys[layer].transpose(2, 3), groups)
-        for (level, _), groups in zip(levels.shared, levels._groups, strict=True)
+        for (level, _), groups in zip(levels.shared, levels.groups, strict=True)
     ]
     scores = torch.cat([*parts, q @ own.keys[layer].transpose(2, 3)], -1) * scaling
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     scores = scores.view(r, hkv, hq // hkv, q_len, -1).masked_fill_(
-        ~allowed[:, None, None], torch.finfo(scores.dtype).min
+        ~levels.allowed(sliding_window)[:, None, None], torch.finfo(scores.dtype).min
     )
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype).view(r, hkv, -1, scores.shape[-1])
     start, parts = 0, []
-    for (level, _), groups in zip(levels.shared, levels._groups, strict=True):
+    for (level, _), groups in zip(levels.shared, levels.groups, strict=True):
         parts.append(_grouped(weights[..., start : start + level.width], level.values[layer], groups))
         start += level.width
     parts.append(weights[..., start : start + own.width] @ own.values[layer])

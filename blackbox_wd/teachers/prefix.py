@@ -104,7 +104,7 @@ def read(
         levels = Levels()
         valid = torch.ones_like(ids, dtype=torch.bool)
         pos = torch.arange(n, device=device)[None]
-        levels.step(pos, valid)
+        levels.step(pos, valid, packed=True)
         run(ids, valid, pos, levels)
         shared = levels.own
         if memo:
@@ -113,19 +113,23 @@ def read(
     valid = mask.bool()
     levels = Levels([(shared, torch.zeros(len(prompts), dtype=torch.long, device=device))] if shared else [])
     pos = positions(mask) + n
-    levels.step(pos, valid)
+    levels.step(pos, valid, packed=True)
     last = run(ids, valid, pos, levels)
     lengths = mask.sum(1) + n
     return Prefix(shared, levels.own, lengths), None if last is None else last[:, -1]
 
 
 def decoder_pass(model: PreTrainedModel) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Levels], torch.Tensor]:
-    """A pass through the model's decoder stack with levels: its final (normed) hidden states."""
+    """A pass through the model's decoder stack with levels: its final (normed) hidden states, as (R, Q, H) rows
+    (a packed pass runs the valid tokens only)."""
     decoder = model.get_decoder()
 
     def run(ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, levels: Levels) -> torch.Tensor:
-        return decoder(
+        packed = levels.packed is not None
+        ids, pos = (levels.pack(ids), levels.pack(pos)) if packed else (ids, pos)
+        out = decoder(
             input_ids=ids, attention_mask=NO_MASK.to(ids.device), position_ids=pos, use_cache=False, levels=levels
         ).last_hidden_state
+        return levels.unpack(out) if packed else out
 
     return run
