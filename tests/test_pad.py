@@ -1,4 +1,5 @@
-"""Grouping rows by length: ``length_runs`` finds the cheapest split, and the teacher pads only within a run."""
+"""Grouping rows by length: ``length_runs`` finds the cheapest split; the teacher splits its responses so, and its
+packed passes run no padding through the layers."""
 
 from __future__ import annotations
 
@@ -50,17 +51,20 @@ def test_split_is_the_cheapest_of_all_splits():
         assert cost(runs, lengths, overhead) == best
 
 
-def test_teacher_pads_within_runs_and_states_are_unchanged(tiny_llama):
+def test_teacher_splits_short_from_long_runs_no_padding_and_states_are_unchanged(tiny_llama):
     teacher = HFTeacher(*tiny_llama, name="tiny")
     prompt = teacher.prompt_ids([{"role": "user", "content": "say something"}])
-    short = [teacher.response_ids(t) for t in ("yes", "no", "ok")]
+    short = [teacher.response_ids(t) for t in ("yes", "no it is not", "ok")]
     long = teacher.response_ids(" ".join(["it is rome a big city"] * 7))
     pairs = [(prompt, r) for r in [*short, long]]
     assert 3 * (len(long) - max(map(len, short))) > 64  # padding the short rows to the long one costs over a run
-    before_real, before_padded = teacher.tokens.real, teacher.tokens.padded
+    assert len({len(r) for r in short}) > 1  # the short rows pad each other in their run's attention
+    runs = teacher._runs(sorted(len(r) for _, r in pairs), len(prompt))
+    assert [len(r) for r in runs] == [3, 1]
+    before_real, before_run = teacher.tokens.real, teacher.tokens.padded
     states = teacher.encode_ids(pairs)
-    assert teacher.tokens.padded - before_padded == len(prompt) + 3 * max(map(len, short)) + len(long)
-    assert teacher.tokens.real - before_real == len(prompt) + sum(map(len, short)) + len(long)
+    real = len(prompt) + sum(map(len, short)) + len(long)
+    assert teacher.tokens.real - before_real == teacher.tokens.padded - before_run == real  # packed: no padding run
     teacher.token_budget = 1  # each response alone
     try:
         alone = teacher.encode_ids(pairs)
