@@ -14,9 +14,9 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, TokenStates
 from blackbox_wd.teachers.card import TextReader, model_source, resolve_layer
 from blackbox_wd.teachers.gguf import load_gguf
-from blackbox_wd.teachers.levels import NO_MASK, Levels, attach
+from blackbox_wd.teachers.levels import Levels, attach
 from blackbox_wd.teachers.pad import length_runs, pad_batch
-from blackbox_wd.teachers.prefix import Prefix, SharedMemo, read
+from blackbox_wd.teachers.prefix import Prefix, SharedMemo, decoder_pass, read
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
 from blackbox_wd.teachers.registry import ModelSpec, resolve
 
@@ -189,13 +189,12 @@ class HFTeacher:
     def _run(
         self, ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, levels: Levels, logprobs: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One forward pass over ``levels``: the states after block ``layer`` (and the final normed hidden
-        states when ``logprobs``; else the blocks above the layer are skipped), as (R, Q, H) rows. A packed
-        pass (``levels.packed``) runs the valid tokens only."""
-        if levels.packed is not None:
-            ids, pos = levels.pack(ids), levels.pack(pos)
-        self.tokens.real += int(valid.sum())
-        self.tokens.padded += ids.numel()
+        """One forward pass over ``levels`` (``prefix.decoder_pass``): the states after block ``layer`` (and the
+        final normed hidden states when ``logprobs``; else the blocks above the layer are skipped), as (R, Q, H)
+        rows."""
+        real = int(valid.sum())
+        self.tokens.real += real
+        self.tokens.padded += ids.numel() if levels.packed is None else real
         captured: list[torch.Tensor] = []
 
         def hook(_module, _args, output):
@@ -205,16 +204,12 @@ class HFTeacher:
 
         handle = self._blocks[self.layer - 1].register_forward_hook(hook)
         try:
-            last = self.model.get_decoder()(
-                input_ids=ids, attention_mask=NO_MASK.to(ids.device), position_ids=pos, use_cache=False, levels=levels
-            ).last_hidden_state
+            last = decoder_pass(self.model)(ids, valid, pos, levels)
         except _Stop:
             last = None
         finally:
             handle.remove()
-        if levels.packed is None:
-            return captured[0], last
-        return levels.unpack(captured[0]), None if last is None else levels.unpack(last)
+        return (captured[0] if levels.packed is None else levels.unpack(captured[0])), last
 
     def _prefill(self, prompts: list[tuple[int, ...]], logprobs: bool) -> tuple[Prefix, torch.Tensor | None]:
         """Read the prompts once; their prefix, and the final hidden state at each prompt's last token."""
