@@ -176,41 +176,47 @@ def level_attention(
     tokens, (1, H, T, D) in and (1, T, Hq, D) out, and the rows are unpacked for the attention alone.
 
     A pass of several tokens a row (prompts, teacher-forced responses: few rows) gathers each row's keys
-    and runs ``scaled_dot_product_attention``; a decode step (one token a row, many rows) reads every
-    level in place, one matmul per group.
+    and runs ``scaled_dot_product_attention`` (:func:`_gathered`); a decode step (one token a row, many rows)
+    reads every level in place, one matmul per group (:func:`_in_place`).
     """
-    if levels.packed is None:
-        return _attend(module, query, key, value, levels, scaling, softcap, sliding_window)
-    query, key, value = (levels.unpack(x.transpose(1, 2)).transpose(1, 2) for x in (query, key, value))
-    return levels.pack(_attend(module, query, key, value, levels, scaling, softcap, sliding_window))
-
-
-def _attend(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    levels: Levels,
-    scaling: float,
-    softcap: float | None,
-    sliding_window: int | None,
-) -> torch.Tensor:
-    """:func:`level_attention` on (R, H, Q, D) rows."""
+    if levels.packed is not None:
+        query, key, value = (levels.unpack(x.transpose(1, 2)).transpose(1, 2) for x in (query, key, value))
     layer, own = cast(int, module.layer_idx), levels.own  # transformers' attention modules number their layer
     if layer in own.keys:
         own.keys[layer] = torch.cat([own.keys[layer], key], 2)
         own.values[layer] = torch.cat([own.values[layer], value], 2)
     else:
         own.keys[layer], own.values[layer] = key, value
+    if query.shape[2] > 1 and softcap is None:
+        out = _gathered(query, layer, levels, scaling, sliding_window)
+    else:
+        out = _in_place(query, layer, levels, scaling, softcap, sliding_window)
+    return out if levels.packed is None else levels.pack(out)
+
+
+def _gathered(query: torch.Tensor, layer: int, levels: Levels, scaling: float, window: int | None) -> torch.Tensor:
+    """:func:`level_attention` by each row's keys gathered from every level, and one fused attention."""
+    own = levels.own
+    keys = torch.cat([*(_per_row(lv.keys[layer], i) for lv, i in levels.shared), own.keys[layer]], 2)
+    values = torch.cat([*(_per_row(lv.values[layer], i) for lv, i in levels.shared), own.values[layer]], 2)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        query,
+        keys,
+        values,
+        attn_mask=levels.sdpa_mask(window),
+        scale=scaling,
+        enable_gqa=query.shape[1] != keys.shape[1],
+    )
+    return out.transpose(1, 2).contiguous()
+
+
+def _in_place(
+    query: torch.Tensor, layer: int, levels: Levels, scaling: float, softcap: float | None, window: int | None
+) -> torch.Tensor:
+    """:func:`level_attention` reading every level in place: one matmul per group, one float32 softmax."""
+    own = levels.own
     r, hq, q_len, d = query.shape
-    hkv = key.shape[1]
-    if q_len > 1 and softcap is None:
-        keys = torch.cat([*(_per_row(lv.keys[layer], i) for lv, i in levels.shared), own.keys[layer]], 2)
-        values = torch.cat([*(_per_row(lv.values[layer], i) for lv, i in levels.shared), own.values[layer]], 2)
-        out = torch.nn.functional.scaled_dot_product_attention(
-            query, keys, values, attn_mask=levels.sdpa_mask(sliding_window), scale=scaling, enable_gqa=hq != hkv
-        )
-        return out.transpose(1, 2).contiguous()
+    hkv = own.keys[layer].shape[1]
     q = query.reshape(r, hkv, hq // hkv * q_len, d)  # query head i reads key head i // (hq // hkv)
     parts = [
         _grouped(q, level.keys[layer].transpose(2, 3), groups)
@@ -220,7 +226,7 @@ def _attend(
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     scores = scores.view(r, hkv, hq // hkv, q_len, -1).masked_fill_(
-        ~levels.allowed(sliding_window)[:, None, None], torch.finfo(scores.dtype).min
+        ~levels.allowed(window)[:, None, None], torch.finfo(scores.dtype).min
     )
     weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype).view(r, hkv, -1, scores.shape[-1])
     start, parts = 0, []
