@@ -7,7 +7,10 @@ Everything is fitted out of fold, 5 folds grouped by prompt: on the training pro
 (``calibration.combine.fit_head``, the shipped combiner, over the members every API row has) and each stage's
 band (``adaptive.fit_settles`` on the heads' nested out-of-fold p, ``DELTA`` = 0.05); on the held-out prompts,
 the rule is replayed and the prompt's verdict is p at the stage where it stopped. The fixed-K verdict is p of the
-same folds' last-stage head, so the two are paired.
+same folds' last-stage head, so the two are paired. When some rows carry labelled sentences (WikiBio), the last
+stage also has ``sentence_verdict`` (the ``mean`` sentence head's z over each answer's sentences, with the scales of
+the last stage's labelled sentences), as a calibration fitted on those rows has; the stages before it have none, as
+the stage scores of a ``-k auto`` row carry no sentences.
 
 Per set: samples drawn (mean and count per stage), AUROC (SAC3, 0/1 label) or Pearson x100 (WikiBio,
 ``human_score``) of both verdicts and their paired bootstrap difference (1000 prompt resamples), the share of
@@ -37,7 +40,7 @@ from blackbox_wd.teachers.registry import reference_bandwidth  # noqa: E402
 
 sys.path.insert(0, str(_HERE))
 from _common import table  # noqa: E402
-from verdict import API_MEMBERS, SEED, members_of, pearson_diff, read_rows  # noqa: E402
+from verdict import API_MEMBERS, SEED, members_of, pearson_diff, read_rows, sentence_scales, sentence_verdict  # noqa: E402
 
 FOLDS = 5
 
@@ -105,7 +108,8 @@ def replay(
             rows = np.array([g in tr for g in t.groups])
             cols = {n: v[rows] for n, v in t.members.items()}
             sub = Table(cols, t.y[rows], t.w[rows], t.groups[rows], t.source[rows])
-            fits = [fit_head(sub, h, combiner=combiner, folds=FOLDS, seed=SEED) for h in heads]
+            own = dict.fromkeys(tuple(m for m in h if sub.rows([m]).any()) for h in heads)  # less what it lacks
+            fits = [fit_head(sub, list(h), combiner=combiner, folds=FOLDS, seed=SEED) for h in own if h]
             oof = verdicts_by_prompt(sub, fits)
             p_train[s] = [oof[g][0] for g in prompts[train]]
             f_train[s] = [oof[g][1] for g in prompts[train]]
@@ -197,6 +201,13 @@ def main() -> None:
         sets[name] = [read_rows(f) for f in folders]
     bandwidth = reference_bandwidth(args.teacher, args.norm)
     tables, kept = stage_tables(sets, bandwidth, ks)
+    labelled = [r for runs in kept.values() for r in runs[-1] if r.get("sentence_labels")]
+    if labelled:
+        scales = sentence_scales(labelled)
+        last = {f"{name}:{r['id']}": sentence_verdict(r, scales) for name, runs in kept.items() for r in runs[-1]}
+        tables[-1].members["sentence_verdict"] = np.array(
+            [np.nan if (v := last[g]) is None else v for g in tables[-1].groups]
+        )
     finite = {n: np.isfinite(v) for n, v in tables[-1].members.items()}
     # LNE and DSE where every row has them: white-box runs (the recorded sets lack LNE, and DSE on passages)
     members = [n for n in API_MEMBERS if finite[n].any()] + [n for n in ("lne", "dse") if finite[n].all()]

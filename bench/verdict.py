@@ -23,11 +23,14 @@ from D with the bandwidth given or measured here.
   sample of ``KIND_TOKENS`` tokens or more), ``mean``, against the pooled ``select`` and ``mean`` heads over N
   fold seeds; each on the nested p and on the **deployed p** (the head's own calibrator, fitted on every row's
   out-of-fold z, applied to each prompt's out-of-fold z: one calibrator for all prompts, as a shipped head has).
+- **The sentence verdicts aggregated over the answer** (``--aggregate N``): the member ``sentence_verdict``, the mean
+  over a judged answer's sentences of the ``mean`` sentence head's z (scales of WikiBio's sentences, no label), added
+  to the shipped head (``mean``, short-answer members missing on passages) over N fold seeds, deployed p.
 - **Sentence verdict**: WikiBio's sentences (NonFact label: minor or major), a head over the OT score and the
   lexical surprise, out-of-fold p (nested, and deployed) against each part.
 
     python bench/verdict.py --sac3 R/sac3 --wikibio R/wikibio [--bandwidth B]
-        [--kinds sentences|length | --scales | --seeds N | --passages N]
+        [--kinds sentences|length | --scales | --seeds N | --passages N | --aggregate N]
 """
 
 from __future__ import annotations
@@ -392,6 +395,96 @@ def passage_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds:
     ]
 
 
+def sentence_scales(wiki: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, scale) of (OT score, lexical surprise) over WikiBio's sentences that have both: the ``mean`` sentence
+    head's scales, which read no label."""
+    x = np.array(
+        [[s["score"], s["unigram"]] for r in wiki for s in r["sentences"] if None not in (s["score"], s["unigram"])]
+    )
+    return x.mean(axis=0), x.std(axis=0)
+
+
+def sentence_verdict(row: dict, scales: tuple[np.ndarray, np.ndarray]) -> float | None:
+    """The mean over the row's sentences with both parts of the ``mean`` sentence head's z (None without one)."""
+    mean, scale = scales
+    z = [
+        float(np.mean((np.array([s["score"], s["unigram"]]) - mean) / scale))
+        for s in row.get("sentences") or []
+        if None not in (s.get("score"), s.get("unigram"))
+    ]
+    return float(np.mean(z)) if z else None
+
+
+def aggregate_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, seeds: int) -> list[str]:
+    """The shipped head (``mean``, short-answer members missing on passages) with and without ``sentence_verdict``,
+    on the deployed p and the nested p over ``seeds`` fold seeds, beside the best single scores (RESULTS' rule)."""
+    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
+    scales = sentence_scales(wiki)
+    for ms, rows in ((m_s, sac3), (m_w, wiki)):
+        for m, r in zip(ms, rows, strict=True):
+            m["sentence_verdict"] = sentence_verdict(r, scales)
+    members = [n for n in api_members(m_s, m_w) if n != "sentence_verdict"]
+    rest = [n for n in members if n not in SHORT_ONLY]
+    plus, rest_plus = [*members, "sentence_verdict"], [*rest, "sentence_verdict"]
+    t = without_short_only(pooled_table(sac3, wiki, m_s, m_w, plus), sac3 + wiki)
+    families = {
+        "shipped: mean, short-answer members missing on passages": [members, rest],
+        "the same with sentence_verdict": [plus, rest_plus, members, rest],
+    }
+    best_s = max(members, key=lambda n: auroc_with_ci(y_s, column(m_s, n)).auroc)
+    best_w = max(members, key=lambda n: correlation_with_ci(h_w, column(m_w, n)).r)
+    sv_s, sv_w = column(m_s, "sentence_verdict"), column(m_w, "sentence_verdict")
+    ok = np.isfinite(sv_s)
+    lines = [
+        f"## The sentence verdicts aggregated over the answer (sentence scales: mean {scales[0].round(4).tolist()}, "
+        f"scale {scales[1].round(4).tolist()})",
+        "",
+        f"sentence_verdict alone: SAC3 AUROC {auroc_with_ci(y_s[ok], sv_s[ok]).auroc:.3f} on the {int(ok.sum())} of "
+        f"{ok.size} answers that have it; WikiBio Pearson x100 {100 * np.corrcoef(sv_w, h_w)[0, 1]:.2f}",
+        "",
+    ]
+    rows, refs = [], {}
+    for label, heads in families.items():
+        got, diffs = [], ""
+        for seed in range(seeds):
+            ps = head_ps(t, heads, "mean", folds, seed)
+            nested_s, nested_w = per_set({g: v[0] for g, v in ps.items()}, sac3, wiki)
+            dep_s, dep_w = per_set({g: v[1] for g, v in ps.items()}, sac3, wiki)
+            got.append(
+                [auroc_with_ci(y_s, x).auroc for x in (nested_s, dep_s)]
+                + [100 * np.corrcoef(x, h_w)[0, 1] for x in (nested_w, dep_w)]
+            )
+            if seed == 0:
+                refs[label] = (dep_s, dep_w)
+                d = paired_auroc_diff(y_s, dep_s, column(m_s, best_s))
+                diffs = f"{diff_text(d)} / {pearson_text(pearson_diff(h_w, dep_w, column(m_w, best_w)))}"
+        g = np.array(got).T
+        rows.append([label, spread(g[1], 3), spread(g[3], 2), spread(g[0], 3), spread(g[2], 2), diffs])
+    (a_s, a_w), (b_s, b_w) = refs.values()
+    single_s = auroc_with_ci(y_s, column(m_s, best_s)).auroc
+    single_w = 100 * correlation_with_ci(h_w, column(m_w, best_w)).r
+    return lines + [
+        f"Over fold seeds 0 to {seeds - 1} (mean [least, most]); best single: {best_s} {single_s:.3f}, {best_w} "
+        f"{single_w:.2f}",
+        "",
+        table(
+            [
+                "head",
+                "SAC3 AUROC, deployed",
+                "WikiBio Pearson x100, deployed",
+                "SAC3 AUROC, nested p",
+                "WikiBio Pearson x100, nested p",
+                "seed 0, deployed minus best single (paired 95% CI)",
+            ],
+            rows,
+        ),
+        "",
+        f"seed 0, with minus without (paired 95% CI): SAC3 {diff_text(paired_auroc_diff(y_s, b_s, a_s))}, WikiBio "
+        f"{pearson_text(pearson_diff(h_w, b_w, a_w))}",
+        "",
+    ]
+
+
 def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, by: str) -> list[str]:
     """Heads per kind of answer against the pooled head, both ``select``; kinds ``by`` "sentences" (one: short;
     more: passage) or "length" (:func:`kind_of`)."""
@@ -471,6 +564,7 @@ def main() -> None:
     ap.add_argument("--scales", action="store_true", help="only the scales per kind against the pooled head")
     ap.add_argument("--kinds", choices=("sentences", "length"), help="only the heads per kind against the pooled head")
     ap.add_argument("--passages", type=int, metavar="SEEDS", help="only the short-answer members left out on passages")
+    ap.add_argument("--aggregate", type=int, metavar="SEEDS", help="only the shipped head with sentence_verdict")
     args = ap.parse_args()
     sac3, wiki = read_rows(args.sac3), read_rows(args.wikibio)
     b = reference_bandwidth([sac3, wiki]) if args.bandwidth is None else args.bandwidth
@@ -486,6 +580,9 @@ def main() -> None:
     if args.passages:
         print("\n".join(passage_section(sac3, wiki, b, args.folds, args.passages)))
         print("\n".join(sentence_section(wiki, args.folds)))
+        return
+    if args.aggregate:
+        print("\n".join(aggregate_section(sac3, wiki, b, args.folds, args.aggregate)))
         return
     if args.kinds:
         print("\n".join(kind_section(sac3, wiki, b, args.folds, args.kinds)))

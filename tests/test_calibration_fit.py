@@ -221,9 +221,9 @@ def test_read_labelled_skips_errors_and_unlabelled_rows_and_refuses_bad_ones(tmp
             read_labelled([path])
 
 
-def test_passages_and_their_sentences_fit_a_sentence_head(tmp_path):
+def write_passages(path: Path) -> None:
+    """80 labelled passages of 4 sentences each, both sentence parts and AvgWD higher where inaccurate."""
     rng = np.random.default_rng(9)
-    path = tmp_path / "r.jsonl"
     with open(path, "w") as f:
         for i in range(80):
             tags = rng.choice(["accurate", "minor_inaccurate", "major_inaccurate"], size=4)
@@ -246,6 +246,11 @@ def test_passages_and_their_sentences_fit_a_sentence_head(tmp_path):
                 "sentence_labels": tags.tolist(),
             }
             f.write(json.dumps(row) + "\n")
+
+
+def test_passages_and_their_sentences_fit_a_sentence_head(tmp_path):
+    path = tmp_path / "r.jsonl"
+    write_passages(path)
     labelled = read_labelled([path])
     assert labelled.sentences is not None and labelled.sentences.y.size == 320
     fit = fit_calibration(labelled, SETTINGS, folds=4)
@@ -256,6 +261,35 @@ def test_passages_and_their_sentences_fit_a_sentence_head(tmp_path):
     assert cal.fitted_on.base_rate == pytest.approx(
         np.mean([json.loads(r)["human_score"] for r in path.read_text().splitlines()])
     )
+
+
+def test_each_answer_gets_the_mean_of_its_sentences_z_before_the_answer_heads_are_fitted(tmp_path):
+    path = tmp_path / "r.jsonl"
+    write_passages(path)
+    fit = fit_calibration(read_labelled([path]), SETTINGS, folds=4)
+    cal = fit.calibration
+    model = cal.sentence.model
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    by_hand = [
+        np.mean(
+            [
+                (
+                    (s["score"] - model.mean[0]) / model.scale[0] * model.coef[0]
+                    + (s["unigram"] - model.mean[1]) / model.scale[1] * model.coef[1]
+                )
+                + model.intercept
+                for s in r["sentences"]
+            ]
+        )
+        for r in rows
+    ]
+    assert "sentence_verdict" in fit.heads[0].head.members
+    t = fit.labelled.answers  # what the report reads
+    by_prompt = dict(zip(t.groups, t.members["sentence_verdict"], strict=True))
+    assert [by_prompt[f"{path}:{r['id']}"] for r in rows] == pytest.approx(by_hand)
+    assert [cal.member(r, "sentence_verdict") for r in rows] == pytest.approx(by_hand)
+    assert "sentence_verdict" in cal.verdict(rows[0]).members
+    assert "sentence_verdict" not in cal.verdict({**rows[0], "sentences": []}).members  # none: the next head
 
 
 def test_settings_must_be_found_complete_and_those_of_the_rows(tmp_path):

@@ -311,22 +311,33 @@ SHIPPED_API = calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.api.json"
 MOBY = "Who wrote the novel Moby-Dick?"
 
 
+def z_by_hand(model: dict, x: list[float]) -> float:
+    """z of a stored head's model: standardised, weighted, plus the intercept."""
+    terms = zip(model["coef"], x, model["mean"], model["scale"], strict=True)
+    return sum(c * (v - mu) / s for c, v, mu, s in terms) + model["intercept"]
+
+
 def by_hand(body: dict, result: dict) -> float:
-    """p from a calibration file: the first head whose members the result has (ln for EigenWD), standardised,
-    weighted, through the Platt calibrator."""
+    """p from a calibration file: the first head whose members the result has (ln for EigenWD; with a judged
+    answer, its members and the mean of its sentences' z under the sentence head), through the Platt calibrator."""
     values = {
         "avg_wd": result["avg_wd"],
         "log_eigen_wd": math.log(result["eigen_wd"]),
         "log_eigen_wd_fixed": math.log(result["eigen_wd_fixed"]),
         **result["baselines"],
     }
+    if result.get("sentences"):
+        values |= {name: result[name] for name in ("answer_wd", "sentence_wd", "answer_unigram")}
+        s = body["sentence"]["model"]
+        values["sentence_verdict"] = sum(z_by_hand(s, [x["score"], x["unigram"]]) for x in result["sentences"]) / len(
+            result["sentences"]
+        )
     for head in [body, *body["more_heads"]]:
         m = head["model"]
         if all(f in values for f in m["features"]):
             break
     assert m["features"] == result["calibration"]["members"]
-    x = [values[f] for f in m["features"]]
-    z = sum(c * (v - mu) / s for c, v, mu, s in zip(m["coef"], x, m["mean"], m["scale"], strict=True)) + m["intercept"]
+    z = z_by_hand(m, [values[f] for f in m["features"]])
     assert m["calibrator"]["method"] == "platt"  # what this computes
     return 1 / (1 + math.exp(m["calibrator"]["a"] * z + m["calibrator"]["b"]))
 
@@ -363,6 +374,14 @@ def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkey
             "--json",
             MOBY,
         )
+        args = ["score", "--target", "smollm2-135m", "--base-url", server.base_url, "--api-key-env", "BBWD_TEST_KEY"]
+        args += ["--no-cache", "-k", "10", "--temperature", "0.7", "--max-tokens", "24", "--device", "cpu", "--json"]
+        answered = bbwd(capsys, *args, "--response", "Herman Melville wrote it. He was born in New York.", MOBY)
+    assert answered[0] == 0, answered[2]
+    judged = json.loads(answered[1])  # the first head: every member, the answer's and its sentences' verdicts too
+    assert "sentence_verdict" in judged["calibration"]["members"] and len(judged["sentences"]) == 2
+    assert judged["p_hallucination"] == pytest.approx(by_hand(body, judged), rel=1e-12, abs=1e-12)
+    assert all(0 < s["p_hallucination"] < 1 for s in judged["sentences"])
     assert code == 0, err
     result = json.loads(out)
     recorded = {c["message"]["content"] for c in moby["choices"]}

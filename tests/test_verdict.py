@@ -95,6 +95,30 @@ def test_each_sentence_gets_its_own_verdict():
     assert cal.sentence_verdicts(sentences, base_rate=0.8)[1].p == pytest.approx(shift_prior(0.5, 0.4, 0.8))
 
 
+def test_the_sentence_verdicts_aggregated_over_the_answer_by_hand(tmp_path):
+    """A head over [AvgWD, sentence_verdict]: the member is the mean of the sentences' z under the sentence head
+    (z = (score - 40)/20 + (unigram - 6)/2); a sentence without a part is left out, an answer without a sentence
+    has none and falls to the next head, and a file whose heads read it without a sentence head is refused."""
+    first = ScoreModel(("avg_wd", "sentence_verdict"), (60.0, 0.0), (15.0, 1.0), (1.0, 1.0), 0.0, Platt(-1.0, 0.0))
+    cal = replace(two_heads(), model=first)
+    sentences = [
+        SentenceScore("a.", 0, 2, 60.0, 8.0),  # z = 1 + 1
+        SentenceScore("b.", 3, 5, 40.0, 5.0),  # z = 0 - 0.5
+        SentenceScore("c.", 6, 8, None, 9.0),  # no OT score: left out
+    ]
+    assert cal.member({"sentences": sentences}, "sentence_verdict") == pytest.approx(0.75)
+    row = {"avg_wd": 75.0, "eigen_wd": math.exp(18.0), "sentences": sentences}
+    got = cal.verdict(row)
+    assert got.members == ("avg_wd", "sentence_verdict") and got.p == pytest.approx(sigmoid(1.0 + 0.75))
+    assert cal.verdict({**row, "sentences": sentences[2:]}).members == ("avg_wd", "log_eigen_wd")
+    assert replace(cal, sentence=None).verdict(row).members == ("avg_wd", "log_eigen_wd")
+    body = json.loads(cal.to_json())
+    body["sentence"] = None
+    (tmp_path / "c.json").write_text(json.dumps(body))
+    with pytest.raises(BBWDError, match="field 'sentence' must be a head when another head reads sentence_verdict"):
+        Calibration.load(tmp_path / "c.json")
+
+
 def test_a_format_2_calibration_round_trips_and_a_format_1_file_keeps_its_bytes(tmp_path):
     cal = two_heads()
     cal.save(tmp_path / "c.json")

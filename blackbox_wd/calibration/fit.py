@@ -6,7 +6,8 @@ fingerprint) and the reported settings they were scored with (``settings.json`` 
 1 = hallucination; another field with ``--label``), else its ``human_score`` (in [0, 1]: the share of
 inaccurate sentences), which enters as a weighted pair of rows (``combine.table_from``). A row with
 ``sentences`` and ``sentence_labels`` also gives one row per sentence to the sentence head (label: minor or
-major inaccurate).
+major inaccurate). With a sentence head, each answer also gets the member ``sentence_verdict`` from its
+sentences (labelled or not) under that head (``model.sentence_verdict``), before the answer heads are fitted.
 
 The members are those every labelled row has (``model.MEMBERS``: a member some rows lack, say DSE on
 passages, is left out, since the verdict could not tell its absence from its value); the heads are those
@@ -50,6 +51,7 @@ from blackbox_wd.calibration.model import (
     covered_settings,
     is_passage,
     member_value,
+    sentence_verdict,
 )
 from blackbox_wd.checks import is_finite_number
 from blackbox_wd.errors import BBWDError
@@ -79,6 +81,7 @@ class Labelled:
     skipped_unlabelled: int = 0
     stages: dict[int, Table] = field(default_factory=dict)  # -k auto rows: each stage before the last, by its k
     short_only: tuple[str, ...] = ()  # of SHORT_ONLY: left missing on the passages, when some rows are passages
+    answer_sentences: dict[str, list[Any]] = field(default_factory=dict)  # each answer's sentences, by its prompt
 
 
 @dataclass
@@ -135,6 +138,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     sentence: dict[str, list[Any]] = {"score": [], "unigram": [], "y": [], "group": []}
     staged: dict[int, dict[str, list[float | None]]] = {}  # k -> member -> values, in row order
     counts: list[dict[str, Any]] = []  # each row's samples' token counts, for ``is_passage``
+    answer_sentences: dict[str, list[Any]] = {}
     errors = unlabelled = 0
     for path, n, row in read_rows(paths):
         where = f"{path} line {n}"
@@ -165,6 +169,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
         labels.append(y)
         groups.append(group)
         source.append(str(row.get("source", Path(path).name)))
+        answer_sentences[group] = list(row.get("sentences") or [])
         for s, tag in zip(row.get("sentences") or [], row.get("sentence_labels") or [], strict=False):
             sentence["score"].append(member_value(s, "score"))
             sentence["unigram"].append(member_value(s, "unigram"))
@@ -194,7 +199,8 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     )
     data = dict(Counter(source))
     stages = {k: table_from(values, labels, groups, source) for k, values in sorted(staged.items())}
-    return Labelled(answers, sentences, data, next(iter(fps), None), errors, unlabelled, stages, short_only)
+    fp = next(iter(fps), None)
+    return Labelled(answers, sentences, data, fp, errors, unlabelled, stages, short_only, answer_sentences)
 
 
 def short_only_members(members: Mapping[str, Sequence[float | None]], passages: Sequence[bool]) -> tuple[str, ...]:
@@ -313,13 +319,6 @@ def fit_calibration(
         )
     if not isinstance(folds, int) or folds < 2:
         raise BBWDError(f"folds must be an integer >= 2 (got {folds})")
-    t = labelled.answers
-    short_only = fittable(t, labelled.short_only, folds)
-    members = [m for m in MEMBERS if t.rows([m]).all() or m in short_only]
-    sets = head_sets(members, (*OPTIONAL, short_only) if short_only else OPTIONAL)
-    if FEATURES not in sets:
-        sets.append(FEATURES)
-    heads = [fit_head(t, head, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr) for head in sets]
     sentence = None
     if labelled.sentences is not None:
         sentence = fit_head(
@@ -330,6 +329,18 @@ def fit_calibration(
             seed=seed,
             target_fpr=target_fpr,
         )
+    t = labelled.answers
+    if sentence is not None:
+        by_prompt = {g: sentence_verdict(sentence.head, x) for g, x in labelled.answer_sentences.items()}
+        column = np.array([np.nan if (v := by_prompt[g]) is None else v for g in t.groups])
+        t = replace(t, members={**t.members, "sentence_verdict": column})
+        labelled = replace(labelled, answers=t)  # the fit's report reads the member from it
+    short_only = fittable(t, labelled.short_only, folds)
+    members = [m for m in MEMBERS if t.rows([m]).all() or m in short_only]
+    sets = head_sets(members, (*OPTIONAL, short_only) if short_only else OPTIONAL)
+    if FEATURES not in sets:
+        sets.append(FEATURES)
+    heads = [fit_head(t, head, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr) for head in sets]
     first = heads[0]
     applied = used_heads([h.head for h in heads])
     y, w = t.y[first.rows], t.w[first.rows]
@@ -396,13 +407,18 @@ def fit_stages(
     seed: int,
     target_fpr: float,
 ) -> tuple[Stage, ...]:
-    """``-k auto``: each stage's heads (the same member sets, fitted on the stage's members) and its band
+    """``-k auto``: each stage's heads (the same member sets less the members no row of the stage has, such as
+    ``sentence_verdict``, since a stage's scores carry no sentences; fitted on the stage's members) and its band
     (``adaptive.fit_settles`` over each prompt's nested out-of-fold p and flag from the head that judges it, at every
     stage and at the last)."""
     if not labelled.stages:
         return ()
     fits = {
-        k: [fit_head(t, head, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr) for head in sets]
+        k: [
+            fit_head(t, head, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr)
+            for head in dict.fromkeys(tuple(m for m in h if t.rows([m]).any()) for h in sets)
+            if head
+        ]
         for k, t in labelled.stages.items()
     }
     tables = [*labelled.stages.values(), labelled.answers]

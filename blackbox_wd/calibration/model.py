@@ -18,7 +18,8 @@ answer has no AnswerWD, a target without log-probs no LNE; a calibration fitted 
 defined for short answers only, ``SHORT_ONLY``, as missing on a passage), and says which members it used. The first
 calibrations (format 1) hold one head over [AvgWD, ln EigenWD]; they still load and apply. A **sentence**
 head, when present, gives each sentence of a judged answer its own p and flag from its OT score and its
-lexical surprise (``SENTENCE_MEMBERS``).
+lexical surprise (``SENTENCE_MEMBERS``), and the answer the member ``sentence_verdict``: the mean of its
+sentences' z under that head (:func:`sentence_verdict`), which only a calibration with a sentence head can read.
 
 p holds for the base rate of the data the calibration was fitted on; :func:`shift_prior` moves it to a base
 rate the user states, by Bayes' rule. The flag is set on the fitted p, so its false-positive rate, which
@@ -60,12 +61,14 @@ MEMBERS = (
     "answer_wd",
     "sentence_wd",
     "answer_unigram",
+    "sentence_verdict",
     "answer_nll",
     "cocoa",
     *BASELINE_MEMBERS,
 )
 ANSWER_LOGPROB_MEMBERS = ("answer_nll", "cocoa")  # only with a judged answer and the teacher's log-prob pass
-ANSWER_MEMBERS = ("answer_wd", "sentence_wd", "answer_unigram", *ANSWER_LOGPROB_MEMBERS)  # only with a judged answer
+# only with a judged answer; sentence_verdict also only under a calibration with a sentence head (``sentence_verdict``)
+ANSWER_MEMBERS = ("answer_wd", "sentence_wd", "answer_unigram", "sentence_verdict", *ANSWER_LOGPROB_MEMBERS)
 SENTENCE_MEMBERS = ("score", "unigram")  # of each sentence: its OT score and its lexical surprise
 # Members defined for short answers only (bench/RESULTS.md, "Short-answer members"): the paper's EigenWD, whose
 # per-prompt bandwidth divides the scale of D out on a passage, and ES and ER, which read the last token's state as
@@ -113,6 +116,26 @@ def member_value(result: Any, name: str) -> float | None:
     if value is None and name in BASELINE_MEMBERS:
         value = (get("baselines") or {}).get(name)
     return float(value) if _number(value) else None
+
+
+def sentence_verdict(head: Head | None, sentences: Any) -> float | None:
+    """The sentence verdicts aggregated over an answer: the mean, over its sentences that have every member of the
+    sentence ``head``, of their combined score z under it (None without a head or such a sentence).
+
+    The mean, as SentenceWD, the lexical surprise and SelfCheckGPT's passage score are means; z, not p, so that a
+    ``mean`` sentence head (the shipped one: nothing fitted but the scales) carries no label into the answer heads.
+    bench/RESULTS.md, "The sentence verdicts aggregated over the answer", measures it.
+
+    >>> h = Head(ScoreModel(("score", "unigram"), (1.0, 2.0), (2.0, 1.0), (0.5, 0.5), 0.0, Platt(-1.0, 0.0)),
+    ...          OperatingPoint("target_fpr", 0.1, 0.5, 0.1, 0.5, 0.5, 0.5))
+    >>> sentence_verdict(h, [{"score": 3.0, "unigram": 4.0}, {"score": 1.0, "unigram": None}])
+    1.5
+    """
+    if head is None:
+        return None
+    rows = [[member_value(s, m) for m in head.members] for s in sentences or []]
+    known = [r for r in rows if None not in r]
+    return float(np.mean(head.model.decision(np.array(known, dtype=float)))) if known else None
 
 
 def is_passage(result: Any, k: int | None = None) -> bool:
@@ -372,13 +395,21 @@ class Calibration:
         heads = self.heads if stage is None else stage.heads
         skip = set(self.short_only) if self.short_only and is_passage(result, k) else set()
         for head in heads:
-            values = [None if m in skip else member_value(result, m) for m in head.members]
+            values = [None if m in skip else self.member(result, m) for m in head.members]
             if all(v is not None for v in values):
                 return head, np.array(values, dtype=float)
         last = heads[-1].members
-        missing = [m for m in last if m in skip or member_value(result, m) is None]
+        missing = [m for m in last if m in skip or self.member(result, m) is None]
         why = "; the calibration reads " + ", ".join(sorted(skip)) + " as missing on a passage" if skip else ""
         raise BBWDError(f"cannot calibrate: no finite {', '.join(missing)} (eigen_wd must be > 0){why}")
+
+    def member(self, result: Any, name: str) -> float | None:
+        """The member ``name`` of a result as this calibration reads it: ``sentence_verdict`` from its sentences and
+        the sentence head, any other by ``member_value``."""
+        if name == "sentence_verdict":
+            get = result.get if isinstance(result, Mapping) else lambda key: getattr(result, key, None)
+            return sentence_verdict(self.sentence, get("sentences"))
+        return member_value(result, name)
 
     def verdict(self, result: Any, base_rate: float | None = None, k: int | None = None) -> Verdict:
         """The verdict of a ``Result`` or a row dict: p, flag and the members used.
@@ -632,6 +663,11 @@ def _check(cal: Calibration, where: str) -> None:
         ]
     rules += [
         ("short_only", set(cal.short_only) <= set(SHORT_ONLY), f"members of {list(SHORT_ONLY)}"),
+        (
+            "sentence",
+            cal.sentence is not None or all("sentence_verdict" not in h.members for _, h, _ in named),
+            "a head when another head reads sentence_verdict",
+        ),
         ("fitted_on.base_rate", 0 < cal.fitted_on.base_rate < 1, "in (0, 1)"),
         (
             "fitted_on.sentence_base_rate",

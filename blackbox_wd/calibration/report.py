@@ -31,6 +31,7 @@ NAMES = {
     "answer_wd": "AnswerWD",
     "sentence_wd": "SentenceWD",
     "answer_unigram": "lexical surprise (answer)",
+    "sentence_verdict": "sentence verdicts (answer)",
     "answer_nll": "teacher's NLL of the answer",
     "cocoa": "CoCoA (NLL x AnswerWD)",
     "lne": "LNE",
