@@ -32,9 +32,9 @@ import numpy as np
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from blackbox_wd.adaptive import DELTA, fit_settles, stages, stop_stage  # noqa: E402
-from blackbox_wd.calibration.combine import Table, fit_head, group_folds, table_from  # noqa: E402
+from blackbox_wd.calibration.combine import Table, first_by_prompt, fit_head, group_folds, table_from  # noqa: E402
 from blackbox_wd.calibration.fit import COMBINER, leave_out, short_only_members, verdicts_by_prompt  # noqa: E402
-from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, is_passage  # noqa: E402
+from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Head, is_passage  # noqa: E402
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff  # noqa: E402
 from blackbox_wd.teachers.registry import reference_bandwidth  # noqa: E402
 
@@ -87,6 +87,13 @@ def stage_runs(rows: list[dict[str, Any]], ks: tuple[int, ...]) -> list[list[dic
     return out
 
 
+def held_out(t: Table, held: np.ndarray, head: Head) -> tuple[np.ndarray, list[tuple[float, bool]]]:
+    """The held-out prompts of ``t`` (rows ``held``) that have the members of ``head``, with its p and flag."""
+    at = held & t.rows(head.members)
+    p = head.model.probability(t.matrix(head.members)[at])
+    return t.groups[at], [(float(x), bool(x >= head.operating_point.threshold)) for x in p]
+
+
 def replay(
     tables: list[Table], heads: list[list[str]], combiner: str = COMBINER
 ) -> tuple[dict[str, np.ndarray], dict[str, int], list]:
@@ -114,12 +121,7 @@ def replay(
             p_train[s] = [oof[g][0] for g in prompts[train]]
             f_train[s] = [oof[g][1] for g in prompts[train]]
             held = np.array([g in set(te) for g in t.groups])
-            judged: dict[str, tuple[float, bool]] = {}
-            for fit in fits:
-                at = held & t.rows(fit.head.members)
-                threshold = fit.head.operating_point.threshold
-                for g, p in zip(t.groups[at], fit.head.model.probability(t.matrix(fit.head.members)[at]), strict=True):
-                    judged.setdefault(g, (float(p), bool(p >= threshold)))
+            judged = first_by_prompt(held_out(t, held, fit.head) for fit in fits)
             p_all[s, test] = [judged[g][0] for g in te]
             flags[s, test] = [judged[g][1] for g in te]
         settles = fit_settles(p_train, f_train)

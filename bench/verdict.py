@@ -46,7 +46,7 @@ import numpy as np
 
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.calibration.combine import COMBINERS, HeadFit, Table, fit_head, table_from  # noqa: E402
+from blackbox_wd.calibration.combine import COMBINERS, HeadFit, Table, first_by_prompt, fit_head, table_from  # noqa: E402
 from blackbox_wd.calibration.model import MEMBERS, PASSAGE_TOKENS, SHORT_ONLY, is_passage, member_value  # noqa: E402
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr  # noqa: E402
 from blackbox_wd.scores import eigen_wd  # noqa: E402
@@ -322,13 +322,11 @@ def head_ps(t: Table, heads: list[list[str]], combiner: str, folds: int, seed: i
     """(nested out-of-fold p, deployed p) by prompt, from the first of ``heads`` whose members the prompt has. The
     deployed p is the calibrator the head ships with applied to the prompt's out-of-fold z: one calibrator for
     every prompt, as a shipped head has."""
-    out: dict[str, tuple[float, float]] = {}
-    for members in heads:
-        fit = fit_head(t, members, combiner=combiner, folds=folds, seed=seed)
-        deployed = fit.head.model.calibrator(fit.z)
-        for g, p, d in zip(t.groups[fit.rows], fit.p, deployed, strict=True):
-            out.setdefault(g, (float(p), float(d)))
-    return out
+    fits = [fit_head(t, members, combiner=combiner, folds=folds, seed=seed) for members in heads]
+    return first_by_prompt(
+        (t.groups[f.rows], [(float(p), float(d)) for p, d in zip(f.p, f.head.model.calibrator(f.z), strict=True)])
+        for f in fits
+    )
 
 
 def spread(values: np.ndarray, digits: int) -> str:

@@ -22,8 +22,9 @@ sides of a split.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
@@ -247,6 +248,20 @@ def operating_point(y: np.ndarray, p: np.ndarray, w: np.ndarray, target_fpr: flo
         precision=float(precision),
         f1=float(f1),
     )
+
+
+def first_by_prompt(heads: Iterable[tuple[Iterable[str], Iterable[Any]]]) -> dict[str, Any]:
+    """Each prompt's value from the first head that judges it: ``heads`` gives, most members first, each head's
+    prompts (one per row it judged; a prompt's rows share a value) and its values for them.
+
+    >>> first_by_prompt([(["a", "b"], [1, 2]), (["b", "c"], [3, 4])])
+    {'a': 1, 'b': 2, 'c': 4}
+    """
+    out: dict[str, Any] = {}
+    for groups, values in heads:
+        for g, v in zip(groups, values, strict=True):
+            out.setdefault(g, v)
+    return out
 
 
 def head_sets(available: Sequence[str], optional: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:

@@ -34,7 +34,7 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from blackbox_wd import __version__
 from blackbox_wd.adaptive import fit_settles
-from blackbox_wd.calibration.combine import HeadFit, Table, fit_head, head_sets, table_from
+from blackbox_wd.calibration.combine import HeadFit, Table, first_by_prompt, fit_head, head_sets, table_from
 from blackbox_wd.calibration.model import (
     ANSWER_LOGPROB_MEMBERS,
     ANSWER_MEMBERS,
@@ -390,12 +390,9 @@ def fittable(t: Table, short_only: Sequence[str], folds: int) -> tuple[str, ...]
 
 def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[float, bool]]:
     """Each prompt's nested out-of-fold p and flag from the first head that has its members, as it is judged."""
-    out: dict[str, tuple[float, bool]] = {}
-    for hf in fits:
-        threshold = hf.head.operating_point.threshold
-        for g, p in zip(t.groups[hf.rows], hf.p, strict=True):
-            out.setdefault(g, (float(p), bool(p >= threshold)))
-    return out
+    return first_by_prompt(
+        (t.groups[hf.rows], [(float(p), bool(p >= hf.head.operating_point.threshold)) for p in hf.p]) for hf in fits
+    )
 
 
 def fit_stages(
