@@ -34,13 +34,13 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from blackbox_wd.adaptive import DELTA, fit_settles, stages, stop_stage  # noqa: E402
 from blackbox_wd.calibration.combine import Table, first_by_prompt, fit_head, group_folds, table_from  # noqa: E402
 from blackbox_wd.calibration.fit import COMBINER, leave_out, short_only_members, verdicts_by_prompt  # noqa: E402
-from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Head, is_passage  # noqa: E402
+from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Head, is_passage, sentence_verdict  # noqa: E402
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff  # noqa: E402
 from blackbox_wd.teachers.registry import reference_bandwidth  # noqa: E402
 
 sys.path.insert(0, str(_HERE))
 from _common import table  # noqa: E402
-from verdict import API_MEMBERS, SEED, members_of, pearson_diff, read_rows, sentence_scales, sentence_verdict  # noqa: E402
+from verdict import API_MEMBERS, SEED, members_of, pearson_diff, read_rows, sentence_head  # noqa: E402
 
 FOLDS = 5
 
@@ -205,8 +205,8 @@ def main() -> None:
     tables, kept = stage_tables(sets, bandwidth, ks)
     labelled = [r for runs in kept.values() for r in runs[-1] if r.get("sentence_labels")]
     if labelled:
-        scales = sentence_scales(labelled)
-        last = {f"{name}:{r['id']}": sentence_verdict(r, scales) for name, runs in kept.items() for r in runs[-1]}
+        head = sentence_head(labelled, FOLDS)
+        last = {f"{n}:{r['id']}": sentence_verdict(head, r["sentences"]) for n, runs in kept.items() for r in runs[-1]}
         tables[-1].members["sentence_verdict"] = np.array(
             [np.nan if (v := last[g]) is None else v for g in tables[-1].groups]
         )

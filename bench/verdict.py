@@ -47,7 +47,15 @@ import numpy as np
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from blackbox_wd.calibration.combine import COMBINERS, HeadFit, Table, first_by_prompt, fit_head, table_from  # noqa: E402
-from blackbox_wd.calibration.model import MEMBERS, PASSAGE_TOKENS, SHORT_ONLY, is_passage, member_value  # noqa: E402
+from blackbox_wd.calibration.model import (  # noqa: E402
+    MEMBERS,
+    PASSAGE_TOKENS,
+    SHORT_ONLY,
+    Head,
+    is_passage,
+    member_value,
+    sentence_verdict,
+)
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr  # noqa: E402
 from blackbox_wd.scores import eigen_wd  # noqa: E402
 
@@ -393,34 +401,21 @@ def passage_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds:
     ]
 
 
-def sentence_scales(wiki: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """(mean, scale) of (OT score, lexical surprise) over WikiBio's sentences that have both: the ``mean`` sentence
-    head's scales, which read no label."""
-    x = np.array(
-        [[s["score"], s["unigram"]] for r in wiki for s in r["sentences"] if None not in (s["score"], s["unigram"])]
-    )
-    return x.mean(axis=0), x.std(axis=0)
-
-
-def sentence_verdict(row: dict, scales: tuple[np.ndarray, np.ndarray]) -> float | None:
-    """The mean over the row's sentences with both parts of the ``mean`` sentence head's z (None without one)."""
-    mean, scale = scales
-    z = [
-        float(np.mean((np.array([s["score"], s["unigram"]]) - mean) / scale))
-        for s in row.get("sentences") or []
-        if None not in (s.get("score"), s.get("unigram"))
-    ]
-    return float(np.mean(z)) if z else None
+def sentence_head(wiki: list[dict], folds: int) -> Head:
+    """The ``mean`` sentence head over WikiBio's labelled sentences, as ``bbwd calibrate`` fits it (its z reads
+    no label: nothing is fitted but the scales)."""
+    t, _, _ = sentence_table(wiki)
+    return fit_head(t, ["score", "unigram"], combiner="mean", folds=folds, seed=SEED).head
 
 
 def aggregate_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, seeds: int) -> list[str]:
     """The shipped head (``mean``, short-answer members missing on passages) with and without ``sentence_verdict``,
     on the deployed p and the nested p over ``seeds`` fold seeds, beside the best single scores (RESULTS' rule)."""
     m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
-    scales = sentence_scales(wiki)
+    head = sentence_head(wiki, folds)
     for ms, rows in ((m_s, sac3), (m_w, wiki)):
         for m, r in zip(ms, rows, strict=True):
-            m["sentence_verdict"] = sentence_verdict(r, scales)
+            m["sentence_verdict"] = sentence_verdict(head, r["sentences"])
     members = [n for n in api_members(m_s, m_w) if n != "sentence_verdict"]
     rest = [n for n in members if n not in SHORT_ONLY]
     plus, rest_plus = [*members, "sentence_verdict"], [*rest, "sentence_verdict"]
@@ -434,8 +429,8 @@ def aggregate_section(sac3: list[dict], wiki: list[dict], bandwidth: float, fold
     sv_s, sv_w = column(m_s, "sentence_verdict"), column(m_w, "sentence_verdict")
     ok = np.isfinite(sv_s)
     lines = [
-        f"## The sentence verdicts aggregated over the answer (sentence scales: mean {scales[0].round(4).tolist()}, "
-        f"scale {scales[1].round(4).tolist()})",
+        f"## The sentence verdicts aggregated over the answer (sentence scales: mean "
+        f"{[round(x, 4) for x in head.model.mean]}, scale {[round(x, 4) for x in head.model.scale]})",
         "",
         f"sentence_verdict alone: SAC3 AUROC {auroc_with_ci(y_s[ok], sv_s[ok]).auroc:.3f} on the {int(ok.sum())} of "
         f"{ok.size} answers that have it; WikiBio Pearson x100 {100 * np.corrcoef(sv_w, h_w)[0, 1]:.2f}",
@@ -522,8 +517,9 @@ def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
     ]
 
 
-def sentence_section(wiki: list[dict], folds: int) -> list[str]:
-    """The sentence verdict against its two parts."""
+def sentence_table(wiki: list[dict]) -> tuple[Table, np.ndarray, np.ndarray]:
+    """WikiBio's labelled sentences as a table over the OT score and the lexical surprise (label: minor or major
+    inaccurate), with each sentence's severity (0, 1, 2) and passage index."""
     score, unigram, severity, groups = [], [], [], []
     for r in wiki:
         for s, label in zip(r["sentences"], r["sentence_labels"], strict=True):
@@ -534,6 +530,13 @@ def sentence_section(wiki: list[dict], folds: int) -> list[str]:
     sev = np.array(severity)
     passage = np.unique(groups, return_inverse=True)[1]
     t = table_from({"score": score, "unigram": unigram}, list((sev > 0).astype(float)), groups, ["wikibio"] * sev.size)
+    return t, sev, passage
+
+
+def sentence_section(wiki: list[dict], folds: int) -> list[str]:
+    """The sentence verdict against its two parts."""
+    t, sev, passage = sentence_table(wiki)
+    score, unigram = t.members["score"], t.members["unigram"]
     lines = ["## Sentence verdict (WikiBio sentences; AUC-PR x100 with the CI over passages)", ""]
     cols = {"OT score (sentence)": np.array(score), "lexical surprise (unigram max)": np.array(unigram)}
     for combiner in COMBINERS:
