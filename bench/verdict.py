@@ -350,6 +350,53 @@ def without_short_only(t: Table, rows: list[dict]) -> Table:
     return Table(members, t.y, t.w, t.groups, t.source, t.target)
 
 
+SEEDED_COLUMNS = [
+    "head",
+    "SAC3 AUROC, deployed",
+    "WikiBio Pearson x100, deployed",
+    "SAC3 AUROC, nested p",
+    "WikiBio Pearson x100, nested p",
+    "seed 0, deployed minus best single (paired 95% CI)",
+]
+
+
+def seeded(
+    families: dict[str, tuple[Table, list[list[str]], str]],
+    sac3: list[dict],
+    wiki: list[dict],
+    bandwidth: float,
+    members: list[str],
+    folds: int,
+    seeds: int,
+) -> tuple[list[list[str]], list[tuple[np.ndarray, np.ndarray]], str]:
+    """Each family (label: table, heads most members first, combiner) over ``seeds`` fold seeds, on the deployed p
+    and the nested p (``SEEDED_COLUMNS``); each family's seed-0 deployed p per set; the best single of ``members``
+    on each set."""
+    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
+    best_s = max(members, key=lambda n: auroc_with_ci(y_s, column(m_s, n)).auroc)
+    best_w = max(members, key=lambda n: correlation_with_ci(h_w, column(m_w, n)).r)
+    rows, first = [], []
+    for label, (tab, heads, combiner) in families.items():
+        got = []
+        for seed in range(seeds):
+            ps = head_ps(tab, heads, combiner, folds, seed)
+            nested_s, nested_w = per_set({g: v[0] for g, v in ps.items()}, sac3, wiki)
+            dep_s, dep_w = per_set({g: v[1] for g, v in ps.items()}, sac3, wiki)
+            got.append(
+                [auroc_with_ci(y_s, x).auroc for x in (nested_s, dep_s)]
+                + [100 * np.corrcoef(x, h_w)[0, 1] for x in (nested_w, dep_w)]
+            )
+            if seed == 0:
+                first.append((dep_s, dep_w))
+                d = paired_auroc_diff(y_s, dep_s, column(m_s, best_s))
+                diffs = f"{diff_text(d)} / {pearson_text(pearson_diff(h_w, dep_w, column(m_w, best_w)))}"
+        g = np.array(got).T
+        rows.append([label, spread(g[1], 3), spread(g[3], 2), spread(g[0], 3), spread(g[2], 2), diffs])
+    single_s = auroc_with_ci(y_s, column(m_s, best_s)).auroc
+    single_w = 100 * correlation_with_ci(h_w, column(m_w, best_w)).r
+    return rows, first, f"{best_s} {single_s:.3f}, {best_w} {single_w:.2f}"
+
+
 def passage_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, seeds: int) -> list[str]:
     """The short-answer members left out on passages (``mean``), against the pooled ``select`` and ``mean`` heads
     and the best single scores, on the nested p and on the deployed p, over ``seeds`` fold seeds."""
@@ -362,41 +409,12 @@ def passage_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds:
         "pooled scales, mean": (t, [members], "mean"),
         "short-answer members missing on passages, mean": (without_short_only(t, sac3 + wiki), [members, rest], "mean"),
     }
-    best_s = max(members, key=lambda n: auroc_with_ci(y_s, column(m_s, n)).auroc)
-    best_w = max(members, key=lambda n: correlation_with_ci(h_w, column(m_w, n)).r)
-    rows = []
-    for label, (tab, heads, combiner) in families.items():
-        got, diffs = [], ""
-        for seed in range(seeds):
-            ps = head_ps(tab, heads, combiner, folds, seed)
-            nested_s, nested_w = per_set({g: v[0] for g, v in ps.items()}, sac3, wiki)
-            dep_s, dep_w = per_set({g: v[1] for g, v in ps.items()}, sac3, wiki)
-            got.append(
-                [auroc_with_ci(y_s, x).auroc for x in (nested_s, dep_s)]
-                + [100 * np.corrcoef(x, h_w)[0, 1] for x in (nested_w, dep_w)]
-            )
-            if seed == 0:
-                d = paired_auroc_diff(y_s, dep_s, column(m_s, best_s))
-                diffs = f"{diff_text(d)} / {pearson_text(pearson_diff(h_w, dep_w, column(m_w, best_w)))}"
-        g = np.array(got).T
-        rows.append([label, spread(g[1], 3), spread(g[3], 2), spread(g[0], 3), spread(g[2], 2), diffs])
-    single_s = auroc_with_ci(y_s, column(m_s, best_s)).auroc
-    single_w = 100 * correlation_with_ci(h_w, column(m_w, best_w)).r
+    rows, _, best = seeded(families, sac3, wiki, bandwidth, members, folds, seeds)
     return [
         f"## Short-answer members ({', '.join(SHORT_ONLY)}) missing on passages, over fold seeds 0 to {seeds - 1} "
-        f"(mean [least, most]); best single: {best_s} {single_s:.3f}, {best_w} {single_w:.2f}",
+        f"(mean [least, most]); best single: {best}",
         "",
-        table(
-            [
-                "head",
-                "SAC3 AUROC, deployed",
-                "WikiBio Pearson x100, deployed",
-                "SAC3 AUROC, nested p",
-                "WikiBio Pearson x100, nested p",
-                "seed 0, deployed minus best single (paired 95% CI)",
-            ],
-            rows,
-        ),
+        table(SEEDED_COLUMNS, rows),
         "",
     ]
 
@@ -421,56 +439,22 @@ def aggregate_section(sac3: list[dict], wiki: list[dict], bandwidth: float, fold
     plus, rest_plus = [*members, "sentence_verdict"], [*rest, "sentence_verdict"]
     t = without_short_only(pooled_table(sac3, wiki, m_s, m_w, plus), sac3 + wiki)
     families = {
-        "shipped: mean, short-answer members missing on passages": [members, rest],
-        "the same with sentence_verdict": [plus, rest_plus, members, rest],
+        "shipped: mean, short-answer members missing on passages": (t, [members, rest], "mean"),
+        "the same with sentence_verdict": (t, [plus, rest_plus, members, rest], "mean"),
     }
-    best_s = max(members, key=lambda n: auroc_with_ci(y_s, column(m_s, n)).auroc)
-    best_w = max(members, key=lambda n: correlation_with_ci(h_w, column(m_w, n)).r)
     sv_s, sv_w = column(m_s, "sentence_verdict"), column(m_w, "sentence_verdict")
     ok = np.isfinite(sv_s)
-    lines = [
+    rows, ((a_s, a_w), (b_s, b_w)), best = seeded(families, sac3, wiki, bandwidth, members, folds, seeds)
+    return [
         f"## The sentence verdicts aggregated over the answer (sentence scales: mean "
         f"{[round(x, 4) for x in head.model.mean]}, scale {[round(x, 4) for x in head.model.scale]})",
         "",
         f"sentence_verdict alone: SAC3 AUROC {auroc_with_ci(y_s[ok], sv_s[ok]).auroc:.3f} on the {int(ok.sum())} of "
         f"{ok.size} answers that have it; WikiBio Pearson x100 {100 * np.corrcoef(sv_w, h_w)[0, 1]:.2f}",
         "",
-    ]
-    rows, refs = [], {}
-    for label, heads in families.items():
-        got, diffs = [], ""
-        for seed in range(seeds):
-            ps = head_ps(t, heads, "mean", folds, seed)
-            nested_s, nested_w = per_set({g: v[0] for g, v in ps.items()}, sac3, wiki)
-            dep_s, dep_w = per_set({g: v[1] for g, v in ps.items()}, sac3, wiki)
-            got.append(
-                [auroc_with_ci(y_s, x).auroc for x in (nested_s, dep_s)]
-                + [100 * np.corrcoef(x, h_w)[0, 1] for x in (nested_w, dep_w)]
-            )
-            if seed == 0:
-                refs[label] = (dep_s, dep_w)
-                d = paired_auroc_diff(y_s, dep_s, column(m_s, best_s))
-                diffs = f"{diff_text(d)} / {pearson_text(pearson_diff(h_w, dep_w, column(m_w, best_w)))}"
-        g = np.array(got).T
-        rows.append([label, spread(g[1], 3), spread(g[3], 2), spread(g[0], 3), spread(g[2], 2), diffs])
-    (a_s, a_w), (b_s, b_w) = refs.values()
-    single_s = auroc_with_ci(y_s, column(m_s, best_s)).auroc
-    single_w = 100 * correlation_with_ci(h_w, column(m_w, best_w)).r
-    return lines + [
-        f"Over fold seeds 0 to {seeds - 1} (mean [least, most]); best single: {best_s} {single_s:.3f}, {best_w} "
-        f"{single_w:.2f}",
+        f"Over fold seeds 0 to {seeds - 1} (mean [least, most]); best single: {best}",
         "",
-        table(
-            [
-                "head",
-                "SAC3 AUROC, deployed",
-                "WikiBio Pearson x100, deployed",
-                "SAC3 AUROC, nested p",
-                "WikiBio Pearson x100, nested p",
-                "seed 0, deployed minus best single (paired 95% CI)",
-            ],
-            rows,
-        ),
+        table(SEEDED_COLUMNS, rows),
         "",
         f"seed 0, with minus without (paired 95% CI): SAC3 {diff_text(paired_auroc_diff(y_s, b_s, a_s))}, WikiBio "
         f"{pearson_text(pearson_diff(h_w, b_w, a_w))}",
