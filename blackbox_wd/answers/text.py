@@ -22,32 +22,16 @@ def rouge_tokens(text: str) -> tuple[str, ...]:
     return tuple(tokenize(text, None))
 
 
-def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
-    """Length of the longest common subsequence of two token sequences.
-
-    Bit-parallel over ``b`` (Hyyro 2004, "Bit-parallel LCS-length computation revisited"): one integer
-    addition a token of ``a`` instead of a row of the dynamic programme, the same length as rouge-score's table.
-
-    >>> lcs_length("the cat sat on the mat".split(), "a cat sat the mat".split())
-    4
-    """
-    n = len(b)
-    if not a or not n:
-        return 0
-    match: dict[str, int] = {}
-    for i, token in enumerate(b):
-        match[token] = match.get(token, 0) | (1 << i)
-    ones = (1 << n) - 1
-    v = ones
-    for token in a:
-        u = v & match.get(token, 0)
-        v = ((v + u) | (v - u)) & ones
-    return n - v.bit_count()
-
-
 def token_rouge_l_f1(reference: Sequence[str], response: Sequence[str]) -> float:
-    """ROUGE-L F1 of two token sequences, as rouge-score computes it (0 when either is empty)."""
-    lcs = lcs_length(reference, response)
+    """ROUGE-L F1 of two token sequences, as rouge-score computes it (0 when either is empty); the longest common
+    subsequence from RapidFuzz (``LCSseq``, bit-parallel in C++).
+
+    >>> round(token_rouge_l_f1("the cat sat on the mat".split(), "a cat sat the mat".split()), 4)  # LCS 4 of 6, 5
+    0.7273
+    """
+    from rapidfuzz.distance import LCSseq  # imported on first use: off the path of `bbwd --help`
+
+    lcs = LCSseq.similarity(reference, response)
     if lcs == 0:
         return 0.0
     precision, recall = lcs / len(response), lcs / len(reference)
