@@ -7,8 +7,8 @@ INSIDE, ICLR 2024)::
     sim = mean over unordered pairs i < j of ROUGE-L F1(y_i, y_j)
     LS  = 1 - sim
 
-ROUGE-L F1 comes from the ``rouge-score`` package (``RougeScorer(["rougeL"], use_stemmer=False)``,
-its default tokenizer: lowercase, non-alphanumerics to spaces). ROUGE-L F1 is symmetric, so the
+ROUGE-L F1 is ``rouge-score``'s (``RougeScorer(["rougeL"], use_stemmer=False)``, its default tokenizer:
+lowercase, non-alphanumerics to spaces), to the bit, with the longest common subsequence from RapidFuzz. ROUGE-L F1 is symmetric, so the
 pair order does not matter. We report ``1 - sim`` so that higher = more likely hallucination, and
 the score stays in [0, 1] (0: all responses lexically identical).
 """
