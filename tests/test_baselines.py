@@ -73,7 +73,7 @@ def test_rouge_l_equals_rouge_score_on_random_token_strings():
     for a in texts:
         for b in texts:
             assert rouge_l_f1(a, b) == scorer.score(a, b)["rougeL"].fmeasure, (a, b)
-    assert token_rouge_l_f1(list("ABCBDAB"), list("BDCABA")) == pytest.approx(8 / 13)  # CLRS's example: LCS 4 of 7 and 6
+    assert token_rouge_l_f1(list("ABCBDAB"), list("BDCABA")) == pytest.approx(8 / 13)  # CLRS: LCS 4 of 7 and 6
     assert token_rouge_l_f1([], ["a"]) == token_rouge_l_f1(["a"], []) == token_rouge_l_f1([], []) == 0.0
 
 

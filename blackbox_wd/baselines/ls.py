@@ -8,9 +8,9 @@ INSIDE, ICLR 2024)::
     LS  = 1 - sim
 
 ROUGE-L F1 is ``rouge-score``'s (``RougeScorer(["rougeL"], use_stemmer=False)``, its default tokenizer:
-lowercase, non-alphanumerics to spaces), to the bit, with the longest common subsequence from RapidFuzz. ROUGE-L F1 is symmetric, so the
-pair order does not matter. We report ``1 - sim`` so that higher = more likely hallucination, and
-the score stays in [0, 1] (0: all responses lexically identical).
+lowercase, non-alphanumerics to spaces), to the bit, with the longest common subsequence from RapidFuzz.
+ROUGE-L F1 is symmetric, so the pair order does not matter. We report ``1 - sim`` so that higher = more
+likely hallucination, and the score stays in [0, 1] (0: all responses lexically identical).
 """
 
 from __future__ import annotations
