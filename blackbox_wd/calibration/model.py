@@ -102,19 +102,23 @@ def calibration_fingerprint(reported: Mapping[str, Any]) -> str:
     return fingerprint(covered_settings(reported), seed=False)
 
 
+def _field(result: Any, key: str) -> Any:
+    """``result[key]`` of a mapping, else its attribute ``key``; None when it has none."""
+    return result.get(key) if isinstance(result, Mapping) else getattr(result, key, None)
+
+
 def member_value(result: Any, name: str) -> float | None:
     """The member ``name`` of a ``Result``, a row dict or a sentence (attributes or keys), None when it has none.
 
     A "log_" member is the log of the score after the prefix (None unless that is > 0); a baseline is read from
     the result's ``baselines`` when it is not a field of its own (an eval row has them as fields).
     """
-    get = result.get if isinstance(result, Mapping) else lambda key: getattr(result, key, None)
     if name.startswith("log_"):
         base = member_value(result, name[4:])
         return math.log(base) if base is not None and base > 0 else None
-    value = get(name)
+    value = _field(result, name)
     if value is None and name in BASELINE_MEMBERS:
-        value = (get("baselines") or {}).get(name)
+        value = (_field(result, "baselines") or {}).get(name)
     return float(value) if _number(value) else None
 
 
@@ -144,8 +148,7 @@ def is_passage(result: Any, k: int | None = None) -> bool:
     >>> is_passage({"token_counts": [90, 130, 140]}), is_passage({"token_counts": [90, 130, 140]}, k=2)
     (True, False)
     """
-    get = result.get if isinstance(result, Mapping) else lambda key: getattr(result, key, None)
-    counts = list(get("token_counts") or [])[:k]
+    counts = list(_field(result, "token_counts") or [])[:k]
     return bool(counts) and float(np.median(counts)) >= PASSAGE_TOKENS
 
 
@@ -407,8 +410,7 @@ class Calibration:
         """The member ``name`` of a result as this calibration reads it: ``sentence_verdict`` from its sentences and
         the sentence head, any other by ``member_value``."""
         if name == "sentence_verdict":
-            get = result.get if isinstance(result, Mapping) else lambda key: getattr(result, key, None)
-            return sentence_verdict(self.sentence, get("sentences"))
+            return sentence_verdict(self.sentence, _field(result, "sentences"))
         return member_value(result, name)
 
     def verdict(self, result: Any, base_rate: float | None = None, k: int | None = None) -> Verdict:
