@@ -397,12 +397,13 @@ class Calibration:
         stage = self.stage(k)
         heads = self.heads if stage is None else stage.heads
         skip = set(self.short_only) if self.short_only and is_passage(result, k) else set()
+        names = dict.fromkeys(m for head in heads for m in head.members)  # each read once, sentence_verdict included
+        known = {m: None if m in skip else self.member(result, m) for m in names}
         for head in heads:
-            values = [None if m in skip else self.member(result, m) for m in head.members]
+            values = [known[m] for m in head.members]
             if all(v is not None for v in values):
                 return head, np.array(values, dtype=float)
-        last = heads[-1].members
-        missing = [m for m in last if m in skip or self.member(result, m) is None]
+        missing = [m for m in heads[-1].members if known[m] is None]
         why = "; the calibration reads " + ", ".join(sorted(skip)) + " as missing on a passage" if skip else ""
         raise BBWDError(f"cannot calibrate: no finite {', '.join(missing)} (eigen_wd must be > 0){why}")
 
