@@ -32,7 +32,7 @@ import numpy as np
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from blackbox_wd.adaptive import DELTA, fit_settles, stages, stop_stage  # noqa: E402
-from blackbox_wd.calibration.combine import Table, first_by_prompt, fit_head, group_folds, table_from  # noqa: E402
+from blackbox_wd.calibration.combine import Table, first_by_prompt, fit_head, group_folds, heads_on, table_from  # noqa: E402
 from blackbox_wd.calibration.fit import COMBINER, leave_out, short_only_members, verdicts_by_prompt  # noqa: E402
 from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Head, is_passage, sentence_verdict  # noqa: E402
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff  # noqa: E402
@@ -115,8 +115,7 @@ def replay(
             rows = np.array([g in tr for g in t.groups])
             cols = {n: v[rows] for n, v in t.members.items()}
             sub = Table(cols, t.y[rows], t.w[rows], t.groups[rows], t.source[rows])
-            own = dict.fromkeys(tuple(m for m in h if sub.rows([m]).any()) for h in heads)  # less what it lacks
-            fits = [fit_head(sub, list(h), combiner=combiner, folds=FOLDS, seed=SEED) for h in own if h]
+            fits = [fit_head(sub, h, combiner=combiner, folds=FOLDS, seed=SEED) for h in heads_on(sub, heads)]
             oof = verdicts_by_prompt(sub, fits)
             p_train[s] = [oof[g][0] for g in prompts[train]]
             f_train[s] = [oof[g][1] for g in prompts[train]]

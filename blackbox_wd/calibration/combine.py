@@ -264,6 +264,12 @@ def first_by_prompt(heads: Iterable[tuple[Iterable[str], Iterable[Any]]]) -> dic
     return out
 
 
+def heads_on(t: Table, sets: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """``sets`` less the members no row of ``t`` has (a ``-k auto`` stage's rows have no ``sentence_verdict``), each
+    set once and none empty."""
+    return [h for h in dict.fromkeys(tuple(m for m in s if t.rows([m]).any()) for s in sets) if h]
+
+
 def head_sets(available: Sequence[str], optional: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
     """The heads to fit, most members first: ``available`` less each combination of the ``optional`` groups
     (members a result may lack), ending with the smallest; duplicates dropped.

@@ -34,7 +34,7 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from blackbox_wd import __version__
 from blackbox_wd.adaptive import fit_settles
-from blackbox_wd.calibration.combine import HeadFit, Table, first_by_prompt, fit_head, head_sets, table_from
+from blackbox_wd.calibration.combine import HeadFit, Table, first_by_prompt, fit_head, head_sets, heads_on, table_from
 from blackbox_wd.calibration.model import (
     ANSWER_LOGPROB_MEMBERS,
     ANSWER_MEMBERS,
@@ -411,11 +411,7 @@ def fit_stages(
     if not labelled.stages:
         return ()
     fits = {
-        k: [
-            fit_head(t, head, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr)
-            for head in dict.fromkeys(tuple(m for m in h if t.rows([m]).any()) for h in sets)
-            if head
-        ]
+        k: [fit_head(t, h, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr) for h in heads_on(t, sets)]
         for k, t in labelled.stages.items()
     }
     tables = [*labelled.stages.values(), labelled.answers]
