@@ -364,15 +364,15 @@ def seeded(
     families: dict[str, tuple[Table, list[list[str]], str]],
     sac3: list[dict],
     wiki: list[dict],
-    bandwidth: float,
+    sets: tuple[list, list, np.ndarray, np.ndarray],
     members: list[str],
     folds: int,
     seeds: int,
 ) -> tuple[list[list[str]], list[tuple[np.ndarray, np.ndarray]], str]:
     """Each family (label: table, heads most members first, combiner) over ``seeds`` fold seeds, on the deployed p
     and the nested p (``SEEDED_COLUMNS``); each family's seed-0 deployed p per set; the best single of ``members``
-    on each set."""
-    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
+    on each set (``sets``: :func:`both_sets` of the rows)."""
+    m_s, m_w, y_s, h_w = sets
     best_s = max(members, key=lambda n: auroc_with_ci(y_s, column(m_s, n)).auroc)
     best_w = max(members, key=lambda n: correlation_with_ci(h_w, column(m_w, n)).r)
     rows, first = [], []
@@ -400,7 +400,8 @@ def seeded(
 def passage_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, seeds: int) -> list[str]:
     """The short-answer members left out on passages (``mean``), against the pooled ``select`` and ``mean`` heads
     and the best single scores, on the nested p and on the deployed p, over ``seeds`` fold seeds."""
-    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
+    sets = both_sets(sac3, wiki, bandwidth)
+    m_s, m_w = sets[:2]
     members = api_members(m_s, m_w)
     t = pooled_table(sac3, wiki, m_s, m_w, members)
     rest = [n for n in members if n not in SHORT_ONLY]
@@ -409,7 +410,7 @@ def passage_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds:
         "pooled scales, mean": (t, [members], "mean"),
         "short-answer members missing on passages, mean": (without_short_only(t, sac3 + wiki), [members, rest], "mean"),
     }
-    rows, _, best = seeded(families, sac3, wiki, bandwidth, members, folds, seeds)
+    rows, _, best = seeded(families, sac3, wiki, sets, members, folds, seeds)
     return [
         f"## Short-answer members ({', '.join(SHORT_ONLY)}) missing on passages, over fold seeds 0 to {seeds - 1} "
         f"(mean [least, most]); best single: {best}",
@@ -444,7 +445,7 @@ def aggregate_section(sac3: list[dict], wiki: list[dict], bandwidth: float, fold
     }
     sv_s, sv_w = column(m_s, "sentence_verdict"), column(m_w, "sentence_verdict")
     ok = np.isfinite(sv_s)
-    rows, ((a_s, a_w), (b_s, b_w)), best = seeded(families, sac3, wiki, bandwidth, members, folds, seeds)
+    rows, ((a_s, a_w), (b_s, b_w)), best = seeded(families, sac3, wiki, (m_s, m_w, y_s, h_w), members, folds, seeds)
     return [
         f"## The sentence verdicts aggregated over the answer (sentence scales: mean "
         f"{[round(x, 4) for x in head.model.mean]}, scale {[round(x, 4) for x in head.model.scale]})",
