@@ -17,11 +17,10 @@ Printed per set and token budget: records/s and tokens/s (the token floor: each 
 of bbwd's pass to the middle layer (``HFTeacher.encode_ids``: shared prefix, levels attention, blocks above
 ell = 16 skipped, states projected on the device) and of the plain reference (every prompt + response
 right-padded in length-sorted batches under the same budget, ``hidden_states[16]`` of a full forward); the
-speed-up; the records/s of bbwd's pass with the attention that gathers each row's keys (``levels._gathered``,
-which FlexAttention replaced on GPUs) and bbwd's speed-up over it; each path's MFU (the FLOPs its real tokens
-need: weights and causal attention, padding not counted) against the device's dense bf16 peak; the largest
-deviation of bbwd's states from the reference's. Then exact OT (``transport.pairwise_w2`` of each record's K
-projected clouds) on all CPU cores, and which of the two bounds a record.
+speed-up; each path's MFU (the FLOPs its real tokens need: weights and causal attention, padding not counted)
+against the device's dense bf16 peak; the largest deviation of bbwd's states from the reference's. Then exact OT
+(``transport.pairwise_w2`` of each record's K projected clouds) on all CPU cores, and which of the two bounds a
+record.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 from _common import table  # noqa: E402
 
-from blackbox_wd.teachers import levels  # noqa: E402
 from blackbox_wd.teachers.hf import HFTeacher  # noqa: E402
 from blackbox_wd.transport import pairwise_w2  # noqa: E402
 
@@ -80,8 +78,6 @@ HEADER = [
     "plain records/s",
     "plain MFU",
     "speed-up",
-    "gathered records/s",
-    "bbwd / gathered",
     "max |dev| / max |state|",
 ]
 OT_HEADER = [
@@ -157,20 +153,6 @@ def model_of(cfg: dict, device: str) -> tuple[torch.nn.Module, object]:
         tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<pad>")), pad_token="<pad>", eos_token="</s>"
     )
     return model, tok
-
-
-def gathered(fn):
-    """``fn`` with the attention of a packed pass gathering each row's keys (the kernel before FlexAttention), for
-    the same run's comparison."""
-
-    def call():
-        devices, levels.FLEX_DEVICES = levels.FLEX_DEVICES, set()
-        try:
-            return fn()
-        finally:
-            levels.FLEX_DEVICES = devices
-
-    return call
 
 
 def synced(fn):
@@ -274,22 +256,16 @@ def run(args: argparse.Namespace) -> None:
         ref_flops = flops(pairs, cfg, cfg["num_hidden_layers"], head=True, floor=False)
         for budget in args.budgets:
             teacher = HFTeacher(model, tok, name="llama-2-7b-shaped", token_budget=budget)
-            encode = partial(teacher.encode_ids, pairs)
-            for n_warm in (2 * k, 4 * k):  # warm-up: kernels, allocator, FlexAttention's compiles (a 2nd size: dynamic)
-                first, _ = synced(partial(teacher.encode_ids, pairs[:n_warm]))
-                print(f"{set_name} {budget}: warm-up encode of {n_warm} pairs {first:.1f} s", file=sys.stderr)
-                gathered(partial(teacher.encode_ids, pairs[:n_warm]))()
+            teacher.encode_ids(pairs[: 4 * k])  # warm-up: kernels, allocator
             plain(model, pairs[: 4 * k], layer, budget)
-            t_bbwd, t_ref, t_gathered = [], [], []
+            t_bbwd, t_ref = [], []
             for _ in range(args.rounds):
                 teacher.memo = type(teacher.memo)(teacher.n_layers)  # nothing kept from the last round
-                s, states = synced(encode)
+                s, states = synced(partial(teacher.encode_ids, pairs))
                 t_bbwd.append(s)
-                teacher.memo = type(teacher.memo)(teacher.n_layers)
-                t_gathered.append(synced(gathered(encode))[0])
                 s, ref = synced(partial(plain, model, pairs, layer, budget))
                 t_ref.append(s)
-            tb, tr, tg = (float(np.median(t)) for t in (t_bbwd, t_ref, t_gathered))
+            tb, tr = float(np.median(t_bbwd)), float(np.median(t_ref))
             proj = torch.from_numpy(teacher.projection).to(device)
             dev = max(
                 float((torch.from_numpy(st.states).to(device) - x.double() @ proj).abs().max())
@@ -309,8 +285,6 @@ def run(args: argparse.Namespace) -> None:
                     f"{n / tr:.1f}",
                     f"{ref_flops / tr / bf16_peak:.1%}",
                     f"{tr / tb:.2f}x",
-                    f"{n / tg:.1f}",
-                    f"{tg / tb:.2f}x",
                     f"{dev / scale:.1e}",
                 ]
             )

@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 import torch
 from serve_support import BbwdServe, bbwd_score
-from test_prefix import FEW_SHOT, PROMPTS, RESPONSES, full_generate, plain, tiny_gemma, with_head_dim
+from test_prefix import FEW_SHOT, PROMPTS, RESPONSES, full_generate, plain, tiny_gemma
 
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler
 from blackbox_wd.records import SamplingParams
-from blackbox_wd.teachers import levels
 from blackbox_wd.teachers.hf import HFTeacher
 
 pytestmark = pytest.mark.gpu
@@ -28,31 +27,18 @@ DEVICE = "cuda"
 TOLERANCE = {torch.float32: (1e-5, 1e-4), torch.bfloat16: (3e-2, 0.1)}
 
 
-def gpu_teacher(tiny_llama, model: str, dtype: torch.dtype = torch.float32, head_dim: int = 8) -> HFTeacher:
-    """The tiny Llama or Gemma-3 (sliding window of 4) of the CPU tests, copied to the GPU in ``dtype``; with
-    ``head_dim`` 16, the same architecture with heads wide enough for FlexAttention (new random weights)."""
+def gpu_teacher(tiny_llama, model: str, dtype: torch.dtype = torch.float32) -> HFTeacher:
+    """The tiny Llama or Gemma-3 (sliding window of 4) of the CPU tests, copied to the GPU in ``dtype``."""
     base = tiny_llama[0] if model == "llama" else tiny_gemma(tiny_llama[1])
-    base = base if head_dim == base.config.head_dim else with_head_dim(base, head_dim)
     return HFTeacher(copy.deepcopy(base).to(DEVICE, dtype), tiny_llama[1], name=model)
 
 
-def counting_flex(monkeypatch) -> list[int]:
-    """A list that grows by one at each FlexAttention pass of a layer (``levels._flexed``)."""
-    calls: list[int] = []
-    flexed = levels._flexed
-    monkeypatch.setattr(levels, "_flexed", lambda *a: calls.append(1) or flexed(*a))
-    return calls
-
-
-# Heads of 8: a packed pass gathers each row's keys (FlexAttention takes 16 and up); heads of 16: FlexAttention.
-@pytest.mark.parametrize("head_dim", [8, 16], ids=["gathered", "flex"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bf16"])
 @pytest.mark.parametrize("model", ["llama", "gemma"])
-def test_levels_states_equal_a_plain_forward(tiny_llama, model, dtype, head_dim, monkeypatch):
+def test_levels_states_equal_a_plain_forward(tiny_llama, model, dtype):
     """Prompts of mixed lengths and few-shot prompts sharing their exemplars: the states and log-probs of the
     shared-prefix pass equal one unpadded forward per response within the dtype's rounding."""
-    flexed = counting_flex(monkeypatch)
-    teacher = gpu_teacher(tiny_llama, model, dtype, head_dim)
+    teacher = gpu_teacher(tiny_llama, model, dtype)
     pairs = [(teacher.prompt_ids(m), teacher.response_ids(r)) for m in PROMPTS + FEW_SHOT for r in RESPONSES]
     assert max(len(p) for p, _ in pairs) > 8  # longer than two of Gemma's windows of 4
     states, logprobs = TOLERANCE[dtype]
@@ -60,22 +46,18 @@ def test_levels_states_equal_a_plain_forward(tiny_llama, model, dtype, head_dim,
         want, lp = plain(teacher, prompt, response)
         assert np.abs(ts.states - want).max() <= states * np.abs(want).max()
         assert np.abs(ts.logprobs - lp).max() <= logprobs
-    assert bool(flexed) == (head_dim == 16)
 
 
-@pytest.mark.parametrize("head_dim", [8, 16], ids=["gathered", "flex"])
 @pytest.mark.parametrize("model", ["llama", "gemma"])
-def test_sampler_draws_what_a_full_generate_draws(tiny_llama, model, head_dim, monkeypatch):
+def test_sampler_draws_what_a_full_generate_draws(tiny_llama, model):
     """Shared exemplars read once on the GPU, rows dropped as they stop: the tokens of stock ``generate``."""
-    flexed = counting_flex(monkeypatch)
-    teacher = gpu_teacher(tiny_llama, model, head_dim=head_dim)
+    teacher = gpu_teacher(tiny_llama, model)
     params = SamplingParams(k=4, temperature=0.7, max_tokens=8, seed=9)
     requests = [(m, 4) for m in FEW_SHOT[:3]]
     got = LocalSampler(teacher).sample_many(requests, params, answers=True)
     flat = [t for ss in got for t in [*(s.token_ids for s in ss.samples), ss.answer.token_ids]]
     assert flat == full_generate(teacher, requests, params, answers=True)
     assert len(set(flat)) > 3
-    assert bool(flexed) == (head_dim == 16)
 
 
 def test_the_draw_follows_the_softmax_on_the_gpu():

@@ -7,8 +7,6 @@ prompt + response through the whole model, ``hidden_states[layer]`` at the respo
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 import torch
@@ -17,9 +15,8 @@ from transformers import TemperatureLogitsWarper
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler, row_generators
 from blackbox_wd.pipeline import token_floor
 from blackbox_wd.records import SamplingParams
-from blackbox_wd.teachers import levels
 from blackbox_wd.teachers.hf import HFTeacher
-from blackbox_wd.teachers.levels import Levels, _flexed
+from blackbox_wd.teachers.levels import Levels
 from blackbox_wd.teachers.pad import pad_batch
 from blackbox_wd.teachers.prefix import SHARED_MIN, SharedMemo, shared_length
 from blackbox_wd.transport import pairwise_w2
@@ -321,36 +318,3 @@ def test_answer_nll_and_cocoa_come_with_the_teachers_log_probs(teacher):
     assert result.lne_source == "teacher"
     layer_only = Detector(teacher, RecordedSamples(), settings, lne=False).score(messages, RESPONSES[:4], answer)
     assert layer_only.answer_nll is None and layer_only.cocoa is None and layer_only.answer_wd > 0
-
-
-def with_head_dim(model, head_dim):
-    """The tiny model's architecture with heads of ``head_dim`` dimensions, new random weights (FlexAttention's
-    kernels take 16 and up; the tiny models' heads have 8)."""
-    config = copy.deepcopy(model.config)
-    config.head_dim = head_dim
-    torch.manual_seed(0)
-    return type(model)(config).eval()
-
-
-@pytest.mark.parametrize("model", ["llama", "gemma"])
-def test_flex_attention_pass_equals_plain_forwards(tiny_llama, model, monkeypatch):
-    """A GPU's packed pass, FlexAttention over each level's groups once (eager here, on CPU): the states and
-    log-probs of one unpadded forward per response, and the tokens a full generate draws."""
-    monkeypatch.setattr(levels, "FLEX_DEVICES", {"cpu"})
-    flexed = []
-    monkeypatch.setattr(levels, "_flexed", lambda *a: flexed.append(1) or _flexed(*a))
-    base = tiny_llama[0] if model == "llama" else tiny_gemma(tiny_llama[1])
-    teacher = HFTeacher(with_head_dim(base, 16), tiny_llama[1], name=model)
-    for prompts in (PROMPTS, FEW_SHOT):  # FEW_SHOT's share a head: a level read by every row
-        pairs = [(teacher.prompt_ids(m), teacher.response_ids(r)) for m in prompts for r in RESPONSES]
-        for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=True), strict=True):
-            states, lp = plain(teacher, prompt, response)
-            np.testing.assert_allclose(ts.states, states, atol=1e-5)
-            np.testing.assert_allclose(ts.logprobs, lp, atol=1e-5)
-    # every layer of five passes: PROMPTS' prompts and responses, FEW_SHOT's head, prompts and responses
-    assert len(flexed) == 5 * teacher.model.config.num_hidden_layers
-    params = SamplingParams(k=3, temperature=0.7, max_tokens=6, seed=4)
-    requests = [(m, 3) for m in FEW_SHOT[:3]]
-    got = LocalSampler(teacher).sample_many(requests, params, answers=True)
-    flat = [t for ss in got for t in [*(s.token_ids for s in ss.samples), ss.answer.token_ids]]
-    assert flat == full_generate(teacher, requests, params, answers=True)

@@ -6,9 +6,7 @@ shares, one per prompt for the prompts' own tokens). Row r reads group ``index[r
 place, so no cache is copied per row. Which keys a query sees is decided by positions (causal, and
 the window of sliding-window layers) and a validity mask, so padding may sit anywhere. The
 attention is plain scaled dot product with one float32 softmax over all levels together, as
-transformers' eager attention computes it. On a GPU a packed pass (prompts, teacher-forced
-responses) runs FlexAttention over one key sequence that holds each level's groups once, with a
-block mask of which group each query's row reads. Models run it through an attention implementation
+transformers' eager attention computes it. Models run it through an attention implementation
 registered as ``bbwd_levels:<base>`` that calls the base one whenever no levels are passed.
 """
 
@@ -19,19 +17,14 @@ import operator
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import torch
 from transformers import AttentionInterface, AttentionMaskInterface, PreTrainedModel
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-if TYPE_CHECKING:
-    from torch.nn.attention.flex_attention import BlockMask
-
 PREFIX = "bbwd_levels:"
-FLEX_DEVICES = {"cuda"}  # where a packed pass runs FlexAttention (:func:`_flexed`); elsewhere it gathers row keys
-FLEX_MIN_HEAD = 16  # FlexAttention's kernels take heads of at least 16 dimensions
 NO_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)  # a 4D mask makes transformers skip building its own
 
 
@@ -83,7 +76,6 @@ class Levels:
         self._groups: list[list[tuple[int, torch.Tensor | slice]]] | None = None
         self._allowed: dict[int | None, torch.Tensor] = {}
         self._sdpa: dict[int | None, torch.Tensor] = {}
-        self._blocks: dict[int | None, BlockMask] = {}
 
     @property
     def own(self) -> Level:
@@ -106,7 +98,7 @@ class Levels:
         self.query, self.query_valid = positions, valid
         self.packed = valid.flatten().nonzero()[:, 0] if packed else None
         self._groups = None
-        self._allowed, self._sdpa, self._blocks = {}, {}, {}
+        self._allowed, self._sdpa = {}, {}
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         """(R, Q, ...) rows of a packed pass -> (1, T, ...): their valid tokens in row order."""
@@ -142,41 +134,6 @@ class Levels:
                 parts.append(ok & (k > q - window) if window else ok)
             self._allowed[window] = torch.cat(parts, -1)
         return self._allowed[window]
-
-    def block_mask(self, window: int | None) -> BlockMask:
-        """FlexAttention's mask of a packed pass (a Levels' first step) over one key sequence: each shared level's
-        groups in turn, then the pass's tokens (:func:`_flexed`). A query sees the groups its row reads and its own
-        row's tokens, by position (causal, and within ``window``), never padding."""
-        if window not in self._blocks:
-            from torch.nn.attention.flex_attention import create_block_mask
-
-            packed = cast(torch.Tensor, self.packed)
-            row = packed // self.query.shape[1]
-            q_pos = self.query.flatten()[packed]
-            owner, pos, valid, wanted, start = [], [], [], [], 0
-            for level, index in self.shared:
-                groups, width = level.positions.shape
-                owner.append(start + torch.arange(groups, device=row.device).repeat_interleave(width))
-                pos.append(level.positions.flatten())
-                valid.append(level.valid.flatten())
-                wanted.append(start + index[row])
-                start += groups
-            owner.append(start + row)  # the pass's own tokens: each row's are its own group
-            pos.append(q_pos)
-            valid.append(torch.ones_like(row, dtype=torch.bool))
-            wanted.append(start + row)
-            kv_owner, kv_pos, kv_valid = torch.cat(owner), torch.cat(pos), torch.cat(valid)
-
-            def allowed(b, h, q, kv):
-                ok = kv_valid[kv] & (kv_pos[kv] <= q_pos[q])
-                if window:
-                    ok = ok & (kv_pos[kv] > q_pos[q] - window)
-                return ok & functools.reduce(operator.or_, [kv_owner[kv] == w[q] for w in wanted])
-
-            self._blocks[window] = create_block_mask(
-                allowed, None, None, len(packed), len(kv_owner), device=row.device, _compile=row.is_cuda
-            )
-        return self._blocks[window]
 
     def sdpa_mask(self, window: int | None) -> torch.Tensor:
         """(R, 1, Q, L) :meth:`allowed` with padding queries seeing every key: finite, and never read."""
@@ -218,73 +175,23 @@ def level_attention(
     output (R, Q, Hq, D). In a packed pass (``Levels.step(packed=True)``) the tensors hold one row of the valid
     tokens, (1, H, T, D) in and (1, T, Hq, D) out, and the rows are unpacked for the attention alone.
 
-    A packed pass on a GPU runs FlexAttention over one key sequence that holds each level's groups once
-    (:func:`_flexed`). Elsewhere, a pass of several tokens a row (prompts, teacher-forced responses: few rows)
-    gathers each row's keys and runs ``scaled_dot_product_attention`` (:func:`_gathered`); a decode step (one
-    token a row, many rows) reads every level in place, one matmul per group (:func:`_in_place`).
+    A pass of several tokens a row (prompts, teacher-forced responses: few rows) gathers each row's keys
+    and runs ``scaled_dot_product_attention`` (:func:`_gathered`); a decode step (one token a row, many rows)
+    reads every level in place, one matmul per group (:func:`_in_place`).
     """
-    layer, own = cast(int, module.layer_idx), levels.own  # transformers' attention modules number their layer
-    flex = (
-        levels.packed is not None
-        and query.device.type in FLEX_DEVICES
-        and softcap is None
-        and query.shape[-1] >= FLEX_MIN_HEAD
-    )
-    packed = query, key, value
     if levels.packed is not None:
-        key, value = (levels.unpack(x.transpose(1, 2)).transpose(1, 2) for x in (key, value))
+        query, key, value = (levels.unpack(x.transpose(1, 2)).transpose(1, 2) for x in (query, key, value))
+    layer, own = cast(int, module.layer_idx), levels.own  # transformers' attention modules number their layer
     if layer in own.keys:
         own.keys[layer] = torch.cat([own.keys[layer], key], 2)
         own.values[layer] = torch.cat([own.values[layer], value], 2)
     else:
         own.keys[layer], own.values[layer] = key, value
-    if flex:
-        return _flexed(*packed, layer, levels, scaling, sliding_window)
-    if levels.packed is not None:
-        query = levels.unpack(query.transpose(1, 2)).transpose(1, 2)
     if query.shape[2] > 1 and softcap is None:
         out = _gathered(query, layer, levels, scaling, sliding_window)
     else:
         out = _in_place(query, layer, levels, scaling, softcap, sliding_window)
     return out if levels.packed is None else levels.pack(out)
-
-
-def _flat(x: torch.Tensor) -> torch.Tensor:
-    """A level's (G, H, L, D) keys or values as one sequence of its groups in turn: (1, H, G * L, D)."""
-    return x.transpose(0, 1).flatten(1, 2)[None]
-
-
-@functools.cache
-def _flex_attention(compiled: bool):
-    """FlexAttention, compiled (its fused kernel) or eager (a reference that builds every score)."""
-    from torch.nn.attention.flex_attention import flex_attention
-
-    return torch.compile(flex_attention) if compiled else flex_attention
-
-
-def _flexed(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    layer: int,
-    levels: Levels,
-    scaling: float,
-    window: int | None,
-) -> torch.Tensor:
-    """:func:`level_attention` of a packed pass by FlexAttention over one key sequence: every shared level's groups
-    once, then the pass's tokens, with :meth:`Levels.block_mask` saying who sees what. No row's keys are gathered;
-    (1, T, Hq, D) out."""
-    keys = torch.cat([*(_flat(lv.keys[layer]) for lv, _ in levels.shared), key], 2)
-    values = torch.cat([*(_flat(lv.values[layer]) for lv, _ in levels.shared), value], 2)
-    out = _flex_attention(query.is_cuda)(
-        query,
-        keys,
-        values,
-        block_mask=levels.block_mask(window),
-        scale=scaling,
-        enable_gqa=query.shape[1] != keys.shape[1],
-    )
-    return cast(torch.Tensor, out).transpose(1, 2).contiguous()
 
 
 def _gathered(query: torch.Tensor, layer: int, levels: Levels, scaling: float, window: int | None) -> torch.Tensor:
