@@ -26,7 +26,6 @@ record.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -41,7 +40,6 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
 from _common import table  # noqa: E402
 
-from blackbox_wd.teachers import levels  # noqa: E402
 from blackbox_wd.teachers.hf import HFTeacher  # noqa: E402
 from blackbox_wd.transport import pairwise_w2  # noqa: E402
 
@@ -80,14 +78,6 @@ HEADER = [
     "plain records/s",
     "plain MFU",
     "speed-up",
-    "max |dev| / max |state|",
-]
-COMPILED_HEADER = [
-    "set",
-    "token budget",
-    "compiled records/s",
-    "compiled MFU",
-    "compiled / bbwd",
     "max |dev| / max |state|",
 ]
 OT_HEADER = [
@@ -163,23 +153,6 @@ def model_of(cfg: dict, device: str) -> tuple[torch.nn.Module, object]:
         tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<pad>")), pad_token="<pad>", eos_token="</s>"
     )
     return model, tok
-
-
-@contextlib.contextmanager
-def compiled_layers(model: torch.nn.Module):
-    """The model's decoder layers compiled (``torch.compile``, dynamic shapes): norms, rotary embeddings and the MLP
-    fused; the levels attention stays out of the graph. Restored on exit."""
-    attention = levels.level_attention
-    levels.level_attention = torch.compiler.disable(attention)
-    layers = model.get_decoder().layers
-    for layer in layers:
-        layer.forward = torch.compile(layer.forward, dynamic=True)
-    try:
-        yield
-    finally:
-        for layer in layers:
-            del layer.forward
-        levels.level_attention = attention
 
 
 def synced(fn):
@@ -274,7 +247,7 @@ def run(args: argparse.Namespace) -> None:
     layer = cfg["num_hidden_layers"] // 2
     print(f"device: {name}; torch {torch.__version__}; bf16 peak {bf16_peak / 1e12:.0f} TFLOP/s (data sheet); ", end="")
     print(f"8192^3 bf16 matmul measured {matmul_rate(device) / 1e12:.0f} TFLOP/s; CPU cores {os.cpu_count()}\n")
-    rows, ot_rows, compiled = [], [], []
+    rows, ot_rows = [], []
     for set_name, n in zip(SETS, args.prompts, strict=True):
         pairs = workload(spec[set_name], n, cfg["vocab_size"])
         k = spec[set_name]["k"]
@@ -315,30 +288,6 @@ def run(args: argparse.Namespace) -> None:
                     f"{dev / scale:.1e}",
                 ]
             )
-            if args.compiled:
-                with compiled_layers(model):
-                    for n_warm in (2 * k, 4 * k):  # the compile, then its dynamic-shape recompile
-                        first, _ = synced(partial(teacher.encode_ids, pairs[:n_warm]))
-                        print(f"{set_name} {budget}: compiled warm-up, {n_warm} pairs: {first:.1f} s", file=sys.stderr)
-                    t_comp = []
-                    for _ in range(args.rounds):
-                        teacher.memo = type(teacher.memo)(teacher.n_layers)
-                        s, comp = synced(partial(teacher.encode_ids, pairs))
-                        t_comp.append(s)
-                tc = float(np.median(t_comp))
-                dev_c = max(float(np.abs(a.states - b.states).max()) for a, b in zip(comp, states, strict=True))
-                top = max(float(np.abs(b.states).max()) for b in states)
-                compiled.append(
-                    [
-                        set_name,
-                        budget,
-                        f"{n / tc:.1f}",
-                        f"{bbwd_flops / tc / bf16_peak:.1%}",
-                        f"{tb / tc:.2f}x",
-                        f"{dev_c / top:.1e}",
-                    ]
-                )
-                print(table(COMPILED_HEADER, compiled), file=sys.stderr, flush=True)
             del ref
             torch.cuda.empty_cache()
             print(table(HEADER, rows), file=sys.stderr, flush=True)  # so far: a later failure keeps what was measured
@@ -363,9 +312,6 @@ def run(args: argparse.Namespace) -> None:
     print(table(HEADER, rows))
     print()
     print(table(OT_HEADER, ot_rows))
-    if compiled:
-        print()
-        print(table(COMPILED_HEADER, compiled))
 
 
 def main() -> None:
@@ -383,7 +329,6 @@ def main() -> None:
     rn.add_argument("--device", default="cuda")
     rn.add_argument("--quick", action="store_true", help="a 4-layer model, 4 + 2 prompts, one budget and round")
     rn.add_argument("--profile", action="store_true", help="also one pass per set under torch's profiler")
-    rn.add_argument("--compiled", action="store_true", help="also bbwd's pass with the decoder layers compiled")
     args = ap.parse_args()
     if args.command == "shapes":
         args.out.write_text(json.dumps(shapes(args.data)))

@@ -7,6 +7,8 @@ prompt + response through the whole model, ``hidden_states[layer]`` at the respo
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,7 @@ from transformers import TemperatureLogitsWarper
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler, row_generators
 from blackbox_wd.pipeline import token_floor
 from blackbox_wd.records import SamplingParams
+from blackbox_wd.teachers import levels
 from blackbox_wd.teachers.hf import HFTeacher
 from blackbox_wd.teachers.levels import Levels
 from blackbox_wd.teachers.pad import pad_batch
@@ -318,3 +321,20 @@ def test_answer_nll_and_cocoa_come_with_the_teachers_log_probs(teacher):
     assert result.lne_source == "teacher"
     layer_only = Detector(teacher, RecordedSamples(), settings, lne=False).score(messages, RESPONSES[:4], answer)
     assert layer_only.answer_nll is None and layer_only.cocoa is None and layer_only.answer_wd > 0
+
+
+def test_compiled_layers_equal_the_eager_pass(tiny_llama):
+    """A GPU's compiled decoder layers (compiled here on CPU): the states and log-probs of one unpadded forward per
+    response, shared head included; the layers run compiled inside bbwd's passes only, and eagerly after."""
+    from torch._dynamo.utils import counters
+
+    teacher = HFTeacher(copy.deepcopy(tiny_llama[0]), tiny_llama[1], name="tiny")
+    levels.compile_layers(teacher.model)
+    counters.clear()
+    pairs = [(teacher.prompt_ids(m), teacher.response_ids(r)) for m in FEW_SHOT for r in RESPONSES]
+    for (prompt, response), ts in zip(pairs, teacher.encode_ids(pairs, logprobs=True), strict=True):
+        states, lp = plain(teacher, prompt, response)
+        np.testing.assert_allclose(ts.states, states, atol=1e-5)
+        np.testing.assert_allclose(ts.logprobs, lp, atol=1e-5)
+    assert counters["stats"]["unique_graphs"] >= 2  # a layer's graph, before and after its attention
+    assert all("forward" not in layer.__dict__ for layer in teacher.model.get_decoder().layers)

@@ -115,7 +115,7 @@ class HFTeacher:
         self.max_length = getattr(model.config.get_text_config(), "max_position_embeddings", None)
         self.reader = TextReader.of(tokenizer, self.max_length)
         self._blocks = model.get_decoder().layers
-        attach(model)  # shared prefixes (``teachers.levels``); every other use of the model is unchanged
+        attach(model)  # shared prefixes, and compiled layers on a GPU (``teachers.levels``), in bbwd's passes only
         self.memo = SharedMemo(self.n_layers)  # the last shared prompt prefix, for the teacher and its sampler
         self.tokens = TokenCount()  # running totals over every pass, for benchmarks
 

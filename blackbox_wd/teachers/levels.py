@@ -12,10 +12,11 @@ registered as ``bbwd_levels:<base>`` that calls the base one whenever no levels 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -25,6 +26,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 PREFIX = "bbwd_levels:"
+COMPILED = "_bbwd_compiled_forward"  # a decoder layer's compiled forward, kept on the layer by ``attach`` on a GPU
 NO_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)  # a 4D mask makes transformers skip building its own
 
 
@@ -161,6 +163,7 @@ def _per_row(level: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return level.expand(len(index), *level.shape[1:]) if level.shape[0] == 1 else level[index]
 
 
+@torch.compiler.disable  # a compiled layer runs it eagerly: its control flow reads the levels' Python state
 def level_attention(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -258,15 +261,38 @@ def _dispatch(base: str):
 
 def attach(model: PreTrainedModel) -> None:
     """Route the model's attention through ``level_attention`` when levels are passed (idempotent); every
-    other call goes to the implementation it had, with the same masks."""
+    other call goes to the implementation it had, with the same masks. On a GPU, also :func:`compile_layers`."""
     config = model.config
     base = config._attn_implementation or "eager"
-    if base.startswith(PREFIX):
-        return
-    name = PREFIX + base
-    if name not in ALL_ATTENTION_FUNCTIONS:
-        AttentionInterface.register(name, _dispatch(base))
-        if base in ALL_MASK_ATTENTION_FUNCTIONS:
-            AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[base])
-    for cfg in {id(c): c for c in (config, config.get_text_config())}.values():
-        cfg._attn_implementation = name
+    if not base.startswith(PREFIX):
+        name = PREFIX + base
+        if name not in ALL_ATTENTION_FUNCTIONS:
+            AttentionInterface.register(name, _dispatch(base))
+            if base in ALL_MASK_ATTENTION_FUNCTIONS:
+                AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[base])
+        for cfg in {id(c): c for c in (config, config.get_text_config())}.values():
+            cfg._attn_implementation = name
+    if next(model.parameters()).device.type == "cuda":
+        compile_layers(model)
+
+
+def compile_layers(model: PreTrainedModel) -> None:
+    """Keep a compiled forward on each decoder layer (``torch.compile``, dynamic shapes; the attention stays out of
+    the graph), which :func:`compiled_layers` runs. Idempotent."""
+    for layer in model.get_decoder().layers:
+        if not hasattr(layer, COMPILED):
+            setattr(layer, COMPILED, torch.compile(layer.forward, dynamic=True))
+
+
+@contextlib.contextmanager
+def compiled_layers(decoder: torch.nn.Module) -> Iterator[None]:
+    """The decoder's layers run their compiled forward (kept by :func:`attach` on a GPU) inside the block, and
+    their own after it: the norms, rotary embeddings and MLP fused, in bbwd's passes only."""
+    layers = [layer for layer in getattr(decoder, "layers", ()) if hasattr(layer, COMPILED)]
+    for layer in layers:
+        layer.forward = getattr(layer, COMPILED)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.forward
