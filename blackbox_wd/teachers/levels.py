@@ -12,11 +12,10 @@ registered as ``bbwd_levels:<base>`` that calls the base one whenever no levels 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import operator
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -26,7 +25,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 PREFIX = "bbwd_levels:"
-COMPILED = "_bbwd_compiled_forward"  # a decoder layer's compiled forward, kept on the layer by ``attach`` on a GPU
+COMPILED = "_bbwd_compiled_forward"  # a decoder layer's compiled forward (``compile_layers``: on a GPU)
 NO_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)  # a 4D mask makes transformers skip building its own
 
 
@@ -277,22 +276,15 @@ def attach(model: PreTrainedModel) -> None:
 
 
 def compile_layers(model: PreTrainedModel) -> None:
-    """Keep a compiled forward on each decoder layer (``torch.compile``, dynamic shapes; the attention stays out of
-    the graph), which :func:`compiled_layers` runs. Idempotent."""
+    """Give each decoder layer a compiled forward (``torch.compile``, dynamic shapes; the attention stays out of
+    the graph) that runs when levels are passed, in bbwd's passes; any other call runs the layer's own forward.
+    Idempotent."""
     for layer in model.get_decoder().layers:
-        if not hasattr(layer, COMPILED):
+        if COMPILED not in vars(layer):
             setattr(layer, COMPILED, torch.compile(layer.forward, dynamic=True))
+            layer.forward = functools.partial(_by_levels, layer.forward, getattr(layer, COMPILED))
 
 
-@contextlib.contextmanager
-def compiled_layers(decoder: torch.nn.Module) -> Iterator[None]:
-    """The decoder's layers run their compiled forward (kept by :func:`attach` on a GPU) inside the block, and
-    their own after it: the norms, rotary embeddings and MLP fused, in bbwd's passes only."""
-    layers = [layer for layer in getattr(decoder, "layers", ()) if hasattr(layer, COMPILED)]
-    for layer in layers:
-        layer.forward = getattr(layer, COMPILED)
-    try:
-        yield
-    finally:
-        for layer in layers:
-            del layer.forward
+def _by_levels(eager, compiled, *args, **kwargs):
+    """A layer's call: compiled when levels are passed (bbwd's passes), else its own forward."""
+    return (eager if kwargs.get("levels") is None else compiled)(*args, **kwargs)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PreTrainedModel
 
-from blackbox_wd.teachers.levels import NO_MASK, Level, Levels, compiled_layers
+from blackbox_wd.teachers.levels import NO_MASK, Level, Levels
 from blackbox_wd.teachers.pad import pad_batch
 
 SHARED_MIN = 32  # shorter common prefixes are read with each prompt: sharing them saves too little
@@ -121,16 +121,15 @@ def read(
 
 def decoder_pass(model: PreTrainedModel) -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Levels], torch.Tensor]:
     """A pass through the model's decoder stack with levels: its final (normed) hidden states, as (R, Q, H) rows
-    (a packed pass runs the valid tokens only). On a GPU the layers run compiled (``levels.compiled_layers``)."""
+    (a packed pass runs the valid tokens only). On a GPU the layers run compiled (``levels.compile_layers``)."""
     decoder = model.get_decoder()
 
     def run(ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, levels: Levels) -> torch.Tensor:
         packed = levels.packed is not None
         ids, pos = (levels.pack(ids), levels.pack(pos)) if packed else (ids, pos)
-        with compiled_layers(decoder):
-            out = decoder(
-                input_ids=ids, attention_mask=NO_MASK.to(ids.device), position_ids=pos, use_cache=False, levels=levels
-            ).last_hidden_state
+        out = decoder(
+            input_ids=ids, attention_mask=NO_MASK.to(ids.device), position_ids=pos, use_cache=False, levels=levels
+        ).last_hidden_state
         return levels.unpack(out) if packed else out
 
     return run
