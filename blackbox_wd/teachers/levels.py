@@ -13,6 +13,7 @@ registered as ``bbwd_levels:<base>`` that calls the base one whenever no levels 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import operator
 import sys
 from collections.abc import Sequence
@@ -260,7 +261,8 @@ def _dispatch(base: str):
 
 def attach(model: PreTrainedModel) -> None:
     """Route the model's attention through ``level_attention`` when levels are passed (idempotent); every
-    other call goes to the implementation it had, with the same masks. On a GPU, also :func:`compile_layers`."""
+    other call goes to the implementation it had, with the same masks. On a GPU with Triton (which compiles the
+    kernels), also :func:`compile_layers`."""
     config = model.config
     base = config._attn_implementation or "eager"
     if not base.startswith(PREFIX):
@@ -271,7 +273,7 @@ def attach(model: PreTrainedModel) -> None:
                 AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[base])
         for cfg in {id(c): c for c in (config, config.get_text_config())}.values():
             cfg._attn_implementation = name
-    if next(model.parameters()).device.type == "cuda":
+    if next(model.parameters()).device.type == "cuda" and importlib.util.find_spec("triton"):  # inductor's GPU backend
         compile_layers(model)
 
 
