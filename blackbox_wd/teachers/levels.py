@@ -7,7 +7,8 @@ place, so no cache is copied per row. Which keys a query sees is decided by posi
 the window of sliding-window layers) and a validity mask, so padding may sit anywhere. The
 attention is plain scaled dot product with one float32 softmax over all levels together, as
 transformers' eager attention computes it. Models run it through an attention implementation
-registered as ``bbwd_levels:<base>`` that calls the base one whenever no levels are passed.
+registered as ``bbwd_levels:<base>`` that calls the base one whenever no levels are passed. On a
+GPU, a pass with levels also runs each decoder layer compiled, with this attention outside the graph.
 """
 
 from __future__ import annotations
