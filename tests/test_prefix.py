@@ -336,7 +336,8 @@ def test_compiled_layers_run_in_bbwds_passes_only(tiny_llama, monkeypatch):
     monkeypatch.setattr(torch, "compile", lambda fn, **kw: compile_(fn, backend=counting, **kw))
     teacher = HFTeacher(copy.deepcopy(tiny_llama[0]), tiny_llama[1], name="tiny")
     levels.compile_layers(teacher.model)
-    levels.compile_layers(teacher.model)  # idempotent: one compiled forward a layer
+    levels.compile_layers(teacher.model)  # idempotent: one compiled forward a layer, around the layer's own
+    assert all(layer.forward.args[0].__func__ is type(layer).forward for layer in teacher.model.get_decoder().layers)
     pairs = [(teacher.prompt_ids(m), teacher.response_ids(r)) for m in FEW_SHOT for r in RESPONSES]
     got = teacher.encode_ids(pairs, logprobs=True)
     # every layer of three passes (head, prompts, responses) ran the same compiled graphs: the parts of its frames
