@@ -27,7 +27,6 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 PREFIX = "bbwd_levels:"
-COMPILED = "_bbwd_compiled_forward"  # a decoder layer's compiled forward (``compile_layers``: on a GPU)
 NO_MASK = torch.ones((1, 1, 1, 1), dtype=torch.bool)  # a 4D mask makes transformers skip building its own
 
 
@@ -283,9 +282,8 @@ def compile_layers(model: PreTrainedModel) -> None:
     the graph) that runs when levels are passed, in bbwd's passes; any other call runs the layer's own forward.
     Idempotent."""
     for layer in model.get_decoder().layers:
-        if COMPILED not in vars(layer):
-            setattr(layer, COMPILED, torch.compile(layer.forward, dynamic=True))
-            layer.forward = functools.partial(_by_levels, layer.forward, getattr(layer, COMPILED))
+        if "forward" not in vars(layer):  # the class's forward: not compiled yet
+            layer.forward = functools.partial(_by_levels, layer.forward, torch.compile(layer.forward, dynamic=True))
 
 
 def _by_levels(eager, compiled, *args, **kwargs):
