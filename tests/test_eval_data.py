@@ -210,6 +210,8 @@ def test_math_prompt():
     [
         ("sac3_nq_open.jsonl", 250, "qa", 10, {"label"}),
         ("wikibio_gpt3_dev.jsonl", 119, "passage", 20, {"human_score", "sentences", "sentence_labels"}),
+        ("gbu_popqa_gpt35.jsonl", 100, "passage", 10, {"unsupported_share"}),
+        ("gbu_factscore_llama3_70b.jsonl", 88, "passage", 10, {"unsupported_share"}),
     ],
 )
 def test_recorded_samples_files_load_as_they_are(filename, n, kind, k, labels):
@@ -230,8 +232,9 @@ def test_recorded_record_errors_name_the_field(tmp_path):
         ({"samples": ["only one"]}, "'samples' must be a list of at least 2"),
         ({"samples": ["x", " "]}, "'samples' must be a list of at least 2 non-empty strings"),
         ({"label": 2}, "'label' must be 0 or 1"),
-        ({"label": None, "human_score": float("nan")}, "'human_score' must be a finite number"),
-        ({"label": None}, "needs 'label' or 'human_score'"),
+        ({"label": None, "human_score": float("nan")}, "'human_score' must be a number in [0, 1]"),
+        ({"label": None, "unsupported_share": 1.5}, "'unsupported_share' must be a number in [0, 1]"),
+        ({"label": None}, "needs 'label', 'human_score' or 'unsupported_share'"),
         ({"prompt": ""}, "'prompt' (or 'question') must be a non-empty string"),
         ({"sentences": ["a."], "sentence_labels": ["wrong"]}, "'sentence_labels' must give one of"),
     ]

@@ -55,6 +55,7 @@ from blackbox_wd.calibration.model import (
 )
 from blackbox_wd.checks import is_finite_number
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.eval.data import PASSAGE_LABELS
 from blackbox_wd.settings import LATER_FIELDS, RECORDED, fingerprint
 
 ECE_BINS = 10
@@ -114,16 +115,18 @@ def read_rows(paths: Sequence[Path]) -> list[tuple[str, int, dict[str, Any]]]:
 
 
 def row_label(row: dict[str, Any], label: str, where: str) -> float | None:
-    """The row's label: ``label`` (0 or 1), else ``human_score`` (in [0, 1]), else None."""
+    """The row's label: ``label`` (0 or 1), else its first passage label (``PASSAGE_LABELS``: ``human_score``,
+    ``unsupported_share``; in [0, 1]), else None."""
     if row.get(label) is not None:
         if row[label] not in (0, 1):  # True/False compare equal to 1/0
             raise BBWDError(f"{where}: field '{label}' must be 0 or 1 (got {row[label]!r})")
         return float(row[label])
-    h = row.get("human_score")
-    if h is None:
+    key = next((key for key in PASSAGE_LABELS if row.get(key) is not None), None)
+    if key is None:
         return None
+    h = row[key]
     if not is_finite_number(h) or not 0 <= h <= 1:
-        raise BBWDError(f"{where}: field 'human_score' must be a number in [0, 1] (got {h!r})")
+        raise BBWDError(f"{where}: field '{key}' must be a number in [0, 1] (got {h!r})")
     return float(h)
 
 

@@ -32,8 +32,9 @@ Protocols (pinned; the target sees exactly these messages):
   ``wikibio_gpt3_dev.jsonl``, ``sac3_nq_open.jsonl``) is scored on those samples as they are, with
   no sampling and no target. The prompt is the record's ``prompt`` (else its ``question``) as one
   user turn, verbatim; ``response`` is the judged answer when present. Labels come from the file:
-  ``label`` (0/1, 1 = hallucination) and/or ``human_score`` (continuous, higher = more
-  hallucination); ``sentences`` (the response's own, in order) with as many ``sentence_labels`` are
+  ``label`` (0/1, 1 = hallucination) and/or a passage label in [0, 1], higher = more hallucination
+  (``human_score``, or ``unsupported_share``: the share of the judged answer's claims that are
+  unsupported); ``sentences`` (the response's own, in order) with as many ``sentence_labels`` are
   kept, and need a ``response``. Such a record is ``qa`` when it
   carries reference ``answers``, else a ``passage``. Every record of a file must be of one kind:
   recorded or not.
@@ -64,6 +65,9 @@ RECORDED = "recorded"  # the protocol of a file whose records carry their sample
 N_SHOTS = 5
 QA_STYLES = ("closed-book", "reading")
 SENTENCE_LABELS = ("accurate", "minor_inaccurate", "major_inaccurate")
+# continuous labels of a passage in [0, 1], higher = more hallucination: WikiBio's human score (mean of 0 / 0.5 / 1
+# over its sentences), the long-form sets' share of unsupported claims
+PASSAGE_LABELS = ("human_score", "unsupported_share")
 
 QA_CONTEXT_PROMPT = "Answer the question using the context.\nContext: {context}\nQuestion: {question}\nAnswer briefly."
 QA_PROMPT = "Answer the question briefly.\nQuestion: {question}"
@@ -186,18 +190,19 @@ def _strings(record: dict, key: str, where: str, min_len: int) -> list[str]:
 
 
 def recorded_labels(record: dict, where: str = "") -> dict[str, Any]:
-    """The labels a recorded record carries: ``label`` (0/1), ``human_score`` (a finite number),
+    """The labels a recorded record carries: ``label`` (0/1), ``PASSAGE_LABELS`` (each a number in [0, 1]),
     ``sentences`` with ``sentence_labels`` (as many); ValueError naming a malformed one."""
     out: dict[str, Any] = {}
     if record.get("label") is not None:
         if record["label"] not in (0, 1) or isinstance(record["label"], float):
             raise ValueError(f"{where}'label' must be 0 or 1")
         out["label"] = int(record["label"])
-    if record.get("human_score") is not None:
-        score = record["human_score"]
-        if not is_finite_number(score):
-            raise ValueError(f"{where}'human_score' must be a finite number")
-        out["human_score"] = float(score)
+    for key in PASSAGE_LABELS:
+        score = record.get(key)
+        if score is not None:
+            if not is_finite_number(score) or not 0 <= score <= 1:
+                raise ValueError(f"{where}'{key}' must be a number in [0, 1]")
+            out[key] = float(score)
     if "sentences" in record:
         sentences = _strings(record, "sentences", where, 1)
         labels = record.get("sentence_labels")
@@ -207,7 +212,7 @@ def recorded_labels(record: dict, where: str = "") -> dict[str, Any]:
             raise ValueError(f"{where}'sentence_labels' has {len(labels)} labels for {len(sentences)} 'sentences'")
         out.update(sentences=sentences, sentence_labels=labels)
     if not out:
-        raise ValueError(f"{where}a recorded record needs 'label' or 'human_score'")
+        raise ValueError(f"{where}a recorded record needs 'label', 'human_score' or 'unsupported_share'")
     return out
 
 
