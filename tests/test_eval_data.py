@@ -210,8 +210,8 @@ def test_math_prompt():
     [
         ("sac3_nq_open.jsonl", 250, "qa", 10, {"label"}),
         ("wikibio_gpt3_dev.jsonl", 119, "passage", 20, {"human_score", "sentences", "sentence_labels"}),
-        ("gbu_popqa_gpt35.jsonl", 100, "passage", 10, {"unsupported_share"}),
-        ("gbu_factscore_llama3_70b.jsonl", 88, "passage", 10, {"unsupported_share"}),
+        ("gbu_popqa_gpt35.jsonl", 100, "passage", 10, {"unsupported_share", "claims"}),
+        ("gbu_factscore_llama3_70b.jsonl", 88, "passage", 10, {"unsupported_share", "claims"}),
     ],
 )
 def test_recorded_samples_files_load_as_they_are(filename, n, kind, k, labels):
@@ -222,7 +222,9 @@ def test_recorded_samples_files_load_as_they_are(filename, n, kind, k, labels):
     first, rec = ds.items[0], raw[0]
     assert first.messages == [{"role": "user", "content": rec.get("prompt", rec.get("question"))}]
     assert list(first.samples) == rec["samples"] and len(first.samples) == k and first.response == rec["response"]
-    assert set(first.labels) == labels and all(first.labels[key] == rec[key] for key in labels)
+    assert set(first.labels) == labels and all(first.labels[key] == rec[key] for key in labels - {"claims"})
+    if "claims" in labels:  # each claim's text and label, in order (the judge's raw label is not kept)
+        assert first.labels["claims"] == [{"text": c["text"], "label": c["label"]} for c in rec["claims"]]
     assert [it.id for it in load(shared_data_dir() / filename, limit=3).items] == [r["id"] for r in raw[:3]]
 
 
@@ -234,7 +236,8 @@ def test_recorded_record_errors_name_the_field(tmp_path):
         ({"label": 2}, "'label' must be 0 or 1"),
         ({"label": None, "human_score": float("nan")}, "'human_score' must be a number in [0, 1]"),
         ({"label": None, "unsupported_share": 1.5}, "'unsupported_share' must be a number in [0, 1]"),
-        ({"label": None}, "needs 'label', 'human_score' or 'unsupported_share'"),
+        ({"label": None}, "needs 'label', 'human_score', 'unsupported_share' or 'claims'"),
+        ({"label": None, "claims": [{"text": "x", "label": "maybe"}]}, "'claims' must be a list of {text, label}"),
         ({"prompt": ""}, "'prompt' (or 'question') must be a non-empty string"),
         ({"sentences": ["a."], "sentence_labels": ["wrong"]}, "'sentence_labels' must give one of"),
     ]

@@ -68,6 +68,7 @@ SENTENCE_LABELS = ("accurate", "minor_inaccurate", "major_inaccurate")
 # continuous labels of a passage in [0, 1], higher = more hallucination: WikiBio's human score (mean of 0 / 0.5 / 1
 # over its sentences), the long-form sets' share of unsupported claims
 PASSAGE_LABELS = ("human_score", "unsupported_share")
+CLAIM_LABELS = ("supported", "unsupported", "other")  # of the judged answer's claims; other: not evaluable
 
 QA_CONTEXT_PROMPT = "Answer the question using the context.\nContext: {context}\nQuestion: {question}\nAnswer briefly."
 QA_PROMPT = "Answer the question briefly.\nQuestion: {question}"
@@ -211,8 +212,21 @@ def recorded_labels(record: dict, where: str = "") -> dict[str, Any]:
         if len(labels) != len(sentences):
             raise ValueError(f"{where}'sentence_labels' has {len(labels)} labels for {len(sentences)} 'sentences'")
         out.update(sentences=sentences, sentence_labels=labels)
+    if "claims" in record:
+        claims = record["claims"]
+        if not isinstance(claims, list) or not all(
+            isinstance(c, dict)
+            and isinstance(c.get("text"), str)
+            and c["text"].strip()
+            and c.get("label") in CLAIM_LABELS
+            for c in claims
+        ):
+            raise ValueError(
+                f"{where}'claims' must be a list of {{text, label}} with label one of {', '.join(CLAIM_LABELS)}"
+            )
+        out["claims"] = [{"text": c["text"], "label": c["label"]} for c in claims]
     if not out:
-        raise ValueError(f"{where}a recorded record needs 'label', 'human_score' or 'unsupported_share'")
+        raise ValueError(f"{where}a recorded record needs 'label', 'human_score', 'unsupported_share' or 'claims'")
     return out
 
 
