@@ -268,11 +268,13 @@ def verdict_lines(result: Result) -> str:
         else f"base rate {rate.get('fitted', float('nan')):.2f} of its data (--base-rate for yours)"
     )
     members = ", ".join(c.get("members") or [])
+    lo, hi = op.get("fpr_range") or (None, None)
+    spread = f", {lo:.0%}-{hi:.0%} on a data set left out" if lo is not None else ""
     return (
         f"calibration: {c.get('origin')}, fitted on {data} (label {c.get('label')}, fingerprint "
         f"{c.get('fingerprint')})\n"
         f"[bold]risk {result.p_hallucination:.2f}[/bold] - {'flagged' if result.flag else 'not flagged'} "
-        f"(threshold {op.get('threshold', float('nan')):.2f} at FPR {op.get('fpr', float('nan')):.0%} on "
+        f"(threshold {op.get('threshold', float('nan')):.2f} at FPR {op.get('fpr', float('nan')):.0%}{spread} on "
         f"{c.get('n')} labelled prompts; p at {at})\n"
         f"from: {members}"
     )

@@ -298,12 +298,17 @@ class Detector:
             chosen, note = None, None
         else:
             chosen, note = calibration, calibration.sampling_note(self.reported.as_dict())
-        if self.settings.stop is not None and (chosen is None or not chosen.stages):
-            why = "no calibration" if chosen is None else "the calibration has no stages"
-            note = "; ".join(
-                filter(None, [note, f"note: -k auto with {why}: no verdict can settle, so every prompt draws K"])
+        notes = [note]
+        if chosen is not None:
+            chosen.check(self.reported.as_dict())  # a K below every fitted K is refused here, with its reason
+            notes += [chosen.k_note(k) for k in self.settings.stages]
+        if self.settings.stop is not None and (chosen is None or chosen.k != self.settings.k):
+            why = "no calibration" if chosen is None else f"no stopping band for --k-max {self.settings.k}"
+            how = f"it has bands for --k-max {chosen.k}" if chosen is not None and chosen.stages else ""
+            notes.append(
+                f"note: -k auto with {why}{': ' + how if how else ''}: no verdict can settle, so every prompt draws K"
             )
-        return replace(self, calibration=chosen, calibration_note=note)
+        return replace(self, calibration=chosen, calibration_note="; ".join(dict.fromkeys(filter(None, notes))) or None)
 
     @cached_property
     def reported(self) -> ReportedSettings:
@@ -685,21 +690,21 @@ def score_states(ps: PromptStates, detector: Detector, *, judge: Entails | None 
         result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
         timings["dse"] = time.perf_counter() - t2
     if calibration is not None:
-        judge_result(result, calibration, settings.base_rate, staged=settings.stop is not None)
+        judge_result(result, calibration, settings.base_rate, k_max=settings.k if settings.stop is not None else None)
     return result
 
 
 def judge_result(
-    result: Result, calibration: Calibration, base_rate: float | None = None, *, staged: bool = False
+    result: Result, calibration: Calibration, base_rate: float | None = None, *, k_max: int | None = None
 ) -> None:
-    """Set the result's verdict (p, flag, the calibration's summary with the members used) and, with a sentence
-    head, each sentence's p and flag; ``staged`` (``-k auto``): the heads of the stage of its sample count, and
-    whether it is settled there."""
-    k = len(result.responses) if staged else None
+    """Set the result's verdict (p, flag, the calibration's summary with the members used) from the heads of its
+    sample count (``Calibration.fitted_k``) and, with a sentence head, each sentence's p and flag; ``k_max``
+    (``-k auto``): whether it is settled at its sample count."""
+    k = len(result.responses)
     verdict = calibration.verdict(result, base_rate, k=k)
     result.p_hallucination, result.flag = verdict.p, verdict.flag
-    if k is not None:
-        result.settled = calibration.settled(verdict, k)
+    if k_max is not None:
+        result.settled = calibration.settled(verdict, k, k_max)
     result.calibration = calibration.summary(verdict, base_rate)
     if result.sentences is not None and calibration.sentence is not None:
         judged = calibration.sentence_verdicts(result.sentences, base_rate)

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from blackbox_wd.adaptive import Settle
 from blackbox_wd.batch import BatchRunner
 from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.calibration.model import (
@@ -19,6 +20,7 @@ from blackbox_wd.calibration.model import (
     OperatingPoint,
     Platt,
     ScoreModel,
+    Stage,
     calibration_fingerprint,
     covered_settings,
     default_calibration_path,
@@ -132,7 +134,7 @@ def test_nan_and_pickles_are_not_calibration_files(tmp_path):
 def test_a_mismatched_fingerprint_is_refused_naming_what_differs():
     cal = replace(make(), origin="cal.json")
     cal.check({**REPORTED, "seed": 7, "device": "cuda", "protocol": "zero-shot"})  # none of these change the law
-    run = {**REPORTED, "k": 4, "max_tokens": 64}
+    run = {**REPORTED, "norm": "unit", "max_tokens": 64}
     with pytest.raises(BBWDError) as info:
         cal.check(run)
     message = str(info.value)
@@ -140,7 +142,29 @@ def test_a_mismatched_fingerprint_is_refused_naming_what_differs():
         "calibration cal.json does not apply to this run: it is for settings "
         f"{cal.fingerprint}, this run has {calibration_fingerprint(run)} "
     )
-    assert message.endswith("(k: 10 in the calibration, 4 here)")  # the sampling side is not a reason to refuse
+    assert message.endswith('(norm: "none" in the calibration, "unit" here)')  # the sampling side is no reason
+
+
+def test_any_k_at_or_above_a_fitted_k_is_judged_by_the_nearest_lower_heads():
+    cal = replace(make(), origin="cal.json")  # heads at K = 10 only
+    assert cal.ks == (10,) and cal.k_note(10) is None
+    cal.check({**REPORTED, "k": 20})  # accepted: K = 10's heads judge it
+    assert cal.fitted_k(20) == 10 and cal.k_note(20) == (
+        "note: calibration cal.json has heads for K = 10: K = 20 is judged by the heads of K = 10, the nearest lower"
+    )
+    with pytest.raises(BBWDError, match="calibration cal.json has heads for K = 10; this run's K = 4 is below them"):
+        cal.check({**REPORTED, "k": 4})
+    staged = replace(cal, stages=(Stage(3, cal.heads, Settle(0.2, 0.8)), Stage(20, cal.heads, Settle())))
+    assert staged.ks == (3, 10, 20) and [staged.fitted_k(k) for k in (3, 4, 9, 10, 19, 20, 40)] == [
+        3,
+        3,
+        3,
+        10,
+        10,
+        20,
+        20,
+    ]
+    staged.check({**REPORTED, "k": 4})
     with pytest.raises(BBWDError, match='teacher: "smollm2-135m" in the calibration, "gemma3-270m" here'):
         cal.check({**REPORTED, "teacher": "gemma3-270m"})
     for name in ("alpha", "p", "layer", "proj_seed"):  # what a score means: refused
@@ -172,7 +196,7 @@ def test_default_calibration_path_only_for_registry_names():
     assert default_calibration_path("smollm2-135m") == calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.json"
     assert default_calibration_path("/models/x.gguf") is None and default_calibration_path("org/name") is None
     assert default_calibration_path("..") is None
-    assert default_calibration_path("smollm2-135m", False, staged=True).name == "smollm2-135m.api.auto.json"
+    assert default_calibration_path("smollm2-135m", False).name == "smollm2-135m.api.json"  # fixed K and -k auto
     assert default_calibration_path("smollm2-135m", True, staged=True).name == "smollm2-135m.auto.json"
     assert embedded_calibration({**REPORTED, "teacher": "/models/x.gguf"}) == (None, None)  # no note: not ours to ship
 

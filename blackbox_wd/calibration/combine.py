@@ -36,6 +36,7 @@ from blackbox_wd.calibration.model import METHODS, Head, Isotonic, OperatingPoin
 from blackbox_wd.errors import BBWDError
 
 COMBINERS = ("logistic", "mean", "select")
+MIN_SETS = 3  # data sets a head's rows need for its threshold to be chosen leave-one-set-out (``by_set_p``)
 C = 1.0  # inverse L2 strength of the logistic combiner, on standardised members
 
 
@@ -198,6 +199,10 @@ def fit_head(
     losses = {m: weighted_log_loss(y, p, w) for m, p in probs.items()}
     best = min(methods, key=losses.__getitem__)
     z = out_of_fold_z(X, y, w, g, combiner, folds, seed, src)
+    point = operating_point(y, probs[best], w, target_fpr)
+    if np.unique(src).size >= MIN_SETS:  # the threshold where the FPR holds on a set left out, not in-fold
+        unseen = by_set_p(X, y, w, g, src, combiner, best, folds, seed)
+        point = operating_point(y, unseen, w, target_fpr, src)
     mean, scale, coef, intercept = fit_linear(X, y, w, combiner, src)
     model = ScoreModel(
         features=tuple(members),
@@ -207,7 +212,29 @@ def fit_head(
         intercept=float(intercept[0]),
         calibrator=fit_calibrator(z, y, w, best),
     )
-    return HeadFit(Head(model, operating_point(y, probs[best], w, target_fpr)), rows, z, probs[best], losses)
+    return HeadFit(Head(model, point), rows, z, probs[best], losses)
+
+
+def by_set_p(
+    X: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    g: np.ndarray,
+    src: np.ndarray,
+    combiner: str,
+    method: str,
+    folds: int,
+    seed: int,
+) -> np.ndarray:
+    """Each row's p from the head fitted without its data set (leave one set out): the linear part on the other
+    sets, the calibrator on their out-of-fold z (folds grouped by prompt)."""
+    p = np.empty(y.size)
+    for s in np.unique(src):
+        test, train = src == s, src != s
+        params = fit_linear(X[train], y[train], w[train], combiner, src[train])
+        inner = out_of_fold_z(X[train], y[train], w[train], g[train], combiner, folds, seed, src[train])
+        p[test] = fit_calibrator(inner, y[train], w[train], method)(decision(params, X[test]))
+    return p
 
 
 def weighted_log_loss(y: np.ndarray, p: np.ndarray, w: np.ndarray) -> float:
@@ -226,9 +253,12 @@ def check_rows(y: np.ndarray, groups: np.ndarray, folds: int, members: Sequence[
             )
 
 
-def operating_point(y: np.ndarray, p: np.ndarray, w: np.ndarray, target_fpr: float) -> OperatingPoint:
+def operating_point(
+    y: np.ndarray, p: np.ndarray, w: np.ndarray, target_fpr: float, source: np.ndarray | None = None
+) -> OperatingPoint:
     """The smallest threshold on p whose (weighted) false-positive rate is at most ``target_fpr``, and what it
-    gives on (y, p, w)."""
+    gives on (y, p, w); with ``source`` (p of each row from a head fitted without its set), also the range of the
+    FPR and TPR over the sets at that threshold."""
     if not 0 <= target_fpr < 1:
         raise BBWDError(f"target FPR must be in [0, 1) (got {target_fpr})")
     fpr, _, thresholds = roc_curve(y, p, sample_weight=w, drop_intermediate=False)
@@ -239,15 +269,32 @@ def operating_point(y: np.ndarray, p: np.ndarray, w: np.ndarray, target_fpr: flo
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    ranges: dict[str, Any] = {}
+    if source is not None:
+        rates = [rates_at(y[at], p[at] >= threshold, w[at]) for s in np.unique(source) for at in [source == s]]
+        ranges = {
+            "rule": "target_fpr_by_set",
+            "fpr_range": (min(r[0] for r in rates), max(r[0] for r in rates)),
+            "tpr_range": (min(r[1] for r in rates), max(r[1] for r in rates)),
+        }
     return OperatingPoint(
-        rule="target_fpr",
+        rule=ranges.pop("rule", "target_fpr"),
         target_fpr=target_fpr,
         threshold=threshold,
         fpr=float(fp / (fp + tn)) if fp + tn else 0.0,
         tpr=float(recall),
         precision=float(precision),
         f1=float(f1),
+        **ranges,
     )
+
+
+def rates_at(y: np.ndarray, flagged: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    """(FPR, TPR) of the flags (weighted); 0 for a rate with no rows."""
+    neg, pos = np.sum(w * (y == 0)), np.sum(w * (y == 1))
+    fpr = float(np.sum(w * (y == 0) * flagged) / neg) if neg else 0.0
+    tpr = float(np.sum(w * (y == 1) * flagged) / pos) if pos else 0.0
+    return fpr, tpr
 
 
 def first_by_prompt(heads: Iterable[tuple[Iterable[str], Iterable[Any]]]) -> dict[str, Any]:

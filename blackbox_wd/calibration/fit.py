@@ -33,7 +33,7 @@ import numpy as np
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from blackbox_wd import __version__
-from blackbox_wd.adaptive import fit_settles
+from blackbox_wd.adaptive import Settle, fit_settles
 from blackbox_wd.calibration.combine import HeadFit, Table, first_by_prompt, fit_head, head_sets, heads_on, table_from
 from blackbox_wd.calibration.model import (
     ANSWER_LOGPROB_MEMBERS,
@@ -77,12 +77,15 @@ class Labelled:
     answers: Table
     sentences: Table | None
     data: dict[str, int]  # prompts per ``source``
-    fingerprint: str | None  # the rows' settings fingerprint (None when they carry none)
+    fingerprint: str | None  # the main K's rows' settings fingerprint (None when they carry none)
     skipped_errors: int = 0
     skipped_unlabelled: int = 0
-    stages: dict[int, Table] = field(default_factory=dict)  # -k auto rows: each stage before the last, by its k
+    stages: dict[int, Table] = field(default_factory=dict)  # the rows of every other sample count, by its k
     short_only: tuple[str, ...] = ()  # of SHORT_ONLY: left missing on the passages, when some rows are passages
-    answer_sentences: dict[str, list[Any]] = field(default_factory=dict)  # each answer's sentences, by its prompt
+    # each answer's sentences, by its prompt: of the main K (key None) and of each other k
+    answer_sentences: dict[int | None, dict[str, list[Any]]] = field(default_factory=dict)
+    k: int | None = None  # the main K: the sample count of the most labelled prompts (of two, the larger)
+    fingerprints: dict[int, str | None] = field(default_factory=dict)  # each sample count's rows' fingerprint
 
 
 @dataclass
@@ -130,18 +133,25 @@ def row_label(row: dict[str, Any], label: str, where: str) -> float | None:
     return float(h)
 
 
+def row_k(row: dict[str, Any], where: str) -> int:
+    """The sample count a row was scored on: its ``n_samples``, else the length of its ``token_counts``; 0 when it
+    says neither (its run's K, which the settings give)."""
+    k = row.get("n_samples", len(row.get("token_counts") or []))
+    if not isinstance(k, int) or isinstance(k, bool) or (k < 2 and "n_samples" in row):
+        raise BBWDError(f"{where}: field 'n_samples' must be an integer >= 2 (got {k!r})")
+    return k
+
+
 def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
-    """The labelled rows of results files; rows with an ``error`` or no label are skipped and counted, rows from
-    more than one settings fingerprint refused, a row without AvgWD or EigenWD > 0 refused by its line."""
-    members: dict[str, list[float | None]] = {m: [] for m in MEMBERS}
-    labels: list[float] = []
-    groups: list[str] = []
-    source: list[str] = []
-    fps: dict[str | None, str] = {}
-    sentence: dict[str, list[Any]] = {"score": [], "unigram": [], "y": [], "group": []}
-    staged: dict[int, dict[str, list[float | None]]] = {}  # k -> member -> values, in row order
-    counts: list[dict[str, Any]] = []  # each row's samples' token counts, for ``is_passage``
-    answer_sentences: dict[str, list[Any]] = {}
+    """The labelled rows of results files, by sample count (one run per K: ``bbwd eval -k 3``, ``-k 5``, ...); rows
+    with an ``error`` or no label are skipped and counted, a K whose rows mix settings fingerprints refused, a row
+    without AvgWD or EigenWD > 0 refused by its line.
+
+    The main K is the sample count of the most labelled prompts (of two, the larger): its rows are ``answers``, each
+    other K's are ``stages[k]``. A prompt is its row's ``source`` and ``id``, so that its rows at each K are one
+    group (every fold keeps them on one side).
+    """
+    by_k: dict[int, list[tuple[str, int, dict[str, Any], float]]] = {}
     errors = unlabelled = 0
     for path, n, row in read_rows(paths):
         where = f"{path} line {n}"
@@ -157,53 +167,80 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
                 raise BBWDError(
                     f"{where}: field '{name.removeprefix('log_')}' must be a finite number (> 0 for eigen_wd)"
                 )
-        fps.setdefault(row.get("fingerprint"), where)
-        group = f"{path}:{row.get('id', n)}"
-        counts.append({"token_counts": row.get("token_counts")})
-        for name in MEMBERS:
-            members[name].append(member_value(row, name))
-        for stage in (row.get("stages") or [])[:-1]:  # the last stage is the row's own
-            values = staged.setdefault(int(stage["k"]), {m: [None] * len(labels) for m in MEMBERS})
-            for name in MEMBERS:
-                values[name].append(member_value(stage["scores"], name))
-        for values in staged.values():  # a row without this stage lacks its members
-            for column in values.values():
-                column.extend([None] * (len(labels) + 1 - len(column)))
-        labels.append(y)
-        groups.append(group)
-        source.append(str(row.get("source", Path(path).name)))
-        answer_sentences[group] = list(row.get("sentences") or [])
+        by_k.setdefault(row_k(row, where), []).append((path, n, row, y))
+    if not by_k:
+        raise BBWDError(
+            f"{', '.join(map(str, paths))}: no row with scores and field '{label}' or "
+            f"{' or '.join(map(repr, PASSAGE_LABELS))} ({unlabelled} without, {errors} with an error): choose the "
+            "label with --label"
+        )
+    main = max(by_k, key=lambda k: (len(by_k[k]), k))
+    fingerprints: dict[int, str | None] = {}
+    tables: dict[int, Table] = {}
+    sentences_of: dict[int | None, dict[str, list[Any]]] = {}
+    short_only: tuple[str, ...] = ()
+    answers = sentences = None
+    data: dict[str, int] = {}
+    for k in [main, *sorted(set(by_k) - {main})]:
+        rows = by_k[k]
+        fps = dict.fromkeys(row.get("fingerprint") for _, _, row, _ in rows)
+        if len(fps) > 1:
+            first = {fp: f"{path} line {n}" for path, n, row, _ in reversed(rows) for fp in [row.get("fingerprint")]}
+            seen = ", ".join(f"{fp} (first at {first[fp]})" for fp in fps)
+            raise BBWDError(
+                f"the rows of K = {k} mix settings (fingerprints {seen}): calibrate rows of one settings fingerprint"
+            )
+        fingerprints[k] = next(iter(fps))
+        members: dict[str, list[float | None]] = {m: [member_value(row, m) for _, _, row, _ in rows] for m in MEMBERS}
+        groups = [prompt_of(path, n, row) for path, n, row, _ in rows]
+        source = [str(row.get("source", Path(path).name)) for path, _, row, _ in rows]
+        passages = [is_passage(row) for _, _, row, _ in rows]
+        if k == main:
+            short_only = short_only_members(members, passages)
+            data = dict(Counter(source))
+            sentences = sentence_table(rows, groups)
+        leave_out(members, short_only, passages)
+        tables[k] = table_from(members, [y for *_, y in rows], groups, source)
+        sentences_of[None if k == main else k] = {
+            g: list(row.get("sentences") or []) for g, (_, _, row, _) in zip(groups, rows, strict=True)
+        }
+    answers = tables.pop(main)
+    return Labelled(
+        answers,
+        sentences,
+        data,
+        fingerprints[main],
+        errors,
+        unlabelled,
+        dict(sorted(tables.items())),
+        short_only,
+        sentences_of,
+        main or None,
+        {k: fp for k, fp in fingerprints.items() if k},
+    )
+
+
+def prompt_of(path: str, line: int, row: dict[str, Any]) -> str:
+    """A row's prompt, the same in every run of its data: its ``source`` (else its file) and ``id`` (else its
+    line)."""
+    return f"{row.get('source', path)}:{row.get('id', line)}"
+
+
+def sentence_table(rows: Sequence[tuple[str, int, dict[str, Any], float]], groups: Sequence[str]) -> Table | None:
+    """The labelled sentences of the rows (``sentences`` with ``sentence_labels``; label: minor or major
+    inaccurate), one row each, grouped by their answer's prompt; None when none is labelled."""
+    sentence: dict[str, list[Any]] = {"score": [], "unigram": [], "y": [], "group": []}
+    for (_, _, row, _), group in zip(rows, groups, strict=True):
         for s, tag in zip(row.get("sentences") or [], row.get("sentence_labels") or [], strict=False):
             sentence["score"].append(member_value(s, "score"))
             sentence["unigram"].append(member_value(s, "unigram"))
             sentence["y"].append(float(tag in NONFACT))
             sentence["group"].append(group)
-    if not labels:
-        raise BBWDError(
-            f"{', '.join(map(str, paths))}: no row with scores and field '{label}' or 'human_score' ({unlabelled} "
-            f"without, {errors} with an error): choose the label with --label"
-        )
-    if len(fps) > 1:
-        seen = ", ".join(f"{fp} (first at {where})" for fp, where in fps.items())
-        raise BBWDError(f"the rows mix settings (fingerprints {seen}): calibrate rows of one settings fingerprint")
-    short_only = short_only_members(members, [is_passage(c) for c in counts])
-    for k, values in ((None, members), *staged.items()):  # at stage k, a passage by its first k samples
-        leave_out(values, short_only, [is_passage(c, k) for c in counts])
-    answers = table_from(members, labels, groups, source)
-    sentences = (
-        table_from(
-            {m: sentence[m] for m in SENTENCE_MEMBERS},
-            sentence["y"],
-            sentence["group"],
-            ["sentence"] * len(sentence["y"]),
-        )
-        if sentence["y"]
-        else None
+    if not sentence["y"]:
+        return None
+    return table_from(
+        {m: sentence[m] for m in SENTENCE_MEMBERS}, sentence["y"], sentence["group"], ["sentence"] * len(sentence["y"])
     )
-    data = dict(Counter(source))
-    stages = {k: table_from(values, labels, groups, source) for k, values in sorted(staged.items())}
-    fp = next(iter(fps), None)
-    return Labelled(answers, sentences, data, fp, errors, unlabelled, stages, short_only, answer_sentences)
 
 
 def short_only_members(members: Mapping[str, Sequence[float | None]], passages: Sequence[bool]) -> tuple[str, ...]:
@@ -222,8 +259,11 @@ def leave_out(members: dict[str, list[float | None]], names: Sequence[str], pass
         members[name] = [None if p else v for v, p in zip(members[name], passages, strict=True)]
 
 
-def read_settings(results: Path, settings_from: Path | None, rows_fingerprint: str | None) -> dict[str, Any]:
-    """The reported settings of the results: ``settings_from``, else ``settings.json`` beside them.
+def read_settings(
+    results: Path, settings_from: Path | None, rows_fingerprint: str | None, k: int | None = None
+) -> dict[str, Any]:
+    """The reported settings of the results: ``settings_from``, else ``settings.json`` beside them, with ``k`` as
+    the sample count when given (the runs of a calibration differ only in it).
 
     Raise BBWDError when there is none, when it lacks a covered field, or when the rows carry a
     fingerprint that is not that of these settings.
@@ -243,6 +283,8 @@ def read_settings(results: Path, settings_from: Path | None, rows_fingerprint: s
     missing = [name for name in COVERED if name not in settings and name not in LATER_FIELDS]
     if missing:
         raise BBWDError(f"{path} lacks the setting(s) {', '.join(missing)}")
+    if k is not None:
+        settings["k"] = k
     if rows_fingerprint is not None and fingerprint(settings) != rows_fingerprint:
         raise BBWDError(
             f"{path} does not describe {results}: its settings have fingerprint {fingerprint(settings)}, "
@@ -332,12 +374,16 @@ def fit_calibration(
             seed=seed,
             target_fpr=target_fpr,
         )
+    if sentence is not None:  # the fit's report reads the member from the tables
+        labelled = replace(
+            labelled,
+            answers=with_sentence_verdict(labelled.answers, sentence.head, labelled.answer_sentences.get(None, {})),
+            stages={
+                k: with_sentence_verdict(t, sentence.head, labelled.answer_sentences.get(k, {}))
+                for k, t in labelled.stages.items()
+            },
+        )
     t = labelled.answers
-    if sentence is not None:
-        by_prompt = {g: sentence_verdict(sentence.head, x) for g, x in labelled.answer_sentences.items()}
-        column = np.array([np.nan if (v := by_prompt[g]) is None else v for g in t.groups])
-        t = replace(t, members={**t.members, "sentence_verdict": column})
-        labelled = replace(labelled, answers=t)  # the fit's report reads the member from it
     short_only = fittable(t, labelled.short_only, folds)
     members = [m for m in MEMBERS if t.rows([m]).all() or m in short_only]
     sets = head_sets(members, (*OPTIONAL, short_only) if short_only else OPTIONAL)
@@ -383,6 +429,14 @@ def fit_calibration(
     return CalibrationFit(calibration, labelled, heads, sentence)
 
 
+def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, Any]) -> Table:
+    """The table with the member ``sentence_verdict`` of each row's answer, from its sentences under the sentence
+    ``head`` (NaN where it has none)."""
+    by_prompt = {g: sentence_verdict(head, x) for g, x in sentences.items()}
+    column = np.array([np.nan if (v := by_prompt.get(g)) is None else v for g in t.groups])
+    return replace(t, members={**t.members, "sentence_verdict": column})
+
+
 def fittable(t: Table, short_only: Sequence[str], folds: int) -> tuple[str, ...]:
     """The members of ``short_only`` (missing on the passages of ``t``) whose rows hold each class in at least
     ``2 * folds`` prompts, as a head over them needs; the others are left out of every head."""
@@ -407,25 +461,27 @@ def fit_stages(
     seed: int,
     target_fpr: float,
 ) -> tuple[Stage, ...]:
-    """``-k auto``: each stage's heads (the same member sets less the members no row of the stage has, such as
-    ``sentence_verdict``, since a stage's scores carry no sentences; fitted on the stage's members) and its band
-    (``adaptive.fit_settles`` over each prompt's nested out-of-fold p and flag from the head that judges it, at every
-    stage and at the last)."""
+    """The heads of every other sample count (the same member sets less the members no row of it has; fitted on its
+    rows) and, for each below the main K, its ``-k auto`` band (``adaptive.fit_settles`` over each prompt's nested
+    out-of-fold p and flag from the head that judges it, at every stage below K and at K, on the prompts scored at
+    all of them); above K, no band."""
     if not labelled.stages:
         return ()
     fits = {
         k: [fit_head(t, h, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr) for h in heads_on(t, sets)]
         for k, t in labelled.stages.items()
     }
-    tables = [*labelled.stages.values(), labelled.answers]
-    by_prompt = [verdicts_by_prompt(t, f) for t, f in zip(tables, [*fits.values(), final_fits], strict=True)]
-    prompts = sorted(set.intersection(*(set(d) for d in by_prompt)))
-    p = np.array([[d[g][0] for g in prompts] for d in by_prompt])
-    flags = np.array([[d[g][1] for g in prompts] for d in by_prompt])
-    settles = fit_settles(p, flags)
-    return tuple(
-        Stage(k, tuple(used_heads([h.head for h in fits[k]])), settle) for k, settle in zip(fits, settles, strict=True)
-    )
+    below = [k for k in fits if labelled.k is None or k < labelled.k]
+    settles = dict.fromkeys(fits, Settle())
+    if below:
+        tables = [*(labelled.stages[k] for k in below), labelled.answers]
+        judged = [*(fits[k] for k in below), final_fits]
+        by_prompt = [verdicts_by_prompt(t, f) for t, f in zip(tables, judged, strict=True)]
+        prompts = sorted(set.intersection(*(set(d) for d in by_prompt)))
+        p = np.array([[d[g][0] for g in prompts] for d in by_prompt])
+        flags = np.array([[d[g][1] for g in prompts] for d in by_prompt])
+        settles.update(zip(below, fit_settles(p, flags), strict=True))
+    return tuple(Stage(k, tuple(used_heads([h.head for h in fits[k]])), settles[k]) for k in sorted(fits))
 
 
 def used_heads(heads: Sequence[Head]) -> list[Head]:
@@ -479,7 +535,13 @@ def fit_files(
     fit : CalibrationFit
     """
     labelled = read_labelled(results, label)
-    settings = read_settings(results[0], settings_from, labelled.fingerprint)
+    settings = read_settings(results[0], settings_from, labelled.fingerprint, labelled.k)
+    for k, fp in labelled.fingerprints.items():  # each K's rows: the same settings but K
+        if fp is not None and fingerprint({**settings, "k": k}) != fp:
+            raise BBWDError(
+                f"the rows of K = {k} were scored under other settings than those of K = {labelled.k} "
+                f"(fingerprint {fp}, not {fingerprint({**settings, 'k': k})}): calibrate runs that differ only in -k"
+            )
     return fit_calibration(
         labelled,
         settings,

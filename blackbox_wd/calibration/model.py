@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from blackbox_wd.adaptive import Settle
+from blackbox_wd.adaptive import START, Settle
 from blackbox_wd.checks import is_finite_number as _number
-from blackbox_wd.errors import BBWDError
+from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.settings import LATER_FIELDS, RECORDED, SCORE_FIELDS, fingerprint
 
 FORMAT_1 = "bbwd-calibration/1"  # one head over FEATURES; still read, and written for such a calibration
@@ -81,6 +81,8 @@ METHODS = ("isotonic", "platt")
 COVERED = tuple(name for name in SCORE_FIELDS if name not in ("seed", "protocol"))
 # Of those, what a score means: a calibration fitted under other values of these is refused ...
 MEANING = ("teacher", "layer", "k", "stop", "alpha", "p", "proj_dim", "proj_seed", "norm")
+# ... less these, which a calibration serves with heads per sample count (``Calibration.fitted_k``)
+PER_K = ("k", "stop")
 # ... and the sampling side: a calibration fitted under other values of these applies, with a note.
 SAMPLING = ("target", "sampler", "endpoint", "temperature", "top_p", "max_tokens")
 assert sorted(MEANING + SAMPLING) == sorted(COVERED)
@@ -240,13 +242,15 @@ class ScoreModel:
 class OperatingPoint:
     """The threshold on p and what it gave on the fitting data's cross-validated probabilities."""
 
-    rule: str  # "target_fpr" or "max_f1"
+    rule: str  # "target_fpr" (out of fold), "target_fpr_by_set" (each data set left out in turn) or "max_f1"
     target_fpr: float | None
     threshold: float
     fpr: float
     tpr: float
     precision: float
     f1: float
+    fpr_range: tuple[float, float] | None = None  # by set: the lowest and highest FPR of a set left out
+    tpr_range: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -296,8 +300,10 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Stage:
-    """A stage of ``-k auto`` before the last: its heads, fitted on the first ``k`` samples of the calibration's
-    data, and its band (``adaptive.Settle``): a prompt whose p at this stage is outside it stops here."""
+    """The heads of another sample count than the calibration's own K: fitted on the first ``k`` samples of the
+    calibration's data; they judge runs of ``k`` samples (and of every K up to the next fitted one), and stage ``k``
+    of ``-k auto``. ``settle``, for a stage below the calibration's K: its band (``adaptive.Settle``) for ``-k auto``
+    up to that K: a prompt whose p at this stage is outside it stops here (a stage above K: never, ``Settle()``)."""
 
     k: int
     heads: tuple[Head, ...]
@@ -373,7 +379,7 @@ class Calibration:
     origin: str = field(default="", compare=False)  # where it was loaded from; not stored
     more_heads: tuple[Head, ...] = ()  # after the first (``model``, ``operating_point``), fewer members each
     sentence: Head | None = None  # each sentence's p and flag from SENTENCE_MEMBERS
-    stages: tuple[Stage, ...] = ()  # -k auto: the stages before the last (whose heads are ``heads``), in order
+    stages: tuple[Stage, ...] = ()  # the heads at the other fitted K (``ks``), in order of k
     short_only: tuple[str, ...] = ()  # of SHORT_ONLY: members read as missing on a passage (``is_passage``)
 
     @property
@@ -381,19 +387,64 @@ class Calibration:
         """Every head, most members first: the first (``model``, ``operating_point``), then ``more_heads``."""
         return (Head(self.model, self.operating_point), *self.more_heads)
 
-    def stage(self, k: int | None) -> Stage | None:
-        """The stage before the last that judges a result of ``k`` samples; None for the last (or no stages)."""
-        return next((s for s in self.stages if s.k == k), None)
+    @property
+    def k(self) -> int:
+        """The calibration's own K: the sample count its first heads (``heads``) were fitted at."""
+        return int(self.settings["k"])
 
-    def settled(self, verdict: Verdict, k: int) -> bool:
-        """True when a result of ``k`` samples with this verdict stops drawing: at the last stage always, before
-        it when the fitted p is outside the stage's band (``adaptive.Settle``)."""
-        stage = self.stage(k)
-        return stage is None or stage.settle.settled(verdict.p_fitted)
+    @property
+    def ks(self) -> tuple[int, ...]:
+        """Every sample count the calibration has heads for, increasing."""
+        return tuple(sorted({self.k, *(s.k for s in self.stages)}))
+
+    def fitted_k(self, k: int) -> int:
+        """The fitted K whose heads judge a result of ``k`` samples: ``k`` when fitted, else the nearest lower one;
+        BBWDError when ``k`` is below every fitted K.
+
+        >>> cal = Calibration.load(PACKAGE_CALIBRATIONS / "smollm2-135m.json")
+        >>> cal.ks, cal.fitted_k(10), cal.fitted_k(7), cal.fitted_k(40)
+        ((3, 5, 10), 10, 5, 10)
+        """
+        lower = [fitted for fitted in self.ks if fitted <= k]
+        if not lower:
+            name = f"calibration {self.origin}" if self.origin else "the calibration"
+            raise BBWDError(
+                f"{name} has heads for K = {', '.join(map(str, self.ks))}; this run's K = {k} is below them"
+            )
+        return lower[-1]
+
+    def k_note(self, k: int) -> str | None:
+        """None when the calibration has heads fitted at ``k`` samples, else a one-line note on which K's judge
+        (BBWDError when ``k`` is below every fitted K)."""
+        fitted = self.fitted_k(k)
+        if fitted == k:
+            return None
+        name = f"calibration {self.origin}" if self.origin else "the calibration"
+        return (
+            f"note: {name} has heads for K = {', '.join(map(str, self.ks))}: K = {k} is judged by the heads of "
+            f"K = {fitted}, the nearest lower"
+        )
+
+    def stage(self, k: int | None) -> Stage | None:
+        """The stage whose heads judge a result of ``k`` samples (``fitted_k``); None for the calibration's own heads
+        (``k`` None, or judged by K's)."""
+        if k is None:
+            return None
+        fitted = self.fitted_k(k)
+        return next((s for s in self.stages if s.k == fitted), None)
+
+    def settled(self, verdict: Verdict, k: int, k_max: int) -> bool:
+        """True when a ``-k auto`` result of ``k`` samples (at most ``k_max``) with this verdict stops drawing: at
+        ``k_max`` always; before it when the run's ``k_max`` is the calibration's K, the stage was fitted at ``k``
+        and the fitted p is outside its band (``adaptive.Settle``); else it draws on (no band was fitted for it)."""
+        if k >= k_max:
+            return True
+        stage = next((s for s in self.stages if s.k == k), None)
+        return k_max == self.k and stage is not None and stage.settle.settled(verdict.p_fitted)
 
     def head_for(self, result: Any, k: int | None = None) -> tuple[Head, np.ndarray]:
-        """The first head (of the stage of ``k`` samples, when one is) whose members the result has, with their
-        values; BBWDError naming what is missing."""
+        """The first head (of the fitted K that judges ``k`` samples, ``fitted_k``; None: the calibration's own)
+        whose members the result has, with their values; BBWDError naming what is missing."""
         stage = self.stage(k)
         heads = self.heads if stage is None else stage.heads
         skip = set(self.short_only) if self.short_only and is_passage(result, k) else set()
@@ -426,8 +477,8 @@ class Calibration:
             data's (``shift_prior``). The flag does not move: it compares the fitted p with the threshold,
             whose false-positive rate does not depend on the base rate.
         k : int or None, default=None
-            The samples the result was scored on: a stage's heads judge it when the calibration has that stage
-            (``-k auto``); None, or the last stage's K: the calibration's own heads.
+            The samples the result was scored on: the heads fitted at that K, else at the nearest lower one
+            (``fitted_k``); None: the calibration's own heads (fitted at its K).
 
         Returns
         -------
@@ -498,7 +549,10 @@ class Calibration:
 
     def mismatch(self, reported: Mapping[str, Any]) -> str | None:
         """None when the run's settings mean what the calibration's meant (``MEANING``), else which differ (one
-        line). Settings of the sampling side (``SAMPLING``) may differ: see :meth:`sampling_note`."""
+        line). Settings of the sampling side (``SAMPLING``) may differ: see :meth:`sampling_note`. The sample count
+        and ``-k auto`` are not compared: the heads of the fitted K judge any K at or above it (``fitted_k``), and
+        a stage's heads the same stage of ``-k auto``."""
+        reported = {**reported, **{name: self.settings.get(name) for name in PER_K}}
         if calibration_fingerprint(reported) == self.fingerprint:
             return None
         diffs = self._diffs(reported, MEANING)
@@ -529,11 +583,13 @@ class Calibration:
         )
 
     def check(self, reported: Mapping[str, Any]) -> None:
-        """Raise BBWDError unless the run's settings are those calibrated."""
+        """Raise BBWDError unless the run's settings are those calibrated and its K is at or above a fitted K."""
         why = self.mismatch(reported)
         if why is not None:
             name = f"calibration {self.origin}" if self.origin else "the calibration"
             raise BBWDError(f"{name} does not apply to this run: {why}")
+        if isinstance(reported.get("k"), int):
+            self.fitted_k(min(reported["k"], START) if reported.get("stop") else reported["k"])
 
     def summary(self, verdict: Verdict | None = None, base_rate: float | None = None) -> dict[str, Any]:
         """What a scored result says about the calibration it used (with its verdict: the head's members and
@@ -580,7 +636,7 @@ class Calibration:
                 body["short_only"] = list(self.short_only)
         else:
             body["format"] = FORMAT_1
-        return json.dumps(body, indent=1, allow_nan=False) + "\n"
+        return json.dumps(_without_ranges(body), indent=1, allow_nan=False) + "\n"
 
     @classmethod
     def from_json(cls, text: str | bytes, origin: str = "") -> Calibration:
@@ -625,6 +681,16 @@ class Calibration:
         return cls.from_json(path.read_bytes(), origin=str(path))
 
 
+def _without_ranges(body: Any) -> Any:
+    """The JSON body without the operating points' ranges that are None, so that a file fitted before they were
+    stored keeps its bytes and its id."""
+    if isinstance(body, dict):
+        return {k: _without_ranges(v) for k, v in body.items() if not (k in ("fpr_range", "tpr_range") and v is None)}
+    if isinstance(body, list):
+        return [_without_ranges(v) for v in body]
+    return body
+
+
 def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not a number in plain JSON")
 
@@ -639,11 +705,12 @@ def _check(cal: Calibration, where: str) -> None:
     rules += [
         (
             f"stages[{n}]",
-            bool(s.heads) and 2 <= s.k < cal.settings.get("k", 0) and 0 <= s.settle.below <= s.settle.above <= 1,
-            "heads, 2 <= k < the calibration's k, 0 <= below <= above <= 1",
+            bool(s.heads) and 2 <= s.k != cal.settings.get("k") and 0 <= s.settle.below <= s.settle.above <= 1,
+            "heads, 2 <= k and not the calibration's k, 0 <= below <= above <= 1",
         )
         for n, s in enumerate(cal.stages)
     ]
+    rules.append(("stages", len({s.k for s in cal.stages}) == len(cal.stages), "one entry per k"))
     for where_, head, allowed in named:
         m = head.model
         n = len(m.features)
@@ -689,14 +756,13 @@ def _check(cal: Calibration, where: str) -> None:
             raise BBWDError(f"{where}: field '{name}' must be {want}")
 
 
-def default_calibration_path(teacher: str, white_box: bool = True, staged: bool = False) -> Path | None:
+def default_calibration_path(teacher: str, white_box: bool = True) -> Path | None:
     """The calibration shipped with bbwd for a registry teacher (it may not exist): ``<teacher>.json`` for white-box
-    runs, ``<teacher>.api.json`` for runs that score another target, each with ``.auto`` before ``.json`` for
-    ``-k auto`` (``staged``); None for other teachers."""
+    runs, ``<teacher>.api.json`` for runs that score another target (an API's samples, or recorded ones); each serves
+    fixed K and ``-k auto`` with its heads per K; None for other teachers."""
     if not teacher or Path(teacher).name != teacher or teacher.startswith("."):
         return None
-    auto = ".auto" if staged else ""
-    return PACKAGE_CALIBRATIONS / (f"{teacher}{auto}.json" if white_box else f"{teacher}.api{auto}.json")
+    return PACKAGE_CALIBRATIONS / (f"{teacher}.json" if white_box else f"{teacher}.api.json")
 
 
 def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
@@ -708,17 +774,22 @@ def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | Non
     """
     teacher = str(reported.get("teacher"))
     white_box = bool(reported.get("white_box", True))
-    path = default_calibration_path(teacher, white_box, reported.get("stop") is not None)
+    path = default_calibration_path(teacher, white_box)
     if path is None:
         return None, None
     if not path.is_file():
-        kind = ("" if white_box else "black-box runs with ") + ("-k auto and " if reported.get("stop") else "")
+        kind = "" if white_box else "black-box runs with "
         return None, (
             f"note: no calibration ships for {kind}{teacher} yet, so no risk is shown: fit one on labelled "
             "results with 'bbwd calibrate' and pass it with --calibration"
         )
     cal = replace(Calibration.load(path), origin=f"embedded {path.name}")
     why = cal.mismatch(reported)
+    if why is None:
+        try:
+            cal.check(reported)
+        except BBWDError as exc:
+            why = one_line(exc)
     if why is not None:
         return None, f"note: the embedded calibration {path.name} does not apply to this run, no risk shown: {why}"
     return cal, cal.sampling_note(reported)

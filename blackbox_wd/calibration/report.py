@@ -84,10 +84,18 @@ def _head_lines(fit: HeadFit, table: Table, title: str) -> list[str]:
         else f"Isotonic: {len(cal.x)} points, z from {cal.x[0]:.4g} to {cal.x[-1]:.4g}, p from {cal.y[0]:.3f} to "
         f"{cal.y[-1]:.3f}."
     )
+    by_set = op.fpr_range is not None and op.tpr_range is not None
+    how = "leave-one-set-out" if by_set else "out-of-fold"
+    spread = (
+        f"; on each data set left out FPR {op.fpr_range[0]:.3f}-{op.fpr_range[1]:.3f}, "  # type: ignore[index]
+        f"TPR {op.tpr_range[0]:.3f}-{op.tpr_range[1]:.3f}"  # type: ignore[index]
+        if by_set
+        else ""
+    )
     lines += [
         "",
-        f"**Threshold {op.threshold:.4f}** (the smallest with out-of-fold FPR <= {op.target_fpr:g}): FPR {op.fpr:.3f}, "
-        f"TPR {op.tpr:.3f}, precision {op.precision:.3f}, F1 {op.f1:.3f}.",
+        f"**Threshold {op.threshold:.4f}** (the smallest with {how} FPR <= {op.target_fpr:g}): FPR {op.fpr:.3f}, "
+        f"TPR {op.tpr:.3f}, precision {op.precision:.3f}, F1 {op.f1:.3f}{spread}.",
         "",
     ]
     return lines
