@@ -613,8 +613,9 @@ def calibrate(
     results: Annotated[
         list[Path],
         typer.Argument(
-            help="Labelled JSONL of one settings fingerprint: bbwd eval's results.jsonl (one or more), or rows "
-            "with the scores and a 0/1 label (1 = hallucination) or a human_score in [0, 1]."
+            help="Labelled JSONL: bbwd eval's results.jsonl (one or more; runs of the same settings at several K, "
+            "e.g. -k 3, 5, 10, 20, give heads for each K), or rows with the scores and a 0/1 label (1 = "
+            "hallucination) or a passage label in [0, 1] (human_score, unsupported_share)."
         ),
     ],
     output: Annotated[

@@ -18,7 +18,8 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Sample, SampleSet
 from blackbox_wd.settings import Settings
 
-API_AUTO = PACKAGE_CALIBRATIONS / "smollm2-135m.api.auto.json"
+WHITE_BOX = PACKAGE_CALIBRATIONS / "smollm2-135m.json"
+API = PACKAGE_CALIBRATIONS / "smollm2-135m.api.json"
 DIFFERENT = [
     "Paris is the capital.",
     "It is Lyon, a city by the Rhone.",
@@ -67,17 +68,22 @@ def test_a_band_is_fitted_on_the_prompts_earlier_stages_left_open_and_replayed_i
 
 
 def test_a_calibration_with_stages_round_trips_and_judges_each_stage_with_its_own_heads():
-    cal = Calibration.load(API_AUTO)
-    assert [s.k for s in cal.stages] == [3, 5] and cal.settings["stop"] == "settle" and cal.settings["k"] == 10
+    cal = Calibration.load(WHITE_BOX)  # one file serves fixed K and -k auto
+    assert [s.k for s in cal.stages] == [3, 5] and cal.settings.get("stop") is None and cal.k == 10
     assert Calibration.from_json(cal.to_json()) == cal and cal.stage(3) is cal.stages[0] and cal.stage(10) is None
+    assert cal.stage(4) is cal.stages[0] and cal.stage(7) is cal.stages[1] and cal.stage(20) is None  # nearest lower
     head: Head = cal.stages[0].heads[-1]  # over avg_wd and log_eigen_wd, which every result has
     row = {"avg_wd": 40.0, "eigen_wd": 3.0}
     at3, at10 = cal.verdict(row, k=3), cal.verdict(row)
     assert at3.head == head and at10.head == cal.heads[-1] and at3.p != at10.p
     band = cal.stages[0].settle
     for p, settled in [(band.below / 2, True), ((band.below + band.above) / 2, False)]:
-        assert cal.settled(Verdict(p, False, head, p), 3) is settled
-    assert cal.settled(Verdict(0.5, False, head, 0.5), 10)  # the last stage always stops
+        assert cal.settled(Verdict(p, False, head, p), 3, 10) is settled
+    assert cal.settled(Verdict(0.5, False, head, 0.5), 10, 10)  # the last stage always stops
+    low = band.below / 2  # the band was fitted for --k-max 10: with another k_max nothing settles before it
+    assert not cal.settled(Verdict(low, False, head, low), 3, 20) and cal.settled(
+        Verdict(low, False, head, low), 20, 20
+    )
 
 
 def test_stop_is_a_score_setting_and_the_number_drawn_is_not():
@@ -105,7 +111,7 @@ def detector_with(smollm_teacher, sampler):
     from blackbox_wd.pipeline import Detector
 
     settings = Settings(target="fake-model", base_url="http://127.0.0.1:9/v1", stop="settle", device="cpu")
-    return Detector(smollm_teacher, sampler, settings, Calibration.load(API_AUTO))
+    return Detector(smollm_teacher, sampler, settings, Calibration.load(API))
 
 
 def test_a_target_that_answers_the_same_text_every_time_stops_at_the_first_stage(smollm_teacher):
@@ -113,7 +119,7 @@ def test_a_target_that_answers_the_same_text_every_time_stops_at_the_first_stage
     result = detector_with(smollm_teacher, target).score("What is the capital of France?")
     assert target.calls == [(0, 3)] and len(result.responses) == 3 and result.settled
     assert [(s["k"], s["settled"]) for s in result.stages] == [(3, True)]
-    assert result.p_hallucination < Calibration.load(API_AUTO).stages[0].settle.below
+    assert result.p_hallucination < Calibration.load(API).stages[0].settle.below
 
 
 def test_a_target_whose_answers_all_differ_is_sampled_to_the_maximum(smollm_teacher):
@@ -239,7 +245,7 @@ def test_an_adaptive_batch_killed_with_kill_9_and_resumed_equals_an_uninterrupte
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"id": f"q{i}", "prompt": q}) + "\n" for i, q in enumerate(questions)))
     cmd = [sys.executable, "-m", "blackbox_wd", "batch", str(src), "--target", "smollm2-135m", "-k", "auto"]
-    cmd += ["--max-tokens", "8", "--device", "cpu", "--group-size", "4", "--calibration", str(API_AUTO)]
+    cmd += ["--max-tokens", "8", "--device", "cpu", "--group-size", "4", "--calibration", str(API)]
     full, crashed = tmp_path / "full.jsonl", tmp_path / "crashed.jsonl"
     subprocess.run([*cmd, "-o", str(full)], check=True, capture_output=True, timeout=600)
     clean = [{k: v for k, v in json.loads(line).items() if k != "timings"} for line in full.read_text().splitlines()]

@@ -197,7 +197,6 @@ def test_default_calibration_path_only_for_registry_names():
     assert default_calibration_path("/models/x.gguf") is None and default_calibration_path("org/name") is None
     assert default_calibration_path("..") is None
     assert default_calibration_path("smollm2-135m", False).name == "smollm2-135m.api.json"  # fixed K and -k auto
-    assert default_calibration_path("smollm2-135m", True, staged=True).name == "smollm2-135m.auto.json"
     assert embedded_calibration({**REPORTED, "teacher": "/models/x.gguf"}) == (None, None)  # no note: not ours to ship
 
 
@@ -265,9 +264,7 @@ def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
 
 def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch):
     path = tmp_path / "smollm2-135m.json"
-    monkeypatch.setattr(
-        calibration_module, "default_calibration_path", lambda teacher, white_box=True, staged=False: path
-    )
+    monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher, white_box=True: path)
     cal, note = embedded_calibration(REPORTED)  # none shipped
     assert cal is None and note.startswith("note: no calibration ships for smollm2-135m yet, so no risk is shown")
     make().save(path)
@@ -275,7 +272,7 @@ def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch
     assert note is None and cal == make() and cal.origin == "embedded smollm2-135m.json"
     cal, note = embedded_calibration({**REPORTED, "k": 3})
     assert cal is None and note.startswith("note: the embedded calibration smollm2-135m.json does not apply")
-    assert "k: 10 in the calibration, 3 here" in note
+    assert note.endswith("has heads for K = 10; this run's K = 3 is below them")
     cal, note = embedded_calibration({**REPORTED, "temperature": 1.0})  # the sampling side: applied, with a note
     assert cal == make() and note.startswith(
         "note: calibration embedded smollm2-135m.json was fitted on samples drawn otherwise"
@@ -306,8 +303,9 @@ def test_detector_adds_probability_and_flag_and_refuses_other_settings(tiny_llam
     assert result.calibration["fingerprint"] == cal.fingerprint and result.calibration["n"] == 600
     assert result.to_dict()["p_hallucination"] == result.p_hallucination
     assert plain.score("is rome big", responses=["yes", "no"]).p_hallucination is None
-    with pytest.raises(BBWDError, match=r"does not apply to this run: .*\(k: 2 in the calibration, 3 here\)"):
-        tiny_detector(tiny_llama, cal, k=3)
+    with pytest.raises(BBWDError, match=r"does not apply to this run: .*\(alpha: 0.001 in the calibration, 0.5 here\)"):
+        tiny_detector(tiny_llama, cal, alpha=0.5)
+    assert tiny_detector(tiny_llama, cal, k=3).calibration is cal  # another K: judged by the nearest lower K's heads
 
 
 def test_batch_rows_carry_probability_flag_and_calibration(tiny_llama, tmp_path):

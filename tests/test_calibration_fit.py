@@ -11,7 +11,13 @@ from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from blackbox_wd.calibration.combine import Table, fit_head, group_folds, head_sets, per_source_auroc, table_from
-from blackbox_wd.calibration.fit import expected_calibration_error, fit_calibration, read_labelled, read_settings
+from blackbox_wd.calibration.fit import (
+    expected_calibration_error,
+    fit_calibration,
+    prompt_of,
+    read_labelled,
+    read_settings,
+)
 from blackbox_wd.calibration.model import FEATURES, Isotonic, Platt
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.metrics import paired_auroc_diff
@@ -286,7 +292,7 @@ def test_each_answer_gets_the_mean_of_its_sentences_z_before_the_answer_heads_ar
     assert "sentence_verdict" in fit.heads[0].head.members
     t = fit.labelled.answers  # what the report reads
     by_prompt = dict(zip(t.groups, t.members["sentence_verdict"], strict=True))
-    assert [by_prompt[f"{path}:{r['id']}"] for r in rows] == pytest.approx(by_hand)
+    assert [by_prompt[prompt_of(str(path), 0, r)] for r in rows] == pytest.approx(by_hand)
     assert [cal.member(r, "sentence_verdict") for r in rows] == pytest.approx(by_hand)
     assert "sentence_verdict" in cal.verdict(rows[0]).members
     assert "sentence_verdict" not in cal.verdict({**rows[0], "sentences": []}).members  # none: the next head
@@ -355,7 +361,8 @@ def test_rows_from_different_settings_are_refused(tmp_path):
     with open(path, "a") as f:
         f.write(json.dumps({"avg_wd": 50.0, "eigen_wd": 1e8, "label": 1, "fingerprint": "bbbb"}) + "\n")
     with pytest.raises(
-        BBWDError, match=r"the rows mix settings \(fingerprints aaaa \(first at .*r.jsonl line 1\), bbbb \(first at "
+        BBWDError,
+        match=r"the rows of one K mix settings \(fingerprints aaaa \(first at .*r.jsonl line 1\), bbbb \(first at ",
     ):
         read_labelled([path])
 

@@ -120,7 +120,8 @@ def test_calibrate_combiner_sets_the_answer_heads_weights(tmp_path, capsys, comb
     [
         (
             ["--label", "label"],
-            "error: {results}: no row with scores and field 'label' or 'human_score' (30 without, 0 with an error)",
+            "error: {results}: no row with scores and field 'label' or 'human_score' or 'unsupported_share' "
+            "(30 without, 0 with an error)",
         ),
         (
             ["--folds", "7"],

@@ -188,7 +188,8 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
             first = {fp: f"{path} line {n}" for path, n, row, _ in reversed(rows) for fp in [row.get("fingerprint")]}
             seen = ", ".join(f"{fp} (first at {first[fp]})" for fp in fps)
             raise BBWDError(
-                f"the rows of K = {k} mix settings (fingerprints {seen}): calibrate rows of one settings fingerprint"
+                f"the rows of {f'K = {k}' if k else 'one K'} mix settings (fingerprints {seen}): calibrate rows of "
+                "one settings fingerprint (a run at each K)"
             )
         fingerprints[k] = next(iter(fps))
         members: dict[str, list[float | None]] = {m: [member_value(row, m) for _, _, row, _ in rows] for m in MEMBERS}

@@ -147,16 +147,18 @@ def report_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
         lines += _head_lines(fit.sentence, labelled.sentences, "Sentences")
     if cal.stages:
         lines += [
-            "## Stages of `-k auto`",
+            "## Heads at other K, and the stages of `-k auto`",
             "",
-            f"Each stage's heads are fitted on the first k samples of every row; a prompt stops at a stage when its p "
-            f"there is below `below` or above `above` (`adaptive.fit_settle`, delta {DELTA}); the last stage, "
-            f"k = {cal.settings.get('k')}, is the heads above.",
+            f"Each K's heads are fitted on the rows of its run (a record's first K samples); they judge a run of K "
+            f"samples, and of every K up to the next fitted one. Below K = {cal.k} (the heads above), `-k auto` up to "
+            f"{cal.k} stops a prompt at stage k when its p there is below `below` or above `above` "
+            f"(`adaptive.fit_settle`, delta {DELTA}).",
             "",
-            "| k | below | above | first head's members |",
-            "|--:|--:|--:|:--|",
+            "| k | below | above | first head's members | its threshold (FPR) |",
+            "|--:|--:|--:|:--|:--|",
             *(
-                f"| {s.k} | {s.settle.below:.4f} | {s.settle.above:.4f} | {', '.join(s.heads[0].members)} |"
+                f"| {s.k} | {s.settle.below:.4f} | {s.settle.above:.4f} | {', '.join(s.heads[0].members)} | "
+                f"{s.heads[0].operating_point.threshold:.4f} ({s.heads[0].operating_point.fpr:.3f}) |"
                 for s in cal.stages
             ),
             "",
@@ -215,8 +217,10 @@ def summary_line(fit: CalibrationFit) -> str:
         sop = fit.calibration.sentence.operating_point
         line += f"; sentence head on {on.sentence_n} sentences: threshold {sop.threshold:.4f}, FPR {sop.fpr:.3f}"
     if fit.calibration.stages:
-        line += "; -k auto stages " + ", ".join(
-            f"{s.k} (stop below {s.settle.below:.3f} or above {s.settle.above:.3f})" for s in fit.calibration.stages
+        line += "; heads at K = " + ", ".join(
+            f"{s.k}"
+            + (f" (stop below {s.settle.below:.3f} or above {s.settle.above:.3f})" if s.k < fit.calibration.k else "")
+            for s in fit.calibration.stages
         )
     return line
 

@@ -1,0 +1,209 @@
+"""The verdict on a data set it never saw (#45): leave one recorded set out, fit on the others, measure on it.
+
+For each set S of the runs given: ``calibration.fit.fit_files`` on the other sets' ``bbwd eval`` runs at every K
+(one run per K), with a combiner; the fitted calibration applied to S's rows at ``--k`` as ``batch`` applies it
+(``Calibration.verdict(row, k=K)``). Printed per set and combiner: the verdict's AUROC (0/1 ``label``) or Pearson
+x100 (a passage label: ``human_score``, ``unsupported_share``), ECE, the flag's FPR and TPR against the FPR the head
+prints, S's best single member (oriented by the sign of its correlation with the label on the training sets), and
+with ``--auto`` the ``-k auto`` replay (stages 3, 5, K: samples drawn, the metric, flag agreement with fixed K).
+
+    python bench/transfer.py --runs RUNS --combiners mean select logistic --auto
+
+where RUNS holds ``<set>-k<K>/results.jsonl`` (with ``settings.json``) for each set and K.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from blackbox_wd.adaptive import stages
+from blackbox_wd.calibration.fit import expected_calibration_error, fit_files, row_label
+from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Calibration, is_passage, member_value
+
+SAMPLES = "gpt-3.5-turbo, text-davinci-003 and Llama-3-70B-Instruct at T=0.7-1.0, recorded in the data"
+
+
+def runs_of(root: Path) -> dict[str, dict[int, Path]]:
+    """{set: {K: results.jsonl}} of the folders ``<set>-k<K>`` under ``root``."""
+    out: dict[str, dict[int, Path]] = {}
+    for d in sorted(root.iterdir()):
+        m = re.fullmatch(r"(.+)-k(\d+)", d.name)
+        if m and (d / "results.jsonl").is_file():
+            out.setdefault(m.group(1), {})[int(m.group(2))] = d / "results.jsonl"
+    return out
+
+
+def labelled_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a results file with a label and no error, each with its label under ``y``."""
+    rows = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if row.get("error") is None and (y := row_label(row, "label", str(path))) is not None:
+            rows.append({**row, "y": y})
+    return rows
+
+
+def metric(y: np.ndarray, score: np.ndarray) -> float:
+    """AUROC for 0/1 labels, else Pearson x100."""
+    if np.all((y == 0) | (y == 1)):
+        return float(roc_auc_score(y, score))
+    return float(100 * np.corrcoef(y, score)[0, 1])
+
+
+def shortfall(verdict: float, best: float, y: np.ndarray) -> float:
+    """verdict - best on one scale: AUROC, or Pearson / 100."""
+    scale = 1.0 if np.all((y == 0) | (y == 1)) else 100.0
+    return (verdict - best) / scale
+
+
+def soft_ece(y: np.ndarray, p: np.ndarray) -> float:
+    """ECE with a label h in (0, 1) as two rows weighted h and 1 - h."""
+    soft = (y > 0) & (y < 1)
+    yy = np.concatenate([np.where(soft, 1.0, y), np.zeros(int(soft.sum()))])
+    ww = np.concatenate([np.where(soft, y, 1.0), 1.0 - y[soft]])
+    pp = np.concatenate([p, p[soft]])
+    return expected_calibration_error(yy, pp, w=ww)
+
+
+def rates(y: np.ndarray, flag: np.ndarray) -> tuple[float, float]:
+    """Weighted (FPR, TPR) of the flags, a label h counting h positive and 1 - h negative."""
+    neg, pos = np.sum(1 - y), np.sum(y)
+    return float(np.sum((1 - y) * flag) / neg), float(np.sum(y * flag) / pos)
+
+
+def member_column(rows: Sequence[dict[str, Any]], name: str) -> np.ndarray:
+    """A member's value per row (NaN where missing; the short-answer members missing on passages)."""
+    return np.array(
+        [np.nan if (name in SHORT_ONLY and is_passage(r)) or (v := member_value(r, name)) is None else v for r in rows]
+    )
+
+
+def orientation(train: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Each member's sign: that of its correlation with the label over the training rows that have it."""
+    y = np.array([r["y"] for r in train])
+    out = {}
+    for name in MEMBERS:
+        x = member_column(train, name)
+        ok = np.isfinite(x)
+        if ok.sum() > 10 and np.std(x[ok]) > 0:
+            out[name] = float(np.sign(np.corrcoef(x[ok], y[ok])[0, 1]) or 1.0)
+    return out
+
+
+def best_member(rows: Sequence[dict[str, Any]], signs: dict[str, float], cal: Calibration) -> tuple[str, float]:
+    """The member with the best metric on the rows (those that every row has), oriented by ``signs``."""
+    y = np.array([r["y"] for r in rows])
+    best = ("", -math.inf)
+    for name, sign in signs.items():
+        x = np.array(
+            [np.nan if (v := cal.member(r, name)) is None else v for r in rows]
+            if name == "sentence_verdict"
+            else member_column(rows, name)
+        )
+        if np.isfinite(x).all():
+            value = metric(y, sign * x)
+            if value > best[1]:
+                best = (name, value)
+    return best
+
+
+def judge(cal: Calibration, rows: Sequence[dict[str, Any]], k: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+    """(p, flag, verdict) of each row under the calibration's heads for ``k`` samples."""
+    verdicts = [cal.verdict(r, k=k) for r in rows]
+    return np.array([v.p for v in verdicts]), np.array([v.flag for v in verdicts], dtype=float), verdicts
+
+
+def auto_replay(cal: Calibration, runs: dict[int, list[dict[str, Any]]], k_max: int) -> dict[str, Any]:
+    """``-k auto`` up to ``k_max`` over the rows of each stage's run: where each prompt stops, and its verdict."""
+    ladder = stages(k_max)
+    by_id = {k: {r["id"]: r for r in runs[k]} for k in ladder}
+    ids = [r["id"] for r in runs[k_max] if all(r["id"] in by_id[k] for k in ladder)]
+    drawn, p, flag = [], [], []
+    for i in ids:
+        for k in ladder:
+            v = cal.verdict(by_id[k][i], k=k)
+            if cal.settled(v, k, k_max):
+                drawn.append(k)
+                p.append(v.p)
+                flag.append(float(v.flag))
+                break
+    return {"ids": ids, "drawn": np.array(drawn), "p": np.array(p), "flag": np.array(flag)}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=Path, required=True)
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--combiners", nargs="+", default=["mean", "select", "logistic"])
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--auto", action="store_true", help="also replay -k auto up to --k")
+    ap.add_argument("--fit-ks", type=int, nargs="*", default=None, help="fit on these K's runs only (default: all)")
+    ap.add_argument("--save", type=Path, default=None, help="write each left-out fit's calibration here")
+    args = ap.parse_args(argv)
+    runs = runs_of(args.runs)
+    sets = [s for s in runs if args.k in runs[s]]
+    print(f"sets: {', '.join(f'{s} (K = {sorted(runs[s])})' for s in sets)}")
+    for combiner in args.combiners:
+        print(f"\n### combiner {combiner}\n")
+        print(
+            "| left out | n | verdict | best single member | shortfall | ECE | FPR printed (range) | FPR seen | "
+            "TPR seen | -k auto: samples | -k auto: metric | flags agree |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        gaps = []
+        for left in sets:
+            train = [
+                path
+                for s in runs
+                if s != left
+                for k, path in runs[s].items()
+                if args.fit_ks is None or k in args.fit_ks
+            ]
+            fit = fit_files(train, samples=SAMPLES, combiner=combiner, folds=args.folds)
+            cal = fit.calibration
+            if args.save:
+                args.save.mkdir(parents=True, exist_ok=True)
+                cal.save(args.save / f"{combiner}-without-{left}.json")
+            rows = labelled_rows(runs[left][args.k])
+            y = np.array([r["y"] for r in rows])
+            p, flag, verdicts = judge(cal, rows, args.k)
+            value = metric(y, p)
+            signs = orientation([r for s in runs if s != left for r in labelled_rows(runs[s].get(args.k, train[0]))])
+            name, best = best_member(rows, signs, cal)
+            gap = shortfall(value, best, y)
+            gaps.append(gap)
+            fpr, tpr = rates(y, flag)
+            ops = [v.head.operating_point for v in verdicts]
+            printed = np.mean([op.fpr for op in ops])
+            lo = min((op.fpr_range or (op.fpr, op.fpr))[0] for op in ops)
+            hi = max((op.fpr_range or (op.fpr, op.fpr))[1] for op in ops)
+            auto = ""
+            if args.auto and all(k in runs[left] for k in stages(args.k)):
+                rep = auto_replay(cal, {k: labelled_rows(runs[left][k]) for k in stages(args.k)}, args.k)
+                same = {r["id"]: f for r, f in zip(rows, flag, strict=True)}
+                yy = np.array([next(r["y"] for r in rows if r["id"] == i) for i in rep["ids"]])
+                agree = np.mean([same[i] == f for i, f in zip(rep["ids"], rep["flag"], strict=True)])
+                auto = f"{rep['drawn'].mean():.2f} | {metric(yy, rep['p']):.3f} | {agree:.1%}"
+            else:
+                auto = " | | "
+            print(
+                f"| {left} | {len(rows)} | {value:.3f} | {name} {best:.3f} | {gap:+.3f} | {soft_ece(y, p):.3f} | "
+                f"{printed:.3f} ({lo:.3f}-{hi:.3f}) | {fpr:.3f} | {tpr:.3f} | {auto} |"
+            )
+            sys.stdout.flush()
+        print(f"\nworst shortfall {min(gaps):+.3f}, mean {np.mean(gaps):+.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
