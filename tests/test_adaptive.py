@@ -154,6 +154,7 @@ def test_a_replayed_api_fixture_makes_exactly_the_requests_each_row_reports(tmp_
     src.write_text("".join(json.dumps({"id": f"a{i}", "prompt": p}) + "\n" for i, p in enumerate(meta["prompts"])))
     cmd = [sys.executable, "-m", "blackbox_wd", "batch", str(src), "-o", str(dst)]
     cmd += ["--target", meta["model"], "--base-url", "http://127.0.0.1:9/v1", *meta["args"]]
+    cmd += ["--calibration", "fixtures/calibration-api-auto.json"]  # the bands the fixture was recorded under
     env = {**os.environ, "BBWD_API_REPLAY": "fixtures/llamacpp_auto.json"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr
