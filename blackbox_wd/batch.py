@@ -19,6 +19,7 @@ and ``ray_engine.RayRunner`` (a Ray cluster); both run the stages of :mod:`black
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -69,6 +70,7 @@ class BatchSummary:
     retried: int = 0  # earlier rows with a transient error, computed again
     seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
+    settings: dict[str, Any] | None = None  # the run's reported settings (``Detector.reported_settings``)
 
     @property
     def prompts_per_s(self) -> float:
@@ -85,6 +87,12 @@ class BatchSummary:
             f"{u.retries} retries, {u.completion_tokens} completion tokens fresh, "
             f"{u.cached_completion_tokens} cached"
         )
+
+    def settings_line(self) -> str:
+        """The run's reported settings as one line, ``settings: {...}`` (JSON): what every row's fingerprint hashes
+        (``target`` "recorded" and ``samples_from`` for recorded samples), for a reader and ``bbwd calibrate
+        --settings-from``."""
+        return f"settings: {json.dumps(self.settings)}"
 
 
 def plan_k(src: Path, k: int | None, sample_missing: bool, default: int = 10) -> tuple[int, str]:
@@ -304,7 +312,7 @@ class BatchRunner:
     ) -> BatchSummary:
         """Score ``src`` into ``dst``: retry the transient errors already there, then append what is missing."""
         cal = self.detector.calibration
-        return await resume_run(
+        summary = await resume_run(
             self.engine,
             src,
             dst,
@@ -315,3 +323,5 @@ class BatchRunner:
             progress,
             cal.id if cal is not None else None,
         )
+        summary.settings = self.detector.reported_settings()
+        return summary

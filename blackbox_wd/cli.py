@@ -102,6 +102,14 @@ Verdict = Annotated[
         help="Give the calibrated verdict (p_hallucination, flag); --no-verdict: the scores only.",
     ),
 ]
+SamplesFrom = Annotated[
+    str | None,
+    typer.Option(
+        "--samples-from",
+        help="Who drew the recorded samples, e.g. 'gpt-4o-mini at T=1.0': said in the reported settings "
+        "(samples_from); only for recorded samples (no --target).",
+    ),
+]
 
 
 def calibration_choice(path: Path | None, verdict: bool) -> Any:
@@ -412,10 +420,12 @@ def batch(
             "--ray-address", help="Ray cluster for --engine ray (default: $RAY_ADDRESS, else a new local one)."
         ),
     ] = None,
+    samples_from: SamplesFrom = None,
     options: dict[str, Any] | None = None,
 ) -> None:
-    """Score a JSONL log, one output line per input line; records with fewer than K responses are topped up from
-    --target."""
+    """Score a JSONL log, one output line per input line. With --target, records with fewer than K responses are
+    topped up from it; without, the responses are recorded samples (target "recorded"), the first K of each
+    scored as they are."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if not logs.is_file():  # before torch loads
@@ -424,13 +434,16 @@ def batch(
         raise BBWDError("--ray-address needs --engine ray")
     from blackbox_wd.batch import BatchRunner, check_output_path, plan_k, read_done
     from blackbox_wd.pipeline import Detector
+    from blackbox_wd.sampling import RecordedSamples
 
     quiet_libraries()
     check_group_size(group_size)
     check_output_path(output)
     read_done(output)  # not bbwd output: refused before any model loads
     options = options or {}
-    sample_missing = options.get("target") is not None
+    sample_missing = options.get("target") is not None  # else the responses are recorded samples
+    if samples_from is not None and sample_missing:
+        raise BBWDError("--samples-from says who drew recorded samples: with --target the samples are drawn here")
     parsed = None if k is None else parse_k(k, options.get("k_max"))
     if parsed is not None and parsed["stop"] is not None:
         settings, k_source = settings_from(options, k=k), "-k auto"
@@ -446,12 +459,20 @@ def batch(
         cluster = ray_cluster(ray_address)
     else:
         cluster = contextlib.nullcontext()
+    recorded = not sample_missing
+    runner: Any
     with cluster:
-        runner = (
-            RayRunner(settings, sample_missing, group_size, calibration=choice)
-            if engine is EngineOption.ray
-            else BatchRunner(Detector.from_settings(settings, choice, group_size=group_size), sample_missing)
-        )
+        if engine is EngineOption.ray:
+            runner = RayRunner(settings, sample_missing, group_size, calibration=None if recorded else choice)
+            if recorded:  # the driver's wiring reports the recorded samples and picks their calibration
+                runner.detector = dataclasses.replace(
+                    runner.detector, sampler=RecordedSamples(samples_from)
+                ).with_calibration(choice)
+        else:
+            detector = Detector.from_settings(
+                settings, choice, recorded=recorded, samples_from=samples_from, group_size=group_size
+            )
+            runner = BatchRunner(detector, sample_missing)
         say_note(runner.detector.calibration_note)
         with Progress(
             TextColumn("[bold]bbwd batch"),
@@ -470,7 +491,9 @@ def batch(
 
             summary = asyncio.run(runner.run(logs, output, save_matrix, progress))
     summary.k_source = k_source
+    summary.settings = runner.detector.reported_settings()
     err.print(summary.line(), highlight=False, soft_wrap=True)
+    typer.echo(summary.settings_line(), err=True)  # JSON as it is: no markup, no wrapping
     if strict and summary.errors:
         raise typer.Exit(1)
 
@@ -547,6 +570,7 @@ def eval_command(
     ] = True,
     calibration: CalibrationFile = None,
     verdict: Verdict = True,
+    samples_from: SamplesFrom = None,
     options: dict[str, Any] | None = None,
 ) -> None:
     """Score a dataset with AvgWD, EigenWD and the baselines; write results.jsonl, summary.md and plots."""
@@ -578,6 +602,7 @@ def eval_command(
         judge_api_key_env=judge_api_key_env,
         lne=lne,
         calibration=calibration_choice(calibration, verdict),
+        samples_from=samples_from,
     )
     err = Console(stderr=True)
     with Progress(

@@ -227,6 +227,7 @@ class Detector:
         calibration: Calibration | str | None = AUTO,
         *,
         recorded: bool = False,
+        samples_from: str | None = None,
         weights: bool = True,
         sample: bool = True,
         lne: bool = False,
@@ -245,7 +246,12 @@ class Detector:
             "auto": the calibration shipped for the teacher and the kind of run, when its meaning settings
             match (else none, with a note); None: no verdict.
         recorded : bool
-            The samples come with the data (``RecordedSamples``): no target is reached.
+            The samples come with the data (``RecordedSamples``): no target is reached, and the run reports
+            ``target`` "recorded", no sampler and no sampling settings; ``score`` then takes the first K of the
+            ``responses`` given (BBWDError for fewer, or none).
+        samples_from : str or None
+            With ``recorded``: who drew the samples (e.g. "gpt-4o-mini at T=1.0"), reported as ``samples_from``;
+            not a score setting (the fingerprint leaves it out). BBWDError without ``recorded``.
         weights : bool
             Load the teacher's weights; False: its card only (a driver that scores states forced elsewhere).
         sample : bool
@@ -263,6 +269,8 @@ class Detector:
         from blackbox_wd.teachers.card import load_card
         from blackbox_wd.teachers.hf import resolve_device
 
+        if samples_from is not None and not recorded:
+            raise BBWDError("samples_from says who drew recorded samples: it needs recorded=True")
         # a missing key fails before any model loads
         api = api_sampler_for(settings) if sample and not recorded else None
         if weights:
@@ -273,7 +281,7 @@ class Detector:
         else:
             teacher, device = load_card(settings.teacher, settings.layer), resolve_device(settings.device, cuda)
         sampler: Any = (
-            RecordedSamples()
+            RecordedSamples(samples_from)
             if recorded
             else api
             if api is not None
@@ -314,6 +322,7 @@ class Detector:
     def reported(self) -> ReportedSettings:
         """The settings as run (resolved layer and projection, device, API endpoint host, local sampler)."""
         recorded = isinstance(self.sampler, RecordedSamples)
+        samples_from = self.sampler.origin if isinstance(self.sampler, RecordedSamples) else None
         if self.sampler is not None:
             endpoint, drawn = endpoint_host(self.sampler), sampler_name(self.sampler)
         else:
@@ -324,7 +333,13 @@ class Detector:
                 local_sampler_name(self.settings, self.resolved_device.split(":")[0]),
             )
         return ReportedSettings.of(
-            self.settings, self.teacher, endpoint, self.resolved_device, recorded=recorded, sampler=drawn
+            self.settings,
+            self.teacher,
+            endpoint,
+            self.resolved_device,
+            recorded=recorded,
+            sampler=drawn,
+            samples_from=samples_from,
         )
 
     @property
@@ -406,8 +421,13 @@ class Detector:
 
     def score(self, prompt: str | Messages, responses: list[str] | None = None, answer: str | None = None) -> Result:
         """Sample K responses (unless given), teacher-force them, and score; with ``answer`` (the answer to check)
-        also its AnswerWD and its sentences' scores. Raises BBWDError when the prompt cannot be scored."""
+        also its AnswerWD and its sentences' scores. Raises BBWDError when the prompt cannot be scored.
+
+        On recorded samples (``from_settings(..., recorded=True)``) nothing is drawn: the first K ``responses``
+        are scored, as ``batch`` and ``eval`` score a record's, and fewer than K (or none) raise BBWDError."""
         messages = as_messages(prompt)
+        if isinstance(self.sampler, RecordedSamples):
+            responses = self.sampler.first_k(responses, self.settings.k)
         if self.settings.stop is not None:
             return self.score_staged(messages, responses, answer)
         t0 = time.perf_counter()

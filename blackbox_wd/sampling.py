@@ -66,15 +66,32 @@ class BatchSampler(ABC):
         """``k`` samples for each (messages, k); with ``answers``, each prompt's greedy answer too."""
 
 
+@dataclass(frozen=True)
 class RecordedSamples:
-    """The sampler of data that carries its samples (``bbwd eval`` on recorded samples): nothing is drawn.
+    """The sampler of data that carries its samples (``bbwd batch`` without ``--target``, ``bbwd eval`` on
+    recorded samples, ``Detector.from_settings(..., recorded=True)``): nothing is drawn.
 
-    Its runs report ``target`` "recorded" and no sampling settings; drawing from it raises.
+    Its runs report ``target`` "recorded", no sampler and no sampling settings, and ``samples_from``: ``origin``,
+    who drew the samples as the user says it (e.g. "gpt-4o-mini at T=1.0"; None: not said). Drawing from it raises.
     """
+
+    origin: str | None = None
 
     def sample(self, messages: Messages, params: SamplingParams) -> SampleSet:
         """Never called: recorded samples are scored as they are."""
         raise BBWDError("recorded samples are scored as they are: nothing is drawn")
+
+    @staticmethod
+    def first_k(responses: Sequence[str] | None, k: int) -> list[str]:
+        """The first ``k`` of a prompt's recorded responses (every prompt of a run is scored on the same K);
+        BBWDError when there are fewer."""
+        n = 0 if responses is None else len(responses)
+        if responses is None or n < k:
+            raise BBWDError(
+                f"{n} recorded response(s) given; a recorded run scores every prompt on K={k} of its own "
+                "(nothing is drawn): give at least K, or set k"
+            )
+        return list(responses[:k])
 
 
 class Mode(enum.Enum):

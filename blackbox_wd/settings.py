@@ -180,7 +180,9 @@ class ReportedSettings:
     the sampler that draws a local target ("llama.cpp" or "transformers"; None for an API or recorded samples).
 
     ``as_dict()`` is the ``settings`` object of every result (its keys in this order) with the
-    ``fingerprint`` of the run last.
+    ``fingerprint`` of the run last. A run on recorded samples reports ``target`` "recorded", no sampler, no
+    sampling settings and ``samples_from``, who drew them as the user said it (None: not said); ``samples_from``
+    is not a score field (the fingerprint leaves it out).
     """
 
     settings: Settings
@@ -192,6 +194,7 @@ class ReportedSettings:
     device: str
     recorded: bool = False  # the samples come recorded with the data: no target, no sampling settings
     sampler: str | None = None
+    samples_from: str | None = None  # with recorded: who drew the samples, as the user says it
 
     @classmethod
     def of(
@@ -202,8 +205,10 @@ class ReportedSettings:
         device: str,
         recorded: bool = False,
         sampler: str | None = None,
+        samples_from: str | None = None,
     ) -> ReportedSettings:
-        """The reported settings of a run with this teacher (or its card), API endpoint host and local sampler."""
+        """The reported settings of a run with this teacher (or its card), API endpoint host and local sampler
+        (``recorded``: samples that came with the data, drawn by ``samples_from``)."""
         return cls(
             settings,
             endpoint,
@@ -214,6 +219,7 @@ class ReportedSettings:
             device,
             recorded,
             sampler,
+            samples_from,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -234,7 +240,14 @@ class ReportedSettings:
         )
         if self.recorded:
             out.update(
-                target=RECORDED, white_box=False, sampler=None, temperature=None, top_p=None, max_tokens=None, seed=None
+                target=RECORDED,
+                white_box=False,
+                sampler=None,
+                samples_from=self.samples_from,
+                temperature=None,
+                top_p=None,
+                max_tokens=None,
+                seed=None,
             )
         out["fingerprint"] = fingerprint(out)
         return out

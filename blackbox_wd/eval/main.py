@@ -34,6 +34,7 @@ class EvalPlan:
     judge_api_key_env: str | None
     lne: bool = True
     calibration: Any = "auto"  # the wiring's: a Calibration, "auto" (the shipped one when it applies) or None
+    samples_from: str | None = None  # recorded data: who drew its samples (reported as ``samples_from``)
 
 
 def plan(
@@ -53,6 +54,7 @@ def plan(
     judge_api_key_env: str | None = None,
     lne: bool = True,
     calibration: Any = "auto",
+    samples_from: str | None = None,
 ) -> EvalPlan:
     """Load and check the data and the protocol; ``settings`` are the Settings fields given (BBWDError when bad)."""
     try:
@@ -67,6 +69,10 @@ def plan(
     if dataset.recorded and settings.get("target"):
         raise BBWDError(
             f"--target: {data} carries its samples, which are scored as they are with no target; drop --target"
+        )
+    if samples_from is not None and not dataset.recorded:
+        raise BBWDError(
+            f"--samples-from says who drew recorded samples: {data} carries none (its samples are drawn here)"
         )
     tokens = max_tokens if max_tokens is not None else default_max_tokens(dataset.items)
     return EvalPlan(
@@ -83,6 +89,7 @@ def plan(
         judge_api_key_env,
         lne,
         calibration,
+        samples_from,
     )
 
 
@@ -104,7 +111,9 @@ def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] 
                 )
             )
         )
-    detector = Detector.from_settings(p.settings, p.calibration, recorded=p.dataset.recorded, lne=p.lne)
+    detector = Detector.from_settings(
+        p.settings, p.calibration, recorded=p.dataset.recorded, samples_from=p.samples_from, lne=p.lne
+    )
     if p.settings.cache:
         from blackbox_wd.teachers.statecache import StateCache
 
