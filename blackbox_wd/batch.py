@@ -12,8 +12,9 @@ keeps the complete lines, recomputes the records whose error was transient (netw
 drops a torn last line, recomputes the unfinished group from its start (groups are fixed by input
 position, so it batches exactly as before) and appends only the missing lines.
 
-That driver is :func:`resume_run`, one for both engines: :class:`BatchRunner` here (one process)
-and ``ray_engine.RayRunner`` (a Ray cluster); both run the stages of :mod:`blackbox_wd.groups`.
+That driver is :func:`resume_run` over :class:`blackbox_wd.runlog.Resume` (eval's too), one for both
+engines: :class:`BatchRunner` here (one process) and ``ray_engine.RayRunner`` (a Ray cluster); both
+run the stages of :mod:`blackbox_wd.groups`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import count, islice
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,8 @@ from blackbox_wd.groups import groups, sample_group, score_group_in_stages, scor
 from blackbox_wd.logs import LogRecord, line_hash, raw_lines, read_records
 from blackbox_wd.pipeline import Detector, Result, result_row
 from blackbox_wd.records import SampleSet, Usage
-from blackbox_wd.runlog import RunLog
+from blackbox_wd.runlog import Emit as RowEmit
+from blackbox_wd.runlog import Resume, RunLog
 from blackbox_wd.sampling import Mode, draw_mode
 
 ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
@@ -182,16 +184,15 @@ async def resume_run(
     progress: Callable[[int, int], None] | None = None,
     calibration: str | None = None,
 ) -> BatchSummary:
-    """Score ``src`` into ``dst`` with an engine: retry the transient errors already there, then append what is
-    missing. ``calibration``: the id of the calibration the engine applies (rows carry it)."""
+    """Score ``src`` into ``dst`` with an engine through the one resume driver (``runlog.Resume``): retry the
+    transient errors already there, then append what is missing. ``calibration``: the id of the calibration the
+    engine applies (rows carry it)."""
     check_output_path(dst)
-    log = batch_log(dst)
-    done = log.read()
-    check_resume(done, fingerprint, src, dst, calibration)
-    summary = BatchSummary(k=k, resumed_from=len(done))
+    resume = Resume(batch_log(dst), "line", lambda done: check_resume(done, fingerprint, src, dst, calibration))
+    summary = BatchSummary(k=k, resumed_from=len(resume.rows), retried=len(resume.retry))
     t0 = time.perf_counter()
 
-    def count(row: dict[str, Any], sset: SampleSet | BBWDError | None) -> None:
+    def counted(row: dict[str, Any], sset: SampleSet | BBWDError | None) -> None:
         summary.records += 1
         summary.errors += row["error"] is not None
         usage = sset.usage if isinstance(sset, SampleSet) else getattr(sset, "usage", None)
@@ -200,30 +201,13 @@ async def resume_run(
         if progress:
             progress(summary.records, summary.errors)
 
-    retry = frozenset(row["line"] for row in RunLog.transient(done))
-    if retry:
-        redone: dict[int, dict[str, Any]] = {}
+    async def compute(skip: int, lines: frozenset[int] | None, emit: RowEmit) -> None:
+        def row(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
+            emit(output_row(rec, res, save_matrix, fingerprint, calibration), sset)
 
-        def keep(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
-            redone[rec.line] = row = output_row(rec, res, save_matrix, fingerprint, calibration)
-            count(row, sset)
+        await engine(src, skip, lines, row)
 
-        await engine(src, 0, retry, keep)
-        done = [redone.get(row["line"], row) for row in done]
-        log.rewrite(done)
-        summary.retried = len(retry)
-
-    start = len(done) - len(done) % group_size
-    with log.appending() as write:
-
-        def append(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
-            if rec.line <= len(done):  # done already: the unfinished group is recomputed from its start
-                return
-            row = output_row(rec, res, save_matrix, fingerprint, calibration)
-            write(row)
-            count(row, sset)
-
-        await engine(src, start, None, append)
+    await resume.arun(compute, count(1), group_size, retried=counted, appended=counted)
     summary.seconds = time.perf_counter() - t0
     return summary
 
