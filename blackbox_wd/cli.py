@@ -420,7 +420,7 @@ def batch(
         raise BBWDError(f"input file not found: {logs}")
     if ray_address is not None and engine is not EngineOption.ray:
         raise BBWDError("--ray-address needs --engine ray")
-    from blackbox_wd.batch import BatchRunner, check_output_path, plan_k, read_done
+    from blackbox_wd.batch import BatchRunner, Runner, check_output_path, plan_k, read_done
     from blackbox_wd.pipeline import Detector
 
     quiet_libraries()
@@ -438,18 +438,16 @@ def batch(
     choice = calibration_choice(calibration, verdict)
     err = Console(stderr=True)
     cluster: contextlib.AbstractContextManager[None]
+    engine_runner: type[Runner] = BatchRunner
     if engine is EngineOption.ray:
         from blackbox_wd.ray_engine import RayRunner, ray_cluster
 
-        cluster = ray_cluster(ray_address)
+        cluster, engine_runner = ray_cluster(ray_address), RayRunner
     else:
         cluster = contextlib.nullcontext()
-    with cluster:
-        runner = (
-            RayRunner(settings, sample_missing, group_size, calibration=choice)
-            if engine is EngineOption.ray
-            else BatchRunner(Detector.from_settings(settings, choice, group_size=group_size), sample_missing)
-        )
+    with cluster:  # the engine's detector, built once: the driver's for Ray, this process's for the local engine
+        built = engine_runner.build_options(settings)
+        runner = engine_runner(Detector.from_settings(settings, choice, group_size=group_size, **built), sample_missing)
         say_note(runner.detector.calibration_note)
         with Progress(
             TextColumn("[bold]bbwd batch"),
