@@ -12,8 +12,11 @@ keeps the complete lines, recomputes the records whose error was transient (netw
 drops a torn last line, recomputes the unfinished group from its start (groups are fixed by input
 position, so it batches exactly as before) and appends only the missing lines.
 
-That driver is :func:`resume_run`, one for both engines: :class:`BatchRunner` here (one process)
-and ``ray_engine.RayRunner`` (a Ray cluster); both run the stages of :mod:`blackbox_wd.groups`.
+That driver is :class:`blackbox_wd.runlog.Resume`, the one eval uses too, run by :meth:`Runner.run`.
+:class:`Runner` is the one interface of both engines: :class:`BatchRunner` here (one process) and
+``ray_engine.RayRunner`` (a Ray cluster) each take a detector built by ``Detector.from_settings``
+(with the engine's :meth:`Runner.build_options`), have its ``k`` and ``group_size``, and differ only
+in :meth:`Runner.engine`; both run the stages of :mod:`blackbox_wd.groups`.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ import asyncio
 import json
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import count, islice
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +36,10 @@ from blackbox_wd.groups import groups, sample_group, score_group_in_stages, scor
 from blackbox_wd.logs import LogRecord, line_hash, raw_lines, read_records
 from blackbox_wd.pipeline import Detector, Result, result_row
 from blackbox_wd.records import SampleSet, Usage
-from blackbox_wd.runlog import RunLog
+from blackbox_wd.runlog import Emit as RowEmit
+from blackbox_wd.runlog import Resume, RunLog
 from blackbox_wd.sampling import Mode, draw_mode
+from blackbox_wd.settings import Settings
 
 ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
 # the result's fields a batch row carries (``pipeline.result_row``), and with a calibration its verdict
@@ -173,86 +178,112 @@ def output_row(
     return row
 
 
+# What an engine calls for each record, in input order: the record, its result (or why it has none), its samples.
 Emit = Callable[[LogRecord, Result | BBWDError | None, SampleSet | BBWDError | None], None]
-# An engine: score the records of a log after its first N lines (only the given lines when a set
-# is given), in groups of consecutive records, calling emit for each in input order.
-Engine = Callable[[Path, int, "frozenset[int] | None", Emit], Awaitable[None]]
 
 
-async def resume_run(
-    engine: Engine,
-    src: Path,
-    dst: Path,
-    fingerprint: str,
-    k: int,
-    group_size: int,
-    save_matrix: bool = False,
-    progress: Callable[[int, int], None] | None = None,
-    calibration: str | None = None,
-) -> BatchSummary:
-    """Score ``src`` into ``dst`` with an engine: retry the transient errors already there, then append what is
-    missing. ``calibration``: the id of the calibration the engine applies (rows carry it)."""
-    check_output_path(dst)
-    log = batch_log(dst)
-    done = log.read()
-    check_resume(done, fingerprint, src, dst, calibration)
-    summary = BatchSummary(k=k, resumed_from=len(done))
-    t0 = time.perf_counter()
+class Runner:
+    """The one interface of ``bbwd batch``'s engines: scores a JSONL log with a detector built by
+    ``Detector.from_settings`` (with :meth:`build_options`), resuming the output (:meth:`run`).
 
-    def count(row: dict[str, Any], sset: SampleSet | BBWDError | None) -> None:
-        summary.records += 1
-        summary.errors += row["error"] is not None
-        usage = sset.usage if isinstance(sset, SampleSet) else getattr(sset, "usage", None)
-        if usage is not None:
-            summary.usage.add(usage)
-        if progress:
-            progress(summary.records, summary.errors)
+    Parameters
+    ----------
+    detector : Detector
+        The run's wiring: settings, teacher (or its card), sampler, calibration, group size.
+    sample_missing : bool
+        Top records up to K from the target (there is one).
 
-    retry = frozenset(row["line"] for row in RunLog.transient(done))
-    if retry:
-        redone: dict[int, dict[str, Any]] = {}
+    An engine implements :meth:`engine`; ``k`` and ``group_size`` are the detector's.
+    """
 
-        def keep(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
-            redone[rec.line] = row = output_row(rec, res, save_matrix, fingerprint, calibration)
-            count(row, sset)
-
-        await engine(src, 0, retry, keep)
-        done = [redone.get(row["line"], row) for row in done]
-        log.rewrite(done)
-        summary.retried = len(retry)
-
-    start = len(done) - len(done) % group_size
-    with log.appending() as write:
-
-        def append(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
-            if rec.line <= len(done):  # done already: the unfinished group is recomputed from its start
-                return
-            row = output_row(rec, res, save_matrix, fingerprint, calibration)
-            write(row)
-            count(row, sset)
-
-        await engine(src, start, None, append)
-    summary.seconds = time.perf_counter() - t0
-    return summary
-
-
-class BatchRunner:
-    """The local engine: scores a JSONL log with one detector; samples missing responses when it has a target."""
-
-    def __init__(self, detector: Detector, sample_missing: bool, prefetch_groups: int = 2) -> None:
+    def __init__(self, detector: Detector, sample_missing: bool) -> None:
         self.detector = detector
         self.sample_missing = sample_missing
-        self.prefetch_groups = prefetch_groups
+
+    @classmethod
+    def build_options(cls, settings: Settings) -> dict[str, Any]:
+        """The keywords of ``Detector.from_settings`` for the detector this engine takes.
+
+        Parameters
+        ----------
+        settings : Settings
+            The run's settings.
+
+        Returns
+        -------
+        dict
+            Empty here: this process loads the teacher and builds the sampler.
+        """
+        return {}
+
+    @property
+    def k(self) -> int:
+        """Responses scored per record."""
+        return self.detector.settings.k
 
     @property
     def group_size(self) -> int:
         """Records per shared teacher pass (the wiring's)."""
         return self.detector.group_size
 
-    @property
-    def k(self) -> int:
-        """Responses scored per record."""
-        return self.detector.settings.k
+    async def engine(self, src: Path, skip: int, lines: frozenset[int] | None, emit: Emit) -> None:
+        """Score the records of ``src`` after its first ``skip`` lines (only ``lines`` when given), in groups of
+        consecutive records, calling ``emit`` for each in input order."""
+        raise NotImplementedError
+
+    async def run(
+        self, src: Path, dst: Path, save_matrix: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> BatchSummary:
+        """Score ``src`` into ``dst`` (``runlog.Resume``): retry the transient errors already there, then append
+        what is missing.
+
+        Parameters
+        ----------
+        src, dst : Path
+            The JSONL input and output.
+        save_matrix : bool
+            Add D to every output line.
+        progress : callable or None
+            ``progress(records, errors)`` after each record of this run.
+
+        Returns
+        -------
+        BatchSummary
+        """
+        check_output_path(dst)
+        fingerprint = self.detector.fingerprint
+        cal = self.detector.calibration.id if self.detector.calibration is not None else None
+        resume = Resume(batch_log(dst), "line", lambda done: check_resume(done, fingerprint, src, dst, cal))
+        summary = BatchSummary(k=self.k, resumed_from=len(resume.rows), retried=len(resume.retry))
+        summary.settings = self.detector.reported_settings()
+        t0 = time.perf_counter()
+
+        def counted(row: dict[str, Any], sset: SampleSet | BBWDError | None) -> None:
+            summary.records += 1
+            summary.errors += row["error"] is not None
+            usage = sset.usage if isinstance(sset, SampleSet) else getattr(sset, "usage", None)
+            if usage is not None:
+                summary.usage.add(usage)
+            if progress:
+                progress(summary.records, summary.errors)
+
+        async def compute(skip: int, lines: frozenset[int] | None, emit: RowEmit) -> None:
+            def row(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
+                emit(output_row(rec, res, save_matrix, fingerprint, cal), sset)
+
+            await self.engine(src, skip, lines, row)
+
+        await resume.arun(compute, count(1), self.group_size, retried=counted, appended=counted)
+        summary.seconds = time.perf_counter() - t0
+        return summary
+
+
+class BatchRunner(Runner):
+    """The local engine: scores a JSONL log with one detector; samples missing responses when it has a target."""
+
+    def __init__(self, detector: Detector, sample_missing: bool, prefetch_groups: int = 2) -> None:
+        super().__init__(detector, sample_missing)
+        self.prefetch_groups = prefetch_groups
 
     async def _group_samples(self, group: list[LogRecord]) -> list[SampleSet | BBWDError | None]:
         """The group's samples (``groups.sample_group``); with ``-k auto`` its given responses only."""
@@ -306,22 +337,3 @@ class BatchRunner:
     async def engine(self, src: Path, skip: int, lines: frozenset[int] | None, emit: Emit) -> None:
         """The records of ``src`` after ``skip`` lines (only ``lines`` when given), scored in input order."""
         await self._process(select_records(src, skip, lines), emit)
-
-    async def run(
-        self, src: Path, dst: Path, save_matrix: bool = False, progress: Callable[[int, int], None] | None = None
-    ) -> BatchSummary:
-        """Score ``src`` into ``dst``: retry the transient errors already there, then append what is missing."""
-        cal = self.detector.calibration
-        summary = await resume_run(
-            self.engine,
-            src,
-            dst,
-            self.detector.fingerprint,
-            self.k,
-            self.group_size,
-            save_matrix,
-            progress,
-            cal.id if cal is not None else None,
-        )
-        summary.settings = self.detector.reported_settings()
-        return summary

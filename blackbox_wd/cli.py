@@ -432,9 +432,8 @@ def batch(
         raise BBWDError(f"input file not found: {logs}")
     if ray_address is not None and engine is not EngineOption.ray:
         raise BBWDError("--ray-address needs --engine ray")
-    from blackbox_wd.batch import BatchRunner, check_output_path, plan_k, read_done
+    from blackbox_wd.batch import BatchRunner, Runner, check_output_path, plan_k, read_done
     from blackbox_wd.pipeline import Detector
-    from blackbox_wd.sampling import RecordedSamples
 
     quiet_libraries()
     check_group_size(group_size)
@@ -453,26 +452,20 @@ def batch(
     choice = calibration_choice(calibration, verdict)
     err = Console(stderr=True)
     cluster: contextlib.AbstractContextManager[None]
+    engine_runner: type[Runner] = BatchRunner
     if engine is EngineOption.ray:
         from blackbox_wd.ray_engine import RayRunner, ray_cluster
 
-        cluster = ray_cluster(ray_address)
+        cluster, engine_runner = ray_cluster(ray_address), RayRunner
     else:
         cluster = contextlib.nullcontext()
-    recorded = not sample_missing
-    runner: Any
-    with cluster:
-        if engine is EngineOption.ray:
-            runner = RayRunner(settings, sample_missing, group_size, calibration=None if recorded else choice)
-            if recorded:  # the driver's wiring reports the recorded samples and picks their calibration
-                runner.detector = dataclasses.replace(
-                    runner.detector, sampler=RecordedSamples(samples_from)
-                ).with_calibration(choice)
-        else:
-            detector = Detector.from_settings(
-                settings, choice, recorded=recorded, samples_from=samples_from, group_size=group_size
-            )
-            runner = BatchRunner(detector, sample_missing)
+    recorded = not sample_missing  # no --target: the log's responses are recorded samples
+    with cluster:  # the engine's detector, built once: the driver's for Ray, this process's for the local engine
+        built = engine_runner.build_options(settings)
+        detector = Detector.from_settings(
+            settings, choice, recorded=recorded, samples_from=samples_from, group_size=group_size, **built
+        )
+        runner = engine_runner(detector, sample_missing)
         say_note(runner.detector.calibration_note)
         with Progress(
             TextColumn("[bold]bbwd batch"),

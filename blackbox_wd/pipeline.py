@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 from blackbox_wd.teachers.registry import reference_bandwidth
 from blackbox_wd.teachers.statecache import StateCache
 from blackbox_wd.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs
+
+if TYPE_CHECKING:
+    from blackbox_wd.clients.api import APIOptions
 
 
 @dataclass
@@ -234,6 +237,7 @@ class Detector:
         cache: StateCache | None = None,
         group_size: int = GROUP_SIZE,
         cuda: bool | None = None,
+        api: APIOptions | None = None,
     ) -> Detector:
         """The one builder: load the teacher and build the sampler the settings name, resolve the device, and
         choose the calibration.
@@ -260,6 +264,10 @@ class Detector:
             As the fields of the same names.
         cuda : bool or None
             Whether a GPU is there for ``device="auto"``; None: this process's torch says.
+        api : APIOptions or None
+            An API target's options (``clients.api.api_options``: the API key as a value, record/replay, timeout,
+            retries, cache folder, a shared request slot), read by another process (a Ray driver, for its actors);
+            None: read from this process's environment when the sampler is built.
 
         Returns
         -------
@@ -272,7 +280,7 @@ class Detector:
         if samples_from is not None and not recorded:
             raise BBWDError("samples_from says who drew recorded samples: it needs recorded=True")
         # a missing key fails before any model loads
-        api = api_sampler_for(settings) if sample and not recorded else None
+        api_sampler = api_sampler_for(settings, api) if sample and not recorded else None
         if weights:
             teacher: Any = load_teacher(
                 settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget
@@ -283,8 +291,8 @@ class Detector:
         sampler: Any = (
             RecordedSamples(samples_from)
             if recorded
-            else api
-            if api is not None
+            else api_sampler
+            if api_sampler is not None
             else local_sampler_for(settings, teacher)
             if sample and weights and target_kind(settings) != "api"
             else None

@@ -5,7 +5,8 @@
             request holds a slot of one budget for the whole cluster
     teacher an actor pool, the model loaded once per actor (local targets are sampled here)
     score   CPU tasks: exact OT, AvgWD, EigenWD
-    write   the driver, in input order, through :func:`blackbox_wd.batch.resume_run`
+    write   the driver, in input order, through the resume driver of both engines (``batch.Runner.run``,
+            ``runlog.Resume``)
 
 A row of the dataset is one group of ``group_size`` consecutive records, formed by input position as
 the local engine forms them, so a prompt's K responses and its group's teacher pass stay together:
@@ -14,9 +15,17 @@ stage calls the functions of :mod:`blackbox_wd.groups`, as :class:`~blackbox_wd.
 does. The teacher stage hands on only the projected 128-d states (with one unprojected last-token
 state per response), which the score stage drops.
 
+:class:`RayRunner` is a :class:`~blackbox_wd.batch.Runner`: it takes the driver's detector, built by
+``Detector.from_settings`` with :meth:`RayRunner.build_options` (the teacher's card, no weights, no
+sampler, the device resolved for the cluster's teacher actors), which the score tasks use. The actors
+get that detector and build their own with the same builder (:func:`actor_detector`: the weights, a
+sampler); an API target's options (:func:`blackbox_wd.clients.api.api_options`: the key as a value,
+record/replay, timeout, retries, the cache folder), read once on the driver, go to them as an
+argument. Nothing goes through an actor's environment.
+
 The API budget (``--concurrency``) is the whole cluster's: one async actor, :class:`RequestSlots`,
 leases request slots to every sampling actor. The API cache is the driver's: the sampling actors
-run on the driver's node and open the same diskcache folder (``--cache-dir``, else the user
+run on the driver's node and open the same diskcache folder (``--cache-dir``, else the driver's user
 cache), which is safe across the processes of one machine, so a rerun on that machine, with either
 engine, finds the samples already drawn.
 
@@ -29,30 +38,30 @@ does, so a killed driver is resumed by the same rules.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import logging
-import os
 import pickle
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from blackbox_wd.batch import BatchSummary, Emit, resume_run
-from blackbox_wd.calibration import Calibration
+from blackbox_wd.batch import Emit, Runner
 from blackbox_wd.clients import target_kind
-from blackbox_wd.clients.api import api_endpoint, api_timeout, make_api_sampler
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.groups import groups, sample_group, score_group_in_stages, score_records, teacher_group
 from blackbox_wd.logs import LogRecord, line_offsets, read_span
-from blackbox_wd.pipeline import AUTO, Detector
-from blackbox_wd.settings import GROUP_SIZE, Settings
-from blackbox_wd.teachers.card import load_card
+from blackbox_wd.pipeline import Detector
+from blackbox_wd.sampling import RecordedSamples
+from blackbox_wd.settings import Settings
+from blackbox_wd.teachers.card import TeacherCard
+
+if TYPE_CHECKING:
+    from blackbox_wd.clients.api import APIOptions
 
 try:
     import ray
@@ -171,35 +180,73 @@ class ClusterSlot:
         await self.limiter.release.remote(self.lease)
 
 
-class SampleStage:
-    """Draws each group's missing responses from the API target: one sampler and event loop per actor."""
+def actor_detector(
+    driver: Detector, *, weights: bool, sample: bool, calibrated: bool, api: APIOptions | None
+) -> Detector:
+    """An actor's detector: the driver's wiring built again by the one builder (``Detector.from_settings``).
 
-    def __init__(self, settings: Settings, sample_missing: bool, limiter: Any, key: dict[str, str]) -> None:
-        os.environ.update(key)  # the API key's variable, from the driver (this process is the actor's own)
-        self.card = load_card(settings.teacher, settings.layer)  # checks prompts without the weights
-        self.sampler = make_api_sampler(settings, shared_slot=lambda: ClusterSlot(limiter))
-        self.params = settings.sampling()
+    Parameters
+    ----------
+    driver : Detector
+        The driver's detector (settings, calibration, group size, LNE, recorded samples).
+    weights : bool
+        Load the teacher's weights (teacher actors); False: its card (sampling actors check prompts with it).
+    sample : bool
+        Build the target's sampler.
+    calibrated : bool
+        Keep the driver's calibration (an actor that scores: ``-k auto``); False: none.
+    api : APIOptions or None
+        An API target's options, read on the driver (the key as a value), with the cluster's request slots where
+        the actor draws.
+
+    Returns
+    -------
+    Detector
+        Without weights, on the driver's device (resolved for the teacher actors); with them, on the actor's.
+    """
+    return Detector.from_settings(
+        driver.settings,
+        driver.calibration if calibrated else None,
+        recorded=isinstance(driver.sampler, RecordedSamples),
+        samples_from=driver.sampler.origin if isinstance(driver.sampler, RecordedSamples) else None,
+        weights=weights,
+        sample=sample,
+        lne=driver.lne,
+        group_size=driver.group_size,
+        cuda=driver.resolved_device.startswith("cuda"),
+        api=api,
+    )
+
+
+class SampleStage:
+    """Draws each group's missing responses from the API target: one detector (the teacher's card, the API sampler
+    through the cluster's slots) and event loop per actor."""
+
+    def __init__(self, driver: Detector, sample_missing: bool, api: APIOptions) -> None:
+        self.detector = actor_detector(driver, weights=False, sample=True, calibrated=False, api=api)
+        self.params = driver.settings.sampling()
         self.sample_missing = sample_missing
         self.loop = asyncio.new_event_loop()
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Each group with its sets (``groups.sample_group``)."""
         out = unpack(batch)
+        d = self.detector
         for g in out:
             g.sets = self.loop.run_until_complete(
-                sample_group(g.records, self.card, self.sampler, self.params, self.sample_missing)
+                sample_group(g.records, d.teacher, d.sampler, self.params, self.sample_missing)
             )
         return pack(out)
 
 
 class TeacherStage:
     """Teacher-forces each group: the model loads once per actor; a local target samples here first. With
-    ``-k auto`` (``staged``: the driver's calibration, the API slots and key) the actor runs the group's stages
-    (``groups.score_group_in_stages``), drawing from the target (an API one through the cluster's slots) as it
-    goes, and the group leaves scored."""
+    ``-k auto`` (``staged``) the actor keeps the driver's calibration and runs the group's stages
+    (``groups.score_group_in_stages``), drawing from the target (an API one through the cluster's slots, ``api``)
+    as it goes, and the group leaves scored."""
 
     def __init__(
-        self, settings: Settings, sample_missing: bool, threads: int, staged: tuple[Any, Any, dict] | None = None
+        self, driver: Detector, sample_missing: bool, threads: int, staged: bool, api: APIOptions | None
     ) -> None:
         import torch
         from threadpoolctl import threadpool_limits
@@ -209,27 +256,21 @@ class TeacherStage:
         threadpool_limits(threads)  # and the states' projection (numpy BLAS; Ray set OMP_NUM_THREADS to our CPUs)
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
-        # the teacher, and a local target's sampler (an API target is drawn by the sampling actors)
-        api = target_kind(settings) == "api"
-        self.detector = Detector.from_settings(settings, None, sample=not api)
-        if staged is not None:
-            calibration, limiter, key = staged
-            os.environ.update(key)
-            sampler = make_api_sampler(settings, shared_slot=lambda: ClusterSlot(limiter)) if api else None
-            self.detector = dataclasses.replace(
-                self.detector, sampler=sampler or self.detector.sampler
-            ).with_calibration(calibration)
-        self.staged = staged is not None
-        self.params = settings.sampling()
+        # the teacher, and a local target's sampler (an API target is drawn by the sampling actors, or here with
+        # -k auto)
+        sample = staged or target_kind(driver.settings) != "api"
+        self.detector = actor_detector(driver, weights=True, sample=sample, calibrated=staged, api=api)
+        self.staged = staged
+        self.params = driver.settings.sampling()
         self.sample_missing = sample_missing
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Each group with its token states (``groups.sample_group`` when not sampled yet, ``groups.teacher_group``);
         with ``-k auto``, scored stage by stage."""
         out = unpack(batch)
+        d = self.detector
         for g in out:
             if self.staged:
-                d = self.detector
                 g.sets = asyncio.run(
                     sample_group(g.records, d.teacher, d.sampler, self.params, self.sample_missing, False)
                 )
@@ -237,12 +278,8 @@ class TeacherStage:
                 g.results = asyncio.run(score_group_in_stages(d, g.records, g.sets, sampler))
                 continue
             if g.sets is None:
-                g.sets = asyncio.run(
-                    sample_group(
-                        g.records, self.detector.teacher, self.detector.sampler, self.params, self.sample_missing
-                    )
-                )
-            g.states = teacher_group(self.detector, g.records, g.sets)
+                g.sets = asyncio.run(sample_group(g.records, d.teacher, d.sampler, self.params, self.sample_missing))
+            g.states = teacher_group(d, g.records, g.sets)
         return pack(out)
 
 
@@ -273,22 +310,42 @@ def ray_cluster(address: str | None = None) -> Iterator[None]:
         ray.shutdown()
 
 
-class RayRunner:
+def cluster_gpus(settings: Settings) -> float:
+    """The GPUs of the connected cluster the teacher may use (none for ``device="cpu"``)."""
+    return ray.cluster_resources().get("GPU", 0) if settings.device != "cpu" else 0
+
+
+class RayRunner(Runner):
     """The Ray engine: scores a JSONL log on the connected cluster, with the output of
     :class:`~blackbox_wd.batch.BatchRunner`.
 
-    ``teacher_workers`` teacher actors (default: one per GPU of the cluster, else one), each with
-    ``teacher_gpus`` GPUs (default: 1 on a cluster with GPUs unless the device is cpu) and
-    ``teacher_cpus`` CPUs; ``sample_workers`` sampling actors for an API target; scoring tasks of
-    ``score_cpus`` CPUs. A teacher actor runs torch and BLAS on ``threads`` threads (default: the
-    driver's torch threads), so that its states round as a local run's on the same kind of machine.
+    Parameters
+    ----------
+    detector : Detector
+        The driver's wiring, built by ``Detector.from_settings(settings, ..., **RayRunner.build_options(settings))``:
+        the teacher's card (no weights), no sampler, the device resolved for the cluster; the score tasks use it,
+        the actors build theirs from it.
+    sample_missing : bool
+        Top records up to K from the target.
+    teacher_workers : int or None
+        Teacher actors; default one per GPU of the cluster, else one.
+    teacher_gpus : float or None
+        GPUs of each teacher actor; default 1 on a cluster with GPUs unless the device is cpu.
+    teacher_cpus : float
+        CPUs of each teacher actor.
+    sample_workers : int
+        Sampling actors, for an API target.
+    score_cpus : float
+        CPUs of each scoring task.
+    threads : int or None
+        Torch and BLAS threads of a teacher actor; default the driver's torch threads, so that its states round
+        as a local run's on the same kind of machine.
     """
 
     def __init__(
         self,
-        settings: Settings,
+        detector: Detector,
         sample_missing: bool,
-        group_size: int = GROUP_SIZE,
         *,
         teacher_workers: int | None = None,
         teacher_gpus: float | None = None,
@@ -296,41 +353,50 @@ class RayRunner:
         sample_workers: int = 2,
         score_cpus: float = 1.0,
         threads: int | None = None,
-        calibration: Calibration | str | None = AUTO,
     ) -> None:
         import torch
 
-        self.settings = settings
-        self.sample_missing = sample_missing
-        self.api = target_kind(settings) == "api"
-        endpoint = api_endpoint(settings) if self.api else None  # a missing key fails here
-        key_env = endpoint.key_env if endpoint is not None else None  # the sampling actors get the key from here
-        self.key = {key_env: os.environ[key_env]} if key_env and key_env in os.environ else {}
-        gpus = ray.cluster_resources().get("GPU", 0) if settings.device != "cpu" else 0
+        if not isinstance(detector.teacher, TeacherCard):
+            raise BBWDError(
+                "RayRunner takes the driver's detector, the teacher's card (the actors load the weights): "
+                "Detector.from_settings(settings, ..., **RayRunner.build_options(settings))"
+            )
+        super().__init__(detector, sample_missing)
+        settings = detector.settings
+        self.api_target = target_kind(settings) == "api"
+        if self.api_target:
+            from blackbox_wd.clients.api import api_options
+
+            # read here, where the environment is (a missing key fails here); the actors get it as a value
+            self.api: APIOptions | None = api_options(settings)
+        else:
+            self.api = None
+        _ = detector.reported  # resolved on the driver, before the wiring is shipped to the score tasks
+        gpus = cluster_gpus(settings)
         self.teacher_gpus = (1 if gpus else 0) if teacher_gpus is None else teacher_gpus
-        # the driver's wiring (the teacher's card: a bad teacher or layer fails here, not in an actor), the device
-        # resolved for the cluster's teacher actors; the calibration is checked here, before the cluster works
-        self.detector = Detector.from_settings(
-            settings, calibration, weights=False, sample=False, group_size=group_size, cuda=bool(self.teacher_gpus)
-        )
-        _ = self.detector.reported  # resolved on the driver, where the API key is, before the wiring is shipped
         self.teacher_workers = teacher_workers or max(1, int(gpus))
         self.teacher_cpus, self.sample_workers, self.score_cpus = teacher_cpus, sample_workers, score_cpus
         self.threads = threads or torch.get_num_threads()
 
-    @property
-    def k(self) -> int:
-        """Responses scored per record."""
-        return self.settings.k
+    @classmethod
+    def build_options(cls, settings: Settings) -> dict[str, Any]:
+        """The keywords of ``Detector.from_settings`` for the driver's detector (connected to the cluster).
 
-    @property
-    def group_size(self) -> int:
-        """Records per shared teacher pass (the wiring's)."""
-        return self.detector.group_size
+        Parameters
+        ----------
+        settings : Settings
+            The run's settings.
+
+        Returns
+        -------
+        dict
+            No weights and no sampler (the actors load and draw), and whether the cluster's teacher actors have a
+            GPU (``cuda``), which resolves ``device="auto"``: a bad teacher or layer fails here, not in an actor.
+        """
+        return {"weights": False, "sample": False, "cuda": bool(cluster_gpus(settings))}
 
     def dataset(self, src: Path, spans: list[Span], limiter: Any = None) -> ray.data.Dataset:
         """The pipeline over the groups of ``src`` at ``spans``; its rows are the scored groups, in order."""
-        env = {"env_vars": {k: v for k, v in os.environ.items() if k.startswith("BBWD_")}}
         here = {"ray.io/node-id": ray.get_runtime_context().get_node_id()}  # the node that holds the log
         ds = ray.data.read_datasource(
             LogGroups(src, spans), override_num_blocks=len(spans), num_cpus=0, concurrency=2, label_selector=here
@@ -338,25 +404,25 @@ class RayRunner:
         ds.context.execution_options.preserve_order = True  # rows leave in input order
         ds.context.enable_progress_bars = False
         ds.context.print_on_execution_start = False
-        staged = (self.detector.calibration, limiter, self.key) if self.settings.stop is not None else None
-        if self.api and staged is None:  # beside the log and the API cache (-k auto: the teacher actors draw)
+        staged = self.detector.settings.stop is not None
+        # the API options each drawing actor builds its sampler from, its requests through the cluster's slots
+        api = self.api.sharing(functools.partial(ClusterSlot, limiter)) if self.api is not None else None
+        if self.api_target and not staged:  # beside the log and the API cache (-k auto: the teacher actors draw)
             ds = ds.map_batches(
                 SampleStage,
                 batch_size=1,
                 compute=ActorPoolStrategy(size=self.sample_workers),
-                fn_constructor_args=(self.settings, self.sample_missing, limiter, self.key),
+                fn_constructor_args=(self.detector, self.sample_missing, api),
                 num_cpus=0,
                 label_selector=here,
-                runtime_env=env,
             )
         ds = ds.map_batches(
             TeacherStage,
             batch_size=1,
             compute=ActorPoolStrategy(size=self.teacher_workers),
-            fn_constructor_args=(self.settings, self.sample_missing, self.threads, staged),
+            fn_constructor_args=(self.detector, self.sample_missing, self.threads, staged, api if staged else None),
             num_cpus=self.teacher_cpus,
             num_gpus=self.teacher_gpus,
-            runtime_env=env,
         )
         return ds.map_batches(
             score_stage, batch_size=1, num_cpus=self.score_cpus, fn_kwargs={"detector": self.detector}
@@ -368,12 +434,12 @@ class RayRunner:
         spans = group_spans(src, skip, lines, self.group_size)
         if not spans:
             return
-        concurrency = self.settings.concurrency
+        concurrency = self.detector.settings.concurrency
         limiter = (
             ray.remote(RequestSlots)
             .options(max_concurrency=4 * self.sample_workers * concurrency + 16, num_cpus=0)
-            .remote(concurrency, 2 * api_timeout() + 30)
-            if self.api
+            .remote(concurrency, 2 * self.api.timeout + 30)
+            if self.api is not None
             else None
         )
         try:
@@ -385,12 +451,3 @@ class RayRunner:
             if limiter is not None:
                 # ray types remote()'s result as "ActorHandle or the class" (its ActorProxy): it is the handle
                 ray.kill(cast("ray.actor.ActorHandle[RequestSlots]", limiter))
-
-    async def run(
-        self, src: Path, dst: Path, save_matrix: bool = False, progress: Callable[[int, int], None] | None = None
-    ) -> BatchSummary:
-        """Score ``src`` into ``dst``: retry the transient errors already there, then append what is missing."""
-        cal = self.detector.calibration.id if self.detector.calibration is not None else None
-        return await resume_run(
-            self.engine, src, dst, self.detector.fingerprint, self.k, self.group_size, save_matrix, progress, cal
-        )

@@ -1,24 +1,37 @@
-"""The one resumable run log of ``batch`` and ``eval``: a JSONL file of rows that survives ``kill -9``.
+"""The one resumable run log of ``batch`` and ``eval``, and the one driver that resumes into it.
 
-Every row is appended, flushed and fsynced; a rewrite (to recompute or drop rows) goes through a
-temporary file, fsync and ``os.replace``, so a crash leaves the old file or the new one. On resume
-the file is read first: a file that is not bbwd output is refused and never touched, a torn last
-line (a crash mid-write) is cut off, and rows written with other settings (another fingerprint or
-calibration) or from another input (another ``input_hash``) are refused.
+:class:`RunLog` is a JSONL file of rows that survives ``kill -9``. Every row is appended, flushed and
+fsynced; a rewrite (to recompute or drop rows) goes through a temporary file, fsync and
+``os.replace``, so a crash leaves the old file or the new one. On resume the file is read first: a
+file that is not bbwd output is refused and never touched, a torn last line (a crash mid-write) is
+cut off, and rows written with other settings (another fingerprint or calibration) or from another
+input (another ``input_hash``) are refused.
+
+:class:`Resume` is the one resume loop, used by ``batch`` (both engines) and ``eval``: read and check
+the earlier rows, compute again the inputs whose error was transient (in groups of their own) and
+rewrite their rows in place, then compute from the start of the first group with an input not done
+(groups are fixed by input position, so that a resumed run batches exactly as an uninterrupted one)
+and append the rows not written yet. It asks the caller's engine for each computation as a
+:class:`Step` (:meth:`Resume.steps`), so that a synchronous engine (eval: :meth:`Resume.run`) and an
+asynchronous one (batch and Ray: :meth:`Resume.arun`) share it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from blackbox_wd.errors import BBWDError
 
 Row = dict[str, Any]
+# A computed row, and what the engine gives beside it (batch: the record's samples, whose API usage it counts).
+Emit = Callable[[Row, Any], None]
 
 
 class RunLog:
@@ -109,3 +122,143 @@ class RunLog:
                 os.fsync(out.fileno())
 
             yield append
+
+
+@dataclass(frozen=True)
+class Step:
+    """One computation a resume asks of its engine: the inputs after the first ``skip``, only those of ``only``
+    when given, in consecutive groups of the run's group size among them; each one's row goes to ``emit``, in
+    input order."""
+
+    skip: int
+    only: frozenset[Any] | None
+    emit: Emit
+
+
+def resume_point(keys: Iterable[Any], done: set[Any], group_size: int) -> int:
+    """How many inputs come before the first group with an input not ``done``.
+
+    Parameters
+    ----------
+    keys : iterable
+        The inputs' keys in input order (may be endless: it is read up to that group).
+    done : set
+        The keys that have a row.
+    group_size : int
+        Inputs per group, groups fixed by input position.
+
+    Returns
+    -------
+    int
+        Where a resume starts computing, so that an unfinished group is computed again from its start.
+    """
+    keys, skip = iter(keys), 0
+    while group := list(islice(keys, group_size)):
+        if not all(key in done for key in group):
+            break
+        skip += len(group)
+    return skip
+
+
+class Resume:
+    """A run resumed into its log: the earlier rows read and checked on creation, then the computations to
+    finish it (:meth:`steps`), each row written once.
+
+    Parameters
+    ----------
+    log : RunLog
+        The run's output.
+    key : str
+        The row field that names its input (batch: ``line``, eval: ``id``).
+    check : callable or None
+        Raises BBWDError for earlier rows of other settings, calibration or input.
+
+    Attributes
+    ----------
+    rows : list of dict
+        The earlier rows (a torn last line cut off); after the retry, with the transient ones recomputed.
+    retry : frozenset
+        The keys of the earlier rows whose error was transient: computed again, in place.
+    """
+
+    def __init__(self, log: RunLog, key: str, check: Callable[[list[Row]], None] | None = None) -> None:
+        self.log, self.key = log, key
+        self.rows = log.read()
+        if check is not None:
+            check(self.rows)
+        self.retry = frozenset(row[key] for row in RunLog.transient(self.rows))
+
+    def steps(
+        self, keys: Iterable[Any], group_size: int, retried: Emit | None = None, appended: Emit | None = None
+    ) -> Generator[Step, None, None]:
+        """The computations that finish the run, in order; the caller's engine runs each before the next is taken.
+
+        First the inputs of :attr:`retry`, in groups of their own: their rows replace the earlier ones in place
+        and the log is rewritten (atomically). Then every input from the start of the first group with an input
+        not done (``resume_point``): the rows of the inputs not done are appended (flushed and fsynced), the
+        others dropped (rows are written in input order, so the inputs done come first).
+
+        Parameters
+        ----------
+        keys : iterable
+            The inputs' keys in input order (batch: 1, 2, ...; eval: the items' ids).
+        group_size : int
+            Inputs per group.
+        retried, appended : callable or None
+            Called with each row computed again in place, and with each row appended, and what the engine gave
+            beside it.
+
+        Returns
+        -------
+        generator of Step
+        """
+        key = self.key
+        if self.retry:
+            redone: dict[Any, Row] = {}
+
+            def again(row: Row, extra: Any) -> None:
+                redone[row[key]] = row
+                if retried is not None:
+                    retried(row, extra)
+
+            yield Step(0, self.retry, again)
+            self.rows = [redone.get(row[key], row) for row in self.rows]
+            self.log.rewrite(self.rows)
+        done = {row[key] for row in self.rows}
+        skip = resume_point(keys, done, group_size)
+        with self.log.appending() as write:
+
+            def append(row: Row, extra: Any) -> None:
+                if row[key] in done:  # done already: its group is computed again from its start
+                    return
+                write(row)
+                if appended is not None:
+                    appended(row, extra)
+
+            yield Step(skip, None, append)
+
+    def run(
+        self,
+        compute: Callable[[int, frozenset[Any] | None, Emit], None],
+        keys: Iterable[Any],
+        group_size: int,
+        retried: Emit | None = None,
+        appended: Emit | None = None,
+    ) -> None:
+        """:meth:`steps` run by a synchronous engine: ``compute(skip, only, emit)`` for each :class:`Step`."""
+        with closing(self.steps(keys, group_size, retried, appended)) as steps:
+            for step in steps:
+                compute(step.skip, step.only, step.emit)
+
+    async def arun(
+        self,
+        compute: Callable[[int, frozenset[Any] | None, Emit], Awaitable[None]],
+        keys: Iterable[Any],
+        group_size: int,
+        retried: Emit | None = None,
+        appended: Emit | None = None,
+    ) -> None:
+        """:meth:`steps` run by an asynchronous engine: ``await compute(skip, only, emit)`` for each :class:`Step`."""
+        with closing(self.steps(keys, group_size, retried, appended)) as steps:
+            for step in steps:
+                await compute(step.skip, step.only, step.emit)

@@ -171,3 +171,27 @@ def test_cli_score_replays_recorded_server(tmp_path):
     out = json.loads(proc.stdout)
     assert len(out["responses"]) == p["k"] and out["usage"]["requests"] == p["k"]
     assert not out["settings"]["white_box"] and out["eigen_wd"] >= 1
+
+
+def test_api_options_are_read_once_and_build_the_sampler_elsewhere(monkeypatch, tmp_path):
+    """What a Ray actor gets: the key (a value, never printed), timeout, retries and cache folder read on the driver;
+    a sampler built from them reads nothing from its own environment."""
+    import pickle
+
+    from blackbox_wd.clients.api import api_options
+
+    monkeypatch.setenv("OPTIONS_TEST_KEY", "sk-options-key-0123456789")
+    monkeypatch.setenv("BBWD_API_TIMEOUT", "12")
+    monkeypatch.setenv("BBWD_API_ATTEMPTS", "3")
+    monkeypatch.setenv("BBWD_CACHE_DIR", str(tmp_path / "root"))
+    settings = Settings(target="served", base_url="https://example.test/v1", api_key_env="OPTIONS_TEST_KEY")
+    options = pickle.loads(pickle.dumps(api_options(settings)))  # as it travels to an actor
+    assert "sk-options-key" not in repr(options)
+    for name in ("OPTIONS_TEST_KEY", "BBWD_API_TIMEOUT", "BBWD_API_ATTEMPTS", "BBWD_CACHE_DIR"):
+        monkeypatch.delenv(name)
+    sampler = api_sampler_for(settings, options)
+    assert isinstance(sampler, APISampler) and sampler.endpoint.api_key == "sk-options-key-0123456789"
+    assert (sampler.timeout, sampler.retry.attempts) == (12.0, 3)
+    assert sampler.cache is not None and sampler.cache.directory == tmp_path / "root" / "api"
+    with pytest.raises(BBWDError, match="OPTIONS_TEST_KEY is not set"):
+        api_sampler_for(settings)  # without them: this process's environment, which has no key

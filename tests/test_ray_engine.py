@@ -23,7 +23,7 @@ from tiny_vocab import WORDS
 
 from blackbox_wd.batch import BatchRunner, read_done
 from blackbox_wd.pipeline import Detector
-from blackbox_wd.settings import Settings
+from blackbox_wd.settings import GROUP_SIZE, Settings
 
 BBWD = [sys.executable, "-m", "blackbox_wd", "batch"]
 LOOPBACK = "127.0.0.2"
@@ -75,10 +75,17 @@ def run_local(settings: Settings, src: Path, dst: Path, sample_missing: bool, gr
     return asyncio.run(runner.run(src, dst))
 
 
-def run_ray(settings: Settings, src: Path, dst: Path, sample_missing: bool, group_size: int, **resources):
+def ray_runner(settings: Settings, sample_missing: bool, group_size: int = GROUP_SIZE, calibration="auto", **resources):
+    """The Ray engine as `bbwd batch --engine ray` builds it: the driver's detector from the one builder."""
     from blackbox_wd.ray_engine import RayRunner
 
-    return asyncio.run(RayRunner(settings, sample_missing, group_size, **resources).run(src, dst))
+    built = RayRunner.build_options(settings)
+    detector = Detector.from_settings(settings, calibration, group_size=group_size, **built)
+    return RayRunner(detector, sample_missing, **resources)
+
+
+def run_ray(settings: Settings, src: Path, dst: Path, sample_missing: bool, group_size: int, **resources):
+    return asyncio.run(ray_runner(settings, sample_missing, group_size, **resources).run(src, dst))
 
 
 def tiny_log(path: Path) -> list[str | None]:
@@ -389,10 +396,8 @@ def test_calibrated_rows_equal_the_local_engine_and_resume_checks_the_calibratio
 def test_the_driver_reports_the_resolved_device_and_the_local_fingerprint(cluster, tiny_folder):
     """The driver's wiring comes from the one builder: the device resolved for the cluster (no GPU here: cpu, as a
     local run resolves "auto"), the same reported settings and fingerprint as the local engine's."""
-    from blackbox_wd.ray_engine import RayRunner
-
     settings = Settings(teacher=tiny_folder, target=tiny_folder, k=3, max_tokens=6, device="auto")
-    driver, local = RayRunner(settings, True).detector, Detector.from_settings(settings, None)
+    driver, local = ray_runner(settings, True).detector, Detector.from_settings(settings, None)
     assert driver.reported.as_dict()["device"] == local.reported.as_dict()["device"] == "cpu"
     assert driver.reported.as_dict() == local.reported.as_dict() and driver.fingerprint == local.fingerprint
 
@@ -436,3 +441,22 @@ def test_adaptive_k_replayed_equals_the_local_engine(cluster, tmp_path, monkeypa
     out = rows(tmp_path / "ray.jsonl")
     assert {r["id"]: [r["n_samples"], r["usage"]["requests"]] for r in out} == fixture["meta"]["drawn"]
     print(f"max relative deviation of scores, Ray vs local: {assert_same(out, rows(tmp_path / 'local.jsonl')):.3g}")
+
+
+def test_the_engine_builds_no_wiring_and_writes_no_environment():
+    """Ray takes the driver's detector; its actors build theirs with the one builder (``Detector.from_settings``),
+    the API options and key passed as values: no Settings, Detector, card or sampler built here, no environment."""
+    import ast
+
+    from blackbox_wd import ray_engine
+
+    tree = ast.parse(Path(ray_engine.__file__).read_text())
+    called = {
+        node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name | ast.Attribute)
+    }
+    built = {"Settings", "Detector", "TeacherCard", "load_card", "make_api_sampler", "APISampler", "replace"}
+    assert not called & built and "from_settings" in called
+    assert not {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} & {"environ", "putenv"}
+    assert not {kw.arg for n in ast.walk(tree) if isinstance(n, ast.Call) for kw in n.keywords} & {"runtime_env"}

@@ -12,7 +12,7 @@ from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.registry import known_names, resolve
 
 if TYPE_CHECKING:
-    from blackbox_wd.clients.api import APISampler
+    from blackbox_wd.clients.api import APIOptions, APISampler
     from blackbox_wd.sampling import BatchSampler
     from blackbox_wd.teachers.hf import HFTeacher
 
@@ -45,13 +45,26 @@ def target_kind(settings: Settings) -> str:
     )
 
 
-def api_sampler_for(settings: Settings) -> APISampler | None:
-    """The API sampler when the settings' target is reached through an API, else None."""
+def api_sampler_for(settings: Settings, options: APIOptions | None = None) -> APISampler | None:
+    """The API sampler when the settings' target is reached through an API, else None.
+
+    Parameters
+    ----------
+    settings : Settings
+        The run's settings.
+    options : APIOptions or None
+        The API key (a value), record/replay, timeout, retries, cache folder and shared slot, as read elsewhere
+        (a Ray driver's, for its actors); None: read from this process's environment (``api.api_options``).
+
+    Returns
+    -------
+    APISampler or None
+    """
     if target_kind(settings) != "api":
         return None
     from blackbox_wd.clients.api import make_api_sampler
 
-    return make_api_sampler(settings)
+    return make_api_sampler(settings, options=options)
 
 
 def api_host(settings: Settings) -> str | None:

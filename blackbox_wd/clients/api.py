@@ -20,7 +20,10 @@ with the prompt's usage so far, ``transient`` when the last failure was of a ret
 Environment: ``BBWD_API_RECORD=<file>`` records every exchange to a scrubbed fixture,
 ``BBWD_API_REPLAY=<file>`` serves a fixture instead of the network; ``BBWD_API_TIMEOUT`` (seconds
 per request), ``BBWD_API_RETRY_BUDGET`` (seconds, over ``settings.retry_budget``),
-``BBWD_API_ATTEMPTS`` and ``BBWD_API_BACKOFF_CAP`` tune timeouts and retries.
+``BBWD_API_ATTEMPTS`` and ``BBWD_API_BACKOFF_CAP`` tune timeouts and retries. :func:`api_options` reads
+them (with the API key and the cache folder) once, into an :class:`APIOptions` value that
+:func:`make_api_sampler` builds from, so that another process (a Ray actor) builds the same sampler
+from the value alone: nothing read from its environment, the key never written into one.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import os
 import re
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +42,7 @@ import httpx
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from blackbox_wd.clients.cache import CachedSample, SampleCache, sample_key
+from blackbox_wd.clients.cache import CachedSample, SampleCache, default_cache_dir, sample_key
 from blackbox_wd.clients.presets import Endpoint, resolve_endpoint
 from blackbox_wd.clients.replay import Cassette, RecordingTransport, ReplayMiss, ReplayTransport, scrub
 from blackbox_wd.clients.retry import (
@@ -59,7 +62,7 @@ from blackbox_wd.sampling import AsyncSampler
 if TYPE_CHECKING:
     from blackbox_wd.settings import Settings
 
-__all__ = ["APISampler", "make_api_sampler"]
+__all__ = ["APIOptions", "APISampler", "api_options", "make_api_sampler"]
 
 TransportFactory = Callable[[], httpx.AsyncBaseTransport]
 SlotFactory = Callable[[], AbstractAsyncContextManager]
@@ -362,32 +365,107 @@ def api_timeout() -> float:
     return _env_float("BBWD_API_TIMEOUT", 60.0)
 
 
-def make_api_sampler(settings: Settings, shared_slot: SlotFactory | None = None) -> APISampler:
-    """The API sampler for the settings' target (cache, concurrency, retry budget, record/replay from the env)."""
+@dataclass(frozen=True)
+class APIOptions:
+    """How an API sampler is built beyond the settings, read once from a process's environment
+    (:func:`api_options`) and passed on as a value (to a Ray actor, as an argument).
+
+    Parameters
+    ----------
+    endpoint : Endpoint
+        The target, with its API key as a value (never printed: ``Endpoint.__repr__``).
+    replay, record : str or None
+        ``BBWD_API_REPLAY`` / ``BBWD_API_RECORD``: the fixture to serve, or to record into.
+    timeout : float
+        Seconds a request may take (``BBWD_API_TIMEOUT``).
+    retry : RetryPolicy
+        The retry budget (``settings.retry_budget``, ``BBWD_API_RETRY_BUDGET``), attempts and backoff cap.
+    cache_dir : Path or None
+        The API cache's folder (``--cache-dir``, else ``<bbwd cache>/api``); None: no cache.
+    shared_slot : callable or None
+        A slot of a budget shared with other samplers, held by each request (Ray's sampling actors).
+    """
+
+    endpoint: Endpoint
+    replay: str | None = None
+    record: str | None = None
+    timeout: float = 60.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    cache_dir: Path | None = None
+    shared_slot: SlotFactory | None = None
+
+    def sharing(self, slot: SlotFactory) -> APIOptions:
+        """The same options, each request also holding a ``slot()`` of a shared budget."""
+        return replace(self, shared_slot=slot)
+
+
+def api_options(settings: Settings) -> APIOptions:
+    """The API options of the settings' target, from this process's environment: the key (BBWDError when it is
+    missing; none needed to replay a fixture), record/replay, timeout, retries and the cache folder.
+
+    Parameters
+    ----------
+    settings : Settings
+        An API target's settings.
+
+    Returns
+    -------
+    APIOptions
+    """
     endpoint = api_endpoint(settings)
-    replay = os.environ.get("BBWD_API_REPLAY")
-    record = os.environ.get("BBWD_API_RECORD")
-    transport: TransportFactory | None = None
-    if replay:
-        cassette = Cassette.load(replay)
-        shared = ReplayTransport(cassette, source=Path(replay).name)
-        transport = lambda: shared  # noqa: E731 - one replay state across loops
-    elif record:
-        rec = Cassette(meta={"base_url_host": endpoint.host, "model": endpoint.model})
-        transport = lambda: RecordingTransport(record, rec, secrets=(endpoint.api_key,))  # noqa: E731
     budget = getattr(settings, "retry_budget", RetryPolicy.budget)
-    policy = RetryPolicy(
+    retry = RetryPolicy(
         budget=_env_float("BBWD_API_RETRY_BUDGET", budget),
         attempts=int(_env_float("BBWD_API_ATTEMPTS", RetryPolicy.attempts)),
         cap=_env_float("BBWD_API_BACKOFF_CAP", RetryPolicy.cap),
     )
-    cache = SampleCache(settings.cache_dir) if settings.cache else None
+    cache_dir = (Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()) if settings.cache else None
+    return APIOptions(
+        endpoint,
+        replay=os.environ.get("BBWD_API_REPLAY") or None,
+        record=os.environ.get("BBWD_API_RECORD") or None,
+        timeout=api_timeout(),
+        retry=retry,
+        cache_dir=cache_dir,
+    )
+
+
+def make_api_sampler(
+    settings: Settings, shared_slot: SlotFactory | None = None, options: APIOptions | None = None
+) -> APISampler:
+    """The API sampler for the settings' target (cache, concurrency, retry budget, record/replay).
+
+    Parameters
+    ----------
+    settings : Settings
+        An API target's settings (its concurrency).
+    shared_slot : callable or None
+        A slot of a shared budget each request holds (over ``options.shared_slot``).
+    options : APIOptions or None
+        The key, record/replay, timeout, retries and cache folder; None: this process's environment
+        (:func:`api_options`).
+
+    Returns
+    -------
+    APISampler
+    """
+    opts = options if options is not None else api_options(settings)
+    endpoint = opts.endpoint
+    transport: TransportFactory | None = None
+    if opts.replay:
+        cassette = Cassette.load(opts.replay)
+        shared = ReplayTransport(cassette, source=Path(opts.replay).name)
+        transport = lambda: shared  # noqa: E731 - one replay state across loops
+    elif opts.record:
+        record = opts.record
+        rec = Cassette(meta={"base_url_host": endpoint.host, "model": endpoint.model})
+        transport = lambda: RecordingTransport(record, rec, secrets=(endpoint.api_key,))  # noqa: E731
     return APISampler(
         endpoint,
         concurrency=settings.concurrency,
-        cache=cache,
-        retry=policy,
-        timeout=api_timeout(),
+        cache=SampleCache(opts.cache_dir) if opts.cache_dir is not None else None,
+        retry=opts.retry,
+        timeout=opts.timeout,
         transport=transport,
-        shared_slot=shared_slot,
+        shared_slot=shared_slot or opts.shared_slot,
     )

@@ -24,10 +24,10 @@ dataset's order, each drawn by the sampling stage batch uses (``sampling.draw_gr
 one shared-prefix teacher pass. Rows go to results.jsonl through the run log batch uses
 (``runlog.RunLog``: appended, flushed and fsynced), each with the verdict when the wiring has a
 calibration. The fingerprint covers the detector's settings and the protocol (prompts, exemplar ids,
-label source, DSE judge); a rerun keeps the rows of the same fingerprint, calibration and input
-(``done_rows``), recomputes the rows whose error was transient in place (``RunLog.transient``, as batch
-does) and computes the rest, an unfinished group again from its start, so that it ends with the rows
-of an uninterrupted run. ``settings.json`` beside
+label source, DSE judge); a rerun resumes through the driver batch uses (``runlog.Resume``, keyed by
+item id): it keeps the rows of the same fingerprint, calibration and input (``eval_resume``),
+recomputes the rows whose error was transient in place and computes the rest, an unfinished group
+again from its start, so that it ends with the rows of an uninterrupted run. ``settings.json`` beside
 results.jsonl holds the reported settings (and protocol) the rows' fingerprint is computed from,
 for ``bbwd calibrate``.
 """
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ from blackbox_wd.groups import groups
 from blackbox_wd.pipeline import Detector, Result, result_row
 from blackbox_wd.records import Sample, SampleSet, SamplingParams
 from blackbox_wd.rounds import score_in_stages
-from blackbox_wd.runlog import RunLog
+from blackbox_wd.runlog import Emit, Resume, RunLog
 from blackbox_wd.sampling import Drawn, draw_group
 from blackbox_wd.settings import fingerprint
 
@@ -162,23 +162,49 @@ def eval_log(path: Path) -> RunLog:
     return RunLog(path, "eval", "a bbwd eval row", lambda n, row: {"id", "fingerprint", "input_hash"} <= row.keys())
 
 
+def eval_resume(path: Path, fingerprint: str, hashes: dict[str, str], calibration: str | None = None) -> Resume:
+    """The resume of results.jsonl (``runlog.Resume``, keyed by item id): its earlier rows, checked against this
+    run's fingerprint, calibration id and input.
+
+    Parameters
+    ----------
+    path : Path
+        results.jsonl.
+    fingerprint : str
+        This run's (``run_fingerprint``).
+    hashes : dict
+        Every item id of the data file to its line's hash.
+    calibration : str or None
+        The id of the wiring's calibration.
+
+    Returns
+    -------
+    Resume
+        A torn last line is cut off; a file that is not bbwd eval output, or comes from other settings, another
+        calibration or another input, is refused (BBWDError) and left as it is.
+    """
+    log = eval_log(path)
+
+    def check(rows: list[dict[str, Any]]) -> None:
+        log.check_settings(rows, fingerprint, calibration)
+        other = RunLog.other_input(rows, "id", hashes)
+        if other is not None:
+            n, row = other
+            raise BBWDError(f"{path} line {n} (id {row['id']}) comes from another input: use another -o")
+
+    return Resume(log, "id", check)
+
+
 def done_rows(
     path: Path, fingerprint: str, hashes: dict[str, str], calibration: str | None = None
 ) -> list[dict[str, Any]]:
-    """Rows of an earlier run, checked against this run's fingerprint, calibration id and input.
+    """Rows of an earlier run, checked against this run's fingerprint, calibration id and input (``eval_resume``).
 
     ``hashes`` maps every item id of the data file to its line's hash. A torn last line is cut off;
     a file that is not bbwd eval output, or comes from other settings, another calibration or another
     input, is refused and left as it is.
     """
-    log = eval_log(path)
-    rows = log.read()
-    log.check_settings(rows, fingerprint, calibration)
-    other = RunLog.other_input(rows, "id", hashes)
-    if other is not None:
-        n, row = other
-        raise BBWDError(f"{path} line {n} (id {row['id']}) comes from another input: use another -o")
-    return rows
+    return eval_resume(path, fingerprint, hashes, calibration).rows
 
 
 def recorded_draw(item: Item, k: int) -> Drawn:
@@ -322,46 +348,35 @@ def evaluate(
     described = protocol(dataset, label_from, dse, nli.name if nli else None, detector.lne)
     label_from = described["label_from"]  # recorded data is judged on its response
     fp = run_fingerprint(detector, described)
-    rows = done_rows(path, fp, dataset.hashes, calibration_id(detector))
+    resume = eval_resume(path, fp, dataset.hashes, calibration_id(detector))
     # the readable settings of the rows (``bbwd calibrate`` reads them): the rows carry only fp
     reported = {**detector.reported_settings(), "protocol": described, "fingerprint": fp}
     (out_dir / "settings.json").write_text(json.dumps(reported, indent=1) + "\n", encoding="utf-8")
-    seen = {r["id"] for r in rows}
+    seen = {r["id"] for r in resume.rows}
     done = sum(it.id in seen for it in dataset.items)
     if progress:
         progress(done, None)
     loop = asyncio.new_event_loop()  # an API sampler's client lives on it for the whole run
 
-    def scored(group: list[Item]) -> Iterator[tuple[Item, dict[str, Any]]]:
-        for item, row in zip(group, score_items(detector, group, label_from, dse, nli, judge, loop), strict=True):
-            row.update(fingerprint=fp, input_hash=item.input_hash)
-            yield item, row
+    def compute(skip: int, only: frozenset[str] | None, emit: Emit) -> None:
+        """Score the items after the first ``skip`` (only those of ``only`` when given) in groups, a row each."""
+        chosen = [it for it in dataset.items[skip:] if only is None or it.id in only]
+        for group in groups(chosen, detector.group_size):
+            for item, row in zip(group, score_items(detector, group, label_from, dse, nli, judge, loop), strict=True):
+                row.update(fingerprint=fp, input_hash=item.input_hash)
+                emit(row, item)
 
-    log = eval_log(path)
+    new: list[dict[str, Any]] = []
+
+    def appended(row: dict[str, Any], _: Any) -> None:
+        nonlocal done
+        new.append(row)
+        done += 1
+        if progress:
+            progress(done, row)
+
     try:
-        retry = {r["id"] for r in RunLog.transient(rows)}
-        if retry:  # as batch does: the transient errors first, in groups of their own, rewritten in place
-            redone = {
-                item.id: row
-                for group in groups([it for it in dataset.items if it.id in retry], detector.group_size)
-                for item, row in scored(group)
-            }
-            rows = [redone.get(r["id"], r) for r in rows]
-            log.rewrite(rows)
-        with log.appending() as append:
-            # groups are fixed by the dataset's order, so that a resumed run batches exactly as an
-            # uninterrupted one: an unfinished group is computed again from its start
-            for group in groups(dataset.items, detector.group_size):
-                if all(it.id in seen for it in group):
-                    continue
-                for item, row in scored(group):
-                    if item.id in seen:
-                        continue
-                    append(row)
-                    rows.append(row)
-                    done += 1
-                    if progress:
-                        progress(done, row)
+        resume.run(compute, [it.id for it in dataset.items], detector.group_size, appended=appended)
     finally:
         loop.close()
-    return rows
+    return [*resume.rows, *new]
