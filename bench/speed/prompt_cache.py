@@ -19,7 +19,7 @@ Three workloads: short factual questions (the chat template is all they share); 
 tokens of few-shot exemplars as earlier turns (user and assistant turns, as ``bbwd eval``'s few-shot protocol
 builds them); and the same exemplars inside the one user message (no earlier turns: nothing to restore).
 
-    python bench/prompt_cache.py [--repeats 3] [--prompts 16]
+    python -m bench.speed.prompt_cache [--repeats 3] [--prompts 16]
 """
 
 from __future__ import annotations
@@ -28,17 +28,12 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.clients.llamacpp import LlamaCppSampler  # noqa: E402
-from blackbox_wd.records import SamplingParams  # noqa: E402
-from blackbox_wd.teachers.embedded import ensure_gguf  # noqa: E402
-from blackbox_wd.teachers.hf import load_teacher  # noqa: E402
-
-sys.path.insert(0, str(_HERE))
-from _common import table  # noqa: E402
+from bench.common import table
+from blackbox_wd.clients.llamacpp import LlamaCppSampler
+from blackbox_wd.records import SamplingParams
+from blackbox_wd.teachers.embedded import ensure_gguf
+from blackbox_wd.teachers.hf import load_teacher
 
 QUESTIONS = [
     "What is the lightest element?",
