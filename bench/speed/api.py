@@ -1,6 +1,6 @@
 """API sampling throughput on a loopback server with injected latency, against sequential requests.
 
-    python -m bench.speed.api [--latency 0.2] [--concurrency 16] [--prompts 32] [--k 10]
+    python -m bench.speed.api [--latency 0.2] [--concurrency 16] [--prompts 32] [--k 10] [--quick]
 
 The server (tests/api_support.py) answers every request after ``latency`` seconds with a real
 recorded body and ignores ``n``, so every sample is one request. The reference is the same
@@ -53,7 +53,10 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="smoke: 50 ms per request, concurrency 4, 2 prompts, K=4")
     args = ap.parse_args()
+    if args.quick:
+        args.latency, args.concurrency, args.prompts, args.k = 0.05, 4, 2, 4
     # the server runs in its own process so that it does not share this one's GIL
     server = subprocess.Popen([sys.executable, str(API_SERVER), str(args.latency)], stdout=subprocess.PIPE, text=True)
     try:

@@ -33,7 +33,7 @@ tokens whatever ``--max-tokens`` says), so every sample is one request.
 SQuAD and SciQ-with-support prompts are ~100-300 tokens, NQ ~50. White-box mode also times
 ``bbwd batch`` with the previous teacher and sampler (the path before shared prefixes).
 
-    python -m bench.speed.pipeline [--mode both] [--data nq] [--n 50] [--k 10] [--max-tokens 32]
+    python -m bench.speed.pipeline [--mode both] [--data nq] [--n 50] [--k 10] [--max-tokens 32] [--quick]
     python -m bench.speed.pipeline --mode eval --data squad --n 10
 """
 
@@ -362,7 +362,10 @@ def main() -> None:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--latency", type=float, default=0.2, help="black-box: injected seconds per request")
     ap.add_argument("--concurrency", type=int, default=16, help="black-box: bbwd batch request slots")
+    ap.add_argument("--quick", action="store_true", help="smoke: 2 questions, K=3, 4 tokens, 50 ms, concurrency 4")
     args = ap.parse_args()
+    if args.quick:
+        args.n, args.k, args.max_tokens, args.latency, args.concurrency = 2, 3, 4, 0.05, 4
     data = dataset(args.data, args.n, "few-shot" if args.mode == "eval" else "zero-shot")
     items = data.items
     print("command: " + command())

@@ -12,7 +12,7 @@ threads (so its output equals the local engine's); with 2 workers each actor get
 (torch threads / 2, at least 1), so the two share the cores instead of oversubscribing them, and
 its float32 states round differently (the deviation column shows by how much).
 
-    python -m bench.speed.ray [--n 40] [--k 5] [--max-tokens 16] [--group-size 8] [--cpus 2]
+    python -m bench.speed.ray [--n 40] [--k 5] [--max-tokens 16] [--group-size 8] [--cpus 2] [--quick]
 
 Run it from the checkout (Ray's workers import ``blackbox_wd`` from the driver's working folder).
 """
@@ -69,7 +69,10 @@ def main() -> None:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="logical CPUs of the local Ray cluster")
     ap.add_argument("--rounds", type=int, default=1, help="times each engine runs, in turn (the table has every run)")
+    ap.add_argument("--quick", action="store_true", help="smoke: 2 questions, K=3, 4 tokens, a cluster of 2 CPUs")
     args = ap.parse_args()
+    if args.quick:
+        args.n, args.k, args.max_tokens, args.cpus, args.rounds = 2, 3, 4, 2, 1
 
     threads = torch.get_num_threads()
     print(

@@ -22,7 +22,7 @@ and the per-round ratios); latency is per request, wall clock at the client, ove
 Both servers run with ``OMP_NUM_THREADS=1`` (on a shared 2-core machine OpenMP's spinning threads
 slow a forward many times over).
 
-    python -m bench.speed.serve [--k 10] [--latency 0.2] [--levels 1,8,32] [--requests 4,16,32] [--rounds 3]
+    python -m bench.speed.serve [--k 10] [--latency 0.2] [--levels 1,8,32] [--requests 4,16,32] [--rounds 3] [--quick]
 """
 
 from __future__ import annotations
@@ -173,7 +173,10 @@ def main() -> None:
     ap.add_argument("--requests", default="4,16,32", help="requests per round at each level")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per level, the servers taking turns")
     ap.add_argument("--batch-wait-ms", type=float, default=5.0)
+    ap.add_argument("--quick", action="store_true", help="smoke: K=3, 8 tokens, 50 ms, 1 and 2 in flight, 1 round")
     args = ap.parse_args()
+    if args.quick:
+        args.k, args.max_tokens, args.latency, args.levels, args.requests, args.rounds = 3, 8, 0.05, "1,2", "1,2", 1
     levels = [int(x) for x in args.levels.split(",")]
     counts = [int(x) for x in args.requests.split(",")]
     questions = [it.messages[-1]["content"] for it in dataset("nq", args.rounds * sum(counts) + 2).items]

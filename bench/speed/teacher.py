@@ -17,7 +17,7 @@ Paths, timed in alternating rounds on the same pairs (tokenisation excluded):
 Printed per workload: median ms, speed-up, tokens each path ran against the token floor (prompt
 tokens once + each distinct response's tokens once), and the largest state deviation between paths.
 
-    python -m bench.speed.teacher [--workload all] [--rounds 3] [--prompts 8] [--k 10] [--logprobs]
+    python -m bench.speed.teacher [--workload all] [--rounds 3] [--prompts 8] [--k 10] [--logprobs] [--quick]
 """
 
 from __future__ import annotations
@@ -120,12 +120,17 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--quick", action="store_true", help="smoke: synthetic and nq, 2 prompts, K=3, 8 tokens, 2 rounds")
     args = ap.parse_args()
+    if args.quick:
+        args.prompts, args.k, args.max_tokens, args.rounds = 2, 3, 8, 2
     if args.threads:
         torch.set_num_threads(args.threads)
     teacher = load_teacher("smollm2-135m", device=args.device, dtype=args.dtype)
     previous = PreviousTeacher.wrap(teacher)
     names = ["synthetic", "squad", "sciq", "nq"] if args.workload == "all" else [args.workload]
+    if args.quick:
+        names = ["synthetic", "nq"]
     workloads = {
         n: synthetic_pairs(teacher, args.k)
         if n == "synthetic"
