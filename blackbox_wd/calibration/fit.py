@@ -59,7 +59,7 @@ from blackbox_wd.eval.data import PASSAGE_LABELS
 from blackbox_wd.settings import LATER_FIELDS, RECORDED, fingerprint
 
 ECE_BINS = 10
-# chosen on the recorded dev sets by grouped cross-validation (bench/verdict.py; bench/RESULTS.md, "The combined
+# chosen on the recorded dev sets by grouped cross-validation (bench/quality/verdict.py; bench/RESULTS.md, "The combined
 # verdict"): the answer heads' by the mean of SAC3's AUROC and WikiBio's Pearson, the sentence head's by the mean
 # of its NonFact and Factual AUC-PR
 COMBINER = "select"

@@ -21,7 +21,8 @@ HUB_IDS: dict[str, str] = {
 
 # EigenWD's fixed kernel bandwidth for a bundled teacher, per token-state norm (``Settings.norm``): the median,
 # over prompts, of each prompt's median positive W2 distance between its samples, measured once on the samples
-# of the recorded dev sets without their labels (``bench/verdict.py`` prints it), and fixed since, as the projection is.
+# of the recorded dev sets without their labels (``bench/quality/verdict.py`` prints it), and fixed since, as the
+# projection is.
 REFERENCE_BANDWIDTHS: dict[tuple[str, str], float] = {
     ("smollm2-135m", "none"): 94.68,  # SAC3 NQ-open (250 prompts, K = 10) and WikiBio dev (119, K = 20), 2026-11-25
     ("smollm2-135m", "unit"): 0.586,  # the same samples

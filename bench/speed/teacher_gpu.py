@@ -9,9 +9,9 @@ head). The ids are random: the shapes file holds lengths only, no text of the da
 
 Two steps, the first on any machine with ``../shared/data``, the second on the GPU machine::
 
-    python bench/teacher_gpu.py shapes -o shapes.json           # lengths of every record (SmolLM2's tokenizer)
-    python bench/teacher_gpu.py run --shapes shapes.json [--prompts 128 24] [--budgets 8192 16384 ...] [--profile]
-    python bench/teacher_gpu.py run --shapes shapes.json --quick --device cpu  # a 4-layer model: that it runs
+    python -m bench.speed.teacher_gpu shapes -o shapes.json           # lengths of every record (SmolLM2's tokenizer)
+    python -m bench.speed.teacher_gpu run --shapes shapes.json [--prompts 128 24] [--budgets 8192 16384 ...] [--profile]
+    python -m bench.speed.teacher_gpu run --shapes shapes.json --quick --device cpu  # a 4-layer model: that it runs
 
 Printed per set and token budget: records/s and tokens/s (the token floor: each prompt once, each response once)
 of bbwd's pass to the middle layer (``HFTeacher.encode_ids``: shared prefix, levels attention, blocks above
@@ -36,12 +36,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
-from _common import table  # noqa: E402
-
-from blackbox_wd.teachers.hf import HFTeacher  # noqa: E402
-from blackbox_wd.transport import pairwise_w2  # noqa: E402
+from bench.common import ROOT, table
+from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.transport import pairwise_w2
 
 LLAMA2_7B = {
     "vocab_size": 32000,
@@ -319,7 +316,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     sh = sub.add_parser("shapes", help="write the dev sets' token counts (no text) to a JSON file")
-    sh.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    sh.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     sh.add_argument("-o", "--out", type=Path, required=True)
     rn = sub.add_parser("run", help="time the passes on the device")
     rn.add_argument("--shapes", type=Path, required=True)

@@ -33,8 +33,8 @@ tokens whatever ``--max-tokens`` says), so every sample is one request.
 SQuAD and SciQ-with-support prompts are ~100-300 tokens, NQ ~50. White-box mode also times
 ``bbwd batch`` with the previous teacher and sampler (the path before shared prefixes).
 
-    python bench/pipeline.py [--mode both] [--data nq] [--n 50] [--k 10] [--max-tokens 32]
-    python bench/pipeline.py --mode eval --data squad --n 10
+    python -m bench.speed.pipeline [--mode both] [--data nq] [--n 50] [--k 10] [--max-tokens 32] [--quick]
+    python -m bench.speed.pipeline --mode eval --data squad --n 10
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ import asyncio
 import json
 import os
 import platform
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -54,27 +53,22 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import ot
 import torch
 
-_HERE = Path(__file__).resolve().parent  # bench/ot.py would shadow POT: keep this folder last on the path
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
-
-import ot  # noqa: E402
-from _common import table  # noqa: E402
-from _reference import PreviousSampler, PreviousTeacher  # noqa: E402
-from teacher import dataset  # noqa: E402
-
-from blackbox_wd.batch import BatchRunner, BatchSummary  # noqa: E402
-from blackbox_wd.clients.api import APISampler, make_api_sampler  # noqa: E402
-from blackbox_wd.clients.local import LocalSampler  # noqa: E402
-from blackbox_wd.clients.presets import resolve_endpoint  # noqa: E402
-from blackbox_wd.eval.data import Dataset  # noqa: E402
-from blackbox_wd.eval.run import evaluate  # noqa: E402
-from blackbox_wd.pipeline import Detector, as_messages  # noqa: E402
-from blackbox_wd.records import Sample  # noqa: E402
-from blackbox_wd.scores import avg_wd, eigen_wd  # noqa: E402
-from blackbox_wd.settings import Settings  # noqa: E402
-from blackbox_wd.teachers.hf import HFTeacher, load_teacher  # noqa: E402
+from bench._reference import PreviousSampler, PreviousTeacher
+from bench.common import API_SERVER, command, dataset, table
+from blackbox_wd.batch import BatchRunner, BatchSummary
+from blackbox_wd.clients.api import APISampler, make_api_sampler
+from blackbox_wd.clients.local import LocalSampler
+from blackbox_wd.clients.presets import resolve_endpoint
+from blackbox_wd.eval.data import Dataset
+from blackbox_wd.eval.run import evaluate
+from blackbox_wd.pipeline import Detector, as_messages
+from blackbox_wd.records import Sample
+from blackbox_wd.scores import avg_wd, eigen_wd
+from blackbox_wd.settings import Settings
+from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 
 TARGET = "smollm2-135m"
 Draw = Callable[[list[dict[str, str]]], list[Sample]]
@@ -250,11 +244,7 @@ def black_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
         if os.environ.pop(var, None) is not None:
             print(f"note: {var} was set and is ignored by this bench")
     # the server runs in its own process so that it does not share this one's GIL
-    server = subprocess.Popen(
-        [sys.executable, str(_HERE.parent / "tests" / "api_support.py"), str(args.latency)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    server = subprocess.Popen([sys.executable, str(API_SERVER), str(args.latency)], stdout=subprocess.PIPE, text=True)
     try:
         base_url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
         settings = Settings(
@@ -372,10 +362,13 @@ def main() -> None:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--latency", type=float, default=0.2, help="black-box: injected seconds per request")
     ap.add_argument("--concurrency", type=int, default=16, help="black-box: bbwd batch request slots")
+    ap.add_argument("--quick", action="store_true", help="smoke: 2 questions, K=3, 4 tokens, 50 ms, concurrency 4")
     args = ap.parse_args()
+    if args.quick:
+        args.n, args.k, args.max_tokens, args.latency, args.concurrency = 2, 3, 4, 0.05, 4
     data = dataset(args.data, args.n, "few-shot" if args.mode == "eval" else "zero-shot")
     items = data.items
-    print("command: " + shlex.join(["python", *sys.argv]))
+    print("command: " + command())
     print(
         f"python {platform.python_version()}, torch {torch.__version__}, torch threads {torch.get_num_threads()}, "
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} CPUs, "

@@ -1,6 +1,6 @@
 """API sampling throughput on a loopback server with injected latency, against sequential requests.
 
-    python bench/api.py [--latency 0.2] [--concurrency 16] [--prompts 32] [--k 10]
+    python -m bench.speed.api [--latency 0.2] [--concurrency 16] [--prompts 32] [--k 10] [--quick]
 
 The server (tests/api_support.py) answers every request after ``latency`` seconds with a real
 recorded body and ignores ``n``, so every sample is one request. The reference is the same
@@ -13,19 +13,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-# bench/ holds ot.py, which would shadow POT's `ot` for `python bench/api.py`
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-
-import subprocess  # noqa: E402
-
-from blackbox_wd.clients.api import APISampler  # noqa: E402
-from blackbox_wd.clients.presets import Endpoint  # noqa: E402
-from blackbox_wd.records import SamplingParams  # noqa: E402
+from bench.common import API_SERVER
+from blackbox_wd.clients.api import APISampler
+from blackbox_wd.clients.presets import Endpoint
+from blackbox_wd.records import SamplingParams
 
 
 async def draw(sampler: APISampler, prompts: int, k: int) -> int:
@@ -58,13 +53,12 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--prompts", type=int, default=32)
     ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--quick", action="store_true", help="smoke: 50 ms per request, concurrency 4, 2 prompts, K=4")
     args = ap.parse_args()
+    if args.quick:
+        args.latency, args.concurrency, args.prompts, args.k = 0.05, 4, 2, 4
     # the server runs in its own process so that it does not share this one's GIL
-    server = subprocess.Popen(
-        [sys.executable, str(HERE.parent / "tests" / "api_support.py"), str(args.latency)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    server = subprocess.Popen([sys.executable, str(API_SERVER), str(args.latency)], stdout=subprocess.PIPE, text=True)
     try:
         base_url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
         seq_rate, seq_n = rate(base_url, 1, 1, args.k)

@@ -17,8 +17,8 @@ at most 0.20. The teacher pass itself is shown for scale, and what a whole-model
 ``answer_nll``, which score does not run) would add to it over the same answer stopped at the layer (medians over
 rounds).
 
-    python bench/verdict_cost.py                # 24 SAC3 prompts (K = 10), 8 WikiBio passages (K = 10), 5 rounds
-    python bench/verdict_cost.py --quick        # 4 + 2 prompts, 2 rounds
+    python -m bench.speed.verdict_cost                # 24 SAC3 prompts (K = 10), 8 WikiBio passages (K = 10), 5 rounds
+    python -m bench.speed.verdict_cost --quick        # 4 + 2 prompts, 2 rounds
 """
 
 from __future__ import annotations
@@ -26,24 +26,19 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.append(str(_HERE))
-from _common import table  # noqa: E402
-
-from blackbox_wd.baselines import compute_baselines, discrete_semantic_entropy, exact_match_entails  # noqa: E402
-from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration  # noqa: E402
-from blackbox_wd.eval.data import data_dir, load  # noqa: E402
-from blackbox_wd.eval.run import recorded_draw  # noqa: E402
-from blackbox_wd.lexical import unigram_surprise  # noqa: E402
-from blackbox_wd.pipeline import Detector, judge_result, score_states  # noqa: E402
-from blackbox_wd.settings import Settings  # noqa: E402
+from bench.common import command, table
+from blackbox_wd.baselines import compute_baselines, discrete_semantic_entropy, exact_match_entails
+from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
+from blackbox_wd.eval.data import data_dir, load
+from blackbox_wd.eval.run import recorded_draw
+from blackbox_wd.lexical import unigram_surprise
+from blackbox_wd.pipeline import Detector, judge_result, score_states
+from blackbox_wd.settings import Settings
 
 
 def ms(fn):  # type: ignore[no-untyped-def]
@@ -106,7 +101,7 @@ def main() -> None:
         measure(detector, data_dir() / "wikibio_gpt3_dev.jsonl", n_wiki, rounds),
     ]
     print(
-        f"command: python bench/verdict_cost.py{' --quick' if args.quick else ''}   ({platform.machine()}, "
+        f"command: {command()}   ({platform.machine()}, "
         f"{os.cpu_count()} cores, {rounds} rounds, K = 10, teacher smollm2-135m fp32 CPU)\n"
     )
     header = [

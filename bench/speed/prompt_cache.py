@@ -19,7 +19,7 @@ Three workloads: short factual questions (the chat template is all they share); 
 tokens of few-shot exemplars as earlier turns (user and assistant turns, as ``bbwd eval``'s few-shot protocol
 builds them); and the same exemplars inside the one user message (no earlier turns: nothing to restore).
 
-    python bench/prompt_cache.py [--repeats 3] [--prompts 16]
+    python -m bench.speed.prompt_cache [--repeats 3] [--prompts 16] [--quick]
 """
 
 from __future__ import annotations
@@ -28,17 +28,12 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.clients.llamacpp import LlamaCppSampler  # noqa: E402
-from blackbox_wd.records import SamplingParams  # noqa: E402
-from blackbox_wd.teachers.embedded import ensure_gguf  # noqa: E402
-from blackbox_wd.teachers.hf import load_teacher  # noqa: E402
-
-sys.path.insert(0, str(_HERE))
-from _common import table  # noqa: E402
+from bench.common import table
+from blackbox_wd.clients.llamacpp import LlamaCppSampler
+from blackbox_wd.records import SamplingParams
+from blackbox_wd.teachers.embedded import ensure_gguf
+from blackbox_wd.teachers.hf import load_teacher
 
 QUESTIONS = [
     "What is the lightest element?",
@@ -133,7 +128,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=len(QUESTIONS))
+    ap.add_argument("--quick", action="store_true", help="smoke: 2 prompts, 1 round")
     args = ap.parse_args()
+    if args.quick:
+        args.repeats, args.prompts = 1, 2
     teacher = load_teacher("smollm2-135m", "cpu", "float32", None, 16384)
     sampler = ModeSampler(teacher, ensure_gguf())
     rows = []

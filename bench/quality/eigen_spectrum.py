@@ -11,27 +11,21 @@ score follows the run's label (`human_score`: Pearson/Spearman x100; a 0/1 `labe
   whole run (the median of every positive D entry of every prompt: it uses no label, but the other
   prompts of the run, so it is a diagnosis, not a drop-in score).
 
-    python bench/eigen_spectrum.py R/wikibio-k20 R/sac3 --k 5 10 20
+    python -m bench.quality.eigen_spectrum R/wikibio-k20 R/sac3 --k 5 10 20
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import pearsonr, spearmanr
+from sklearn.metrics import roc_auc_score
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from scipy.stats import pearsonr, spearmanr  # noqa: E402
-from sklearn.metrics import roc_auc_score  # noqa: E402
-
-from blackbox_wd.scores import BANDWIDTH_EPS, DEFAULT_ALPHA, P_NORM, avg_wd, eigen_wd, spectrum_ratio  # noqa: E402
-
-sys.path.insert(0, str(_HERE))
-from _common import table  # noqa: E402
+from bench.common import table
+from blackbox_wd.scores import BANDWIDTH_EPS, DEFAULT_ALPHA, P_NORM, avg_wd, eigen_wd, spectrum_ratio
 
 
 def eigen_wd_at(d: np.ndarray, bandwidth: float, alpha: float = DEFAULT_ALPHA, p: float = P_NORM) -> float:

@@ -7,7 +7,7 @@ excludes 0). The figures are those of each run's ``summary.md`` (same functions,
 ``--first N`` recomputes them on a run's first N prompts (e.g. the K=10, T=0.5 point of an ablation
 whose other settings ran on 150 prompts).
 
-    python bench/eval_table.py report/sciq report/nq --label label label_em [--first 150]
+    python -m bench.quality.eval_table report/sciq report/nq --label label label_em [--first 150]
 """
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-# bench/ot.py would shadow POT for `import ot`: keep this folder off the front of the path.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.eval.report import METHODS, NAMES, OURS, best_baseline, compare, labelled, shown, summarize  # noqa: E402
+from blackbox_wd.eval.report import METHODS, NAMES, OURS, best_baseline, compare, labelled, shown, summarize
 
 
 def read_rows(folder: Path, first: int | None) -> list[dict]:

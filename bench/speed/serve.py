@@ -6,7 +6,7 @@ scoring samples are 1 + (K - 1) requests). Both servers run as subprocesses on 1
 settings (target ``smollm2-135m`` at the fault server, teacher the embedded SmolLM2-135M on CPU, K,
 cache off, ``--concurrency`` API slots), started side by side and measured in turn at each level:
 
-  reference: ``python bench/serve.py --reference-server``: a FastAPI app whose every request forwards
+  reference: ``python -m bench.speed.serve --reference-server``: a FastAPI app whose every request forwards
   the answer (``serve.upstream.Upstream``) while it draws its K samples (``APISampler.asample``),
   then runs ``Detector.score_samples`` on one model thread: one teacher pass per request, OT on that
   thread too. The same answer, samples and scores as `bbwd serve`, without the shared queue.
@@ -22,7 +22,7 @@ and the per-round ratios); latency is per request, wall clock at the client, ove
 Both servers run with ``OMP_NUM_THREADS=1`` (on a shared 2-core machine OpenMP's spinning threads
 slow a forward many times over).
 
-    python bench/serve.py [--k 10] [--latency 0.2] [--levels 1,8,32] [--requests 4,16,32] [--rounds 3]
+    python -m bench.speed.serve [--k 10] [--latency 0.2] [--levels 1,8,32] [--requests 4,16,32] [--rounds 3] [--quick]
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import argparse
 import asyncio
 import os
 import platform
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -45,14 +44,9 @@ import uvicorn
 from fastapi import FastAPI, Request  # module level: FastAPI resolves the handlers' annotations here
 from fastapi.responses import JSONResponse
 
-_HERE = Path(__file__).resolve().parent  # bench/ot.py would shadow POT: keep this folder last on the path
-ROOT = _HERE.parent  # and this checkout's blackbox_wd first
-sys.path[:] = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
-
-from _common import table  # noqa: E402
-
-from blackbox_wd.clients.servers import HOST, free_port, wait_healthy  # noqa: E402
-from blackbox_wd.settings import Settings  # noqa: E402
+from bench.common import API_SERVER, ROOT, command, dataset, table
+from blackbox_wd.clients.servers import HOST, free_port, wait_healthy
+from blackbox_wd.settings import Settings
 
 TARGET = "smollm2-135m"
 
@@ -179,13 +173,14 @@ def main() -> None:
     ap.add_argument("--requests", default="4,16,32", help="requests per round at each level")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per level, the servers taking turns")
     ap.add_argument("--batch-wait-ms", type=float, default=5.0)
+    ap.add_argument("--quick", action="store_true", help="smoke: K=3, 8 tokens, 50 ms, 1 and 2 in flight, 1 round")
     args = ap.parse_args()
+    if args.quick:
+        args.k, args.max_tokens, args.latency, args.levels, args.requests, args.rounds = 3, 8, 0.05, "1,2", "1,2", 1
     levels = [int(x) for x in args.levels.split(",")]
     counts = [int(x) for x in args.requests.split(",")]
-    from teacher import dataset_items
-
-    questions = [it.prompt for it in dataset_items("nq", args.rounds * sum(counts) + 2)]
-    print("command: " + shlex.join(["python", *sys.argv]))
+    questions = [it.messages[-1]["content"] for it in dataset("nq", args.rounds * sum(counts) + 2).items]
+    print("command: " + command())
     print(
         f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average at start "
         f"{os.getloadavg()[0]:.2f}; servers with OMP_NUM_THREADS=1"
@@ -198,9 +193,7 @@ def main() -> None:
     procs: list[subprocess.Popen] = []
     try:
         target = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "api_support.py"), str(args.latency)],
-            stdout=subprocess.PIPE,
-            text=True,
+            [sys.executable, str(API_SERVER), str(args.latency)], stdout=subprocess.PIPE, text=True
         )
         procs.append(target)
         base_url = f"http://{HOST}:{int(target.stdout.readline())}/v1"
@@ -209,7 +202,8 @@ def main() -> None:
         start(
             [
                 sys.executable,
-                str(_HERE / "serve.py"),
+                "-m",
+                "bench.speed.serve",
                 "--reference-server",
                 "--port",
                 str(ref_port),

@@ -9,7 +9,7 @@ order rotated) so that a change in the machine's load hits them alike:
 - ``python -c pass``: the interpreter alone.
 Printed: median, min and max wall seconds of each, and each median's ratio to ``bbwd --help``'s.
 
-    python bench/startup.py [--runs 7] [--quick]
+    python -m bench.speed.startup [--runs 7] [--quick]
 """
 
 from __future__ import annotations
@@ -21,14 +21,9 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-# bench/ot.py would shadow POT for `import ot`: keep this folder at the end of the path, not the front.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
-from _common import table  # noqa: E402
+from bench.common import ROOT, table
 
-ROOT = _HERE.parent
 HELP = "bbwd --help"
 PREVIOUS = "import blackbox_wd.pipeline, blackbox_wd.calibration\nfrom blackbox_wd.cli import main\nmain(['--help'])"
 COMMANDS = {

@@ -12,7 +12,7 @@ threads (so its output equals the local engine's); with 2 workers each actor get
 (torch threads / 2, at least 1), so the two share the cores instead of oversubscribing them, and
 its float32 states round differently (the deviation column shows by how much).
 
-    python bench/ray.py [--n 40] [--k 5] [--max-tokens 16] [--group-size 8] [--cpus 2]
+    python -m bench.speed.ray [--n 40] [--k 5] [--max-tokens 16] [--group-size 8] [--cpus 2] [--quick]
 
 Run it from the checkout (Ray's workers import ``blackbox_wd`` from the driver's working folder).
 """
@@ -24,26 +24,20 @@ import asyncio
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from functools import partial
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent  # bench/ot.py would shadow POT: keep this folder last on the path
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
+import ray
+import torch
 
-import ray  # noqa: E402
-import torch  # noqa: E402
-from _common import table  # noqa: E402
-
-sys.path.remove(str(_HERE))  # Ray hands the driver's script folder to its workers: this one would shadow POT and ray
-
-from blackbox_wd.batch import BatchRunner, BatchSummary  # noqa: E402
-from blackbox_wd.eval.data import load  # noqa: E402
-from blackbox_wd.pipeline import Detector  # noqa: E402
-from blackbox_wd.ray_engine import RayRunner  # noqa: E402
-from blackbox_wd.settings import Settings  # noqa: E402
+from bench.common import table
+from blackbox_wd.batch import BatchRunner, BatchSummary
+from blackbox_wd.eval.data import load
+from blackbox_wd.pipeline import Detector
+from blackbox_wd.ray_engine import RayRunner
+from blackbox_wd.settings import Settings
 
 
 def deviation(path: Path, reference: Path) -> float:
@@ -75,7 +69,10 @@ def main() -> None:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="logical CPUs of the local Ray cluster")
     ap.add_argument("--rounds", type=int, default=1, help="times each engine runs, in turn (the table has every run)")
+    ap.add_argument("--quick", action="store_true", help="smoke: 2 questions, K=3, 4 tokens, a cluster of 2 CPUs")
     args = ap.parse_args()
+    if args.quick:
+        args.n, args.k, args.max_tokens, args.cpus, args.rounds = 2, 3, 4, 2, 1
 
     threads = torch.get_num_threads()
     print(

@@ -11,7 +11,7 @@ Per prompt, in alternating rounds (so that a change in the machine's load hits b
 Printed per prompt: median/min/max wall seconds of each, the responses they drew, the median of
 score's own stage timings, and the goal's bound 3 x reference + 2 s against score's median and the floor.
 
-    python bench/score.py [--rounds 5] [--quick]
+    python -m bench.speed.score [--rounds 5] [--quick]
 """
 
 from __future__ import annotations
@@ -24,20 +24,14 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import httpx
 
-# bench/ot.py would shadow POT for `import ot`: keep this folder at the end of the path, not the front.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
-from _common import table  # noqa: E402
+from bench.common import ROOT, table
+from blackbox_wd.clients.llamacpp import NEUTRAL, threads
+from blackbox_wd.clients.servers import LlamaCppServer
+from blackbox_wd.teachers.embedded import ensure_gguf
 
-from blackbox_wd.clients.llamacpp import NEUTRAL, threads  # noqa: E402
-from blackbox_wd.clients.servers import LlamaCppServer  # noqa: E402
-from blackbox_wd.teachers.embedded import ensure_gguf  # noqa: E402
-
-ROOT = _HERE.parent
 PROMPTS = ("What is the capital of Australia?", "Who won the 1987 Tour de France?")
 FLOOR = "import torch, ot, transformers.modeling_utils"
 

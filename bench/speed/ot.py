@@ -7,8 +7,8 @@ a 0.3 s pause follows it, while its idle BLAS threads spin), the reference with 
 thread (the stronger baseline), and the optimised path; the table gives medians of ms per prompt
 and the median over rounds of each round's ratio (reference / optimised on the same prompt).
 
-    python bench/ot.py            # full grid, ~3 min on 2 cores
-    python bench/ot.py --quick    # smoke run, a few seconds
+    python -m bench.speed.ot            # full grid, ~3 min on 2 cores
+    python -m bench.speed.ot --quick    # smoke run, a few seconds
 """
 
 from __future__ import annotations
@@ -19,20 +19,13 @@ import platform
 import sys
 import time
 from functools import partial
-from pathlib import Path
 
-# This file is bench/ot.py: take its folder off the path so that `import ot` finds POT, not itself.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+import numpy as np
+import ot
+from threadpoolctl import threadpool_limits
 
-import numpy as np  # noqa: E402
-import ot  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
-
-sys.path.append(str(_HERE))
-from _common import table, timed, token_clouds  # noqa: E402
-
-from blackbox_wd.transport import pairwise_w2  # noqa: E402
+from bench.common import table, timed, token_clouds
+from blackbox_wd.transport import pairwise_w2
 
 PAUSE_S = 0.3  # OpenBLAS workers spin on for ~0.1 s after a multi-threaded call
 

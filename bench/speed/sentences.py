@@ -14,8 +14,8 @@ Reference prompt = pairwise + before; with sentences = pairwise + plans + senten
 (ms) and the median over rounds of each round's ratio; the goal of #23 is at most 1.20. spaCy's first call
 in a process (import and pipeline) is reported apart, as it is paid once per process.
 
-    python bench/sentences.py              # K=20, M=180, S=8, 7 rounds
-    python bench/sentences.py --quick      # smoke run, a few seconds
+    python -m bench.speed.sentences              # K=20, M=180, S=8, 7 rounds
+    python -m bench.speed.sentences --quick      # smoke run, a few seconds
 """
 
 from __future__ import annotations
@@ -24,21 +24,15 @@ import argparse
 import os
 import platform
 import re
-import sys
 from functools import partial
 from itertools import pairwise
-from pathlib import Path
 
 import numpy as np
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]  # bench/ot.py would shadow POT's `ot`
-sys.path.append(str(_HERE))
-from _common import table, timed, token_clouds  # noqa: E402
-
-from blackbox_wd.scores import answer_wd  # noqa: E402
-from blackbox_wd.sentences import score_sentences  # noqa: E402
-from blackbox_wd.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs, w2_to_each  # noqa: E402
+from bench.common import table, timed, token_clouds
+from blackbox_wd.scores import answer_wd
+from blackbox_wd.sentences import score_sentences
+from blackbox_wd.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs, w2_to_each
 
 WORDS = (
     "the",

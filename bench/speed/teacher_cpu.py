@@ -20,7 +20,7 @@ copy of the model. Variants (``--variants``):
 - ``ort`` (table of its own): ONNX Runtime on the model cut at the layer, plain forward of
   prompt + response (right-padded, no cache: exporting the cached prefix path is impractical), against the
   same plain forward in torch.
-Workloads: ``synthetic`` (one 44-token prompt, K ~80-token responses, as ``bench/teacher.py``), ``sac3``
+Workloads: ``synthetic`` (one 44-token prompt, K ~80-token responses, as ``bench/speed/teacher.py``), ``sac3``
 (the first ``--prompts`` records of the recorded SAC3 NQ-open set, K recorded gpt-3.5-turbo samples each:
 short answers) and ``wikibio`` (the first ``--prompts`` records of the WikiBio GPT-3 set, K recorded GPT-3
 passages each: the issue's "GPT-3 passages"). Printed: median ms and tokens/s (token floor / time), the median
@@ -30,7 +30,7 @@ states from ``padded``'s.
 Also ``eval VARIANT -- ARGS`` (``bbwd eval ARGS`` with the teacher in that variant) and ``compare REF RUN...``
 (paired AUROC differences of AvgWD and EigenWD against REF's results.jsonl).
 
-    python bench/teacher_cpu.py [--variants padded,fp32,int8,...] [--rounds 7] [--prompts 16] [--k 10] [--quick]
+    python -m bench.speed.teacher_cpu [--variants padded,fp32,int8,...] [--rounds 7] [--prompts 16] [--k 10] [--quick]
 """
 
 from __future__ import annotations
@@ -51,18 +51,13 @@ import numpy as np
 import torch
 from torch import nn
 
-# bench/ot.py would shadow POT for `import ot`: keep this folder at the end of the path, not the front.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
-from _common import table, timed  # noqa: E402
-from _reference import PaddedTeacher  # noqa: E402
-from teacher import Pairs, synthetic_pairs  # noqa: E402
-
-from blackbox_wd.eval.data import data_dir, load  # noqa: E402
-from blackbox_wd.pipeline import token_floor  # noqa: E402
-from blackbox_wd.teachers import hf  # noqa: E402
-from blackbox_wd.teachers.hf import HFTeacher, load_teacher  # noqa: E402
-from blackbox_wd.teachers.pad import pad_batch  # noqa: E402
+from bench._reference import PaddedTeacher
+from bench.common import Pairs, synthetic_pairs, table, timed
+from blackbox_wd.eval.data import data_dir, load
+from blackbox_wd.pipeline import token_floor
+from blackbox_wd.teachers import hf
+from blackbox_wd.teachers.hf import HFTeacher, load_teacher
+from blackbox_wd.teachers.pad import pad_batch
 
 SAC3 = "sac3_nq_open.jsonl"  # in the shared data folder ($BBWD_DATA_DIR or ../shared/data)
 WIKIBIO = "wikibio_gpt3_dev.jsonl"

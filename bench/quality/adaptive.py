@@ -17,7 +17,8 @@ Per set: samples drawn (mean and count per stage), AUROC (SAC3, 0/1 label) or Pe
 prompts whose flag differs, and the target tokens saved (the recorded samples' tokens, by the teacher's
 tokenizer, of the samples not drawn).
 
-    python bench/adaptive.py --set sac3=R/sac3-k3,R/sac3-k5,R/sac3 --set wikibio=R/wb-k3,R/wb-k5,R/wb-k10 --k-max 10
+    python -m bench.quality.adaptive --set sac3=R/sac3-k3,R/sac3-k5,R/sac3 \
+        --set wikibio=R/wb-k3,R/wb-k5,R/wb-k10 --k-max 10
 """
 
 from __future__ import annotations
@@ -29,18 +30,14 @@ from typing import Any
 
 import numpy as np
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.adaptive import DELTA, fit_settles, stages, stop_stage  # noqa: E402
-from blackbox_wd.calibration.combine import Table, first_by_prompt, fit_head, group_folds, heads_on, table_from  # noqa: E402
-from blackbox_wd.calibration.fit import COMBINER, leave_out, short_only_members, verdicts_by_prompt  # noqa: E402
-from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Head, is_passage, sentence_verdict  # noqa: E402
-from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff  # noqa: E402
-from blackbox_wd.teachers.registry import reference_bandwidth  # noqa: E402
-
-sys.path.insert(0, str(_HERE))
-from _common import table  # noqa: E402
-from verdict import API_MEMBERS, SEED, members_of, pearson_diff, read_rows, sentence_head  # noqa: E402
+from bench.common import table
+from bench.verdicts import API_MEMBERS, SEED, members_of, pearson_diff, read_rows, sentence_head
+from blackbox_wd.adaptive import DELTA, fit_settles, stages, stop_stage
+from blackbox_wd.calibration.combine import Table, first_by_prompt, fit_head, group_folds, heads_on, table_from
+from blackbox_wd.calibration.fit import COMBINER, leave_out, short_only_members, verdicts_by_prompt
+from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Head, is_passage, sentence_verdict
+from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff
+from blackbox_wd.teachers.registry import reference_bandwidth
 
 FOLDS = 5
 

@@ -6,26 +6,21 @@ seeds 0 to N - 1 (``calibration.combine.fit_head``, 5 folds grouped by prompt). 
 on the 0/1 rows (as ``fitted_on.cv.auroc`` of a calibration) per seed, their mean, least and most, and the
 members each combiner keeps on all rows.
 
-    python bench/combiner.py R/sciq-wb/results.jsonl --seeds 5
+    python -m bench.quality.combiner R/sciq-wb/results.jsonl --seeds 5
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.calibration.combine import COMBINERS, fit_head, head_sets  # noqa: E402
-from blackbox_wd.calibration.fit import OPTIONAL, read_labelled  # noqa: E402
-from blackbox_wd.calibration.model import MEMBERS  # noqa: E402
-
-sys.path.insert(0, str(_HERE))
-from _common import table  # noqa: E402
+from bench.common import table
+from blackbox_wd.calibration.combine import COMBINERS, fit_head, head_sets
+from blackbox_wd.calibration.fit import OPTIONAL, read_labelled
+from blackbox_wd.calibration.model import MEMBERS
 
 
 def main() -> None:

@@ -17,61 +17,25 @@ Paths, timed in alternating rounds on the same pairs (tokenisation excluded):
 Printed per workload: median ms, speed-up, tokens each path ran against the token floor (prompt
 tokens once + each distinct response's tokens once), and the largest state deviation between paths.
 
-    python bench/teacher.py [--workload all] [--rounds 3] [--prompts 8] [--k 10] [--logprobs]
+    python -m bench.speed.teacher [--workload all] [--rounds 3] [--prompts 8] [--k 10] [--logprobs] [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
-import sys
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import torch
 
-# bench/ot.py would shadow POT for `import ot`: keep this folder at the end of the path, not the front.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
-from _common import table, timed  # noqa: E402
-from _reference import PreviousTeacher  # noqa: E402
-
-from blackbox_wd.clients.local import LocalSampler  # noqa: E402
-from blackbox_wd.eval.data import Dataset, Item, load  # noqa: E402
-from blackbox_wd.pipeline import token_floor  # noqa: E402
-from blackbox_wd.records import SamplingParams  # noqa: E402
-from blackbox_wd.teachers.hf import HFTeacher, load_teacher  # noqa: E402
-
-PROMPT = [{"role": "user", "content": "Explain in a short paragraph why the sky looks blue during the day."}]
-SENTENCES = [
-    "Sunlight is made of many colours, and when it enters the atmosphere it meets molecules of nitrogen and oxygen.",
-    "These molecules scatter short wavelengths far more strongly than long ones, a process called Rayleigh scattering.",
-    "Blue light is therefore bounced around the sky in every direction, so wherever we look we see some of it.",
-    "Violet is scattered even more, but our eyes are less sensitive to it and some of it is absorbed high up.",
-    "At sunrise and sunset the light crosses much more air, so the blue is scattered away and reds remain.",
-    "On other planets with different atmospheres, such as Mars, the daytime sky can look butterscotch instead.",
-    "Clouds look white because their droplets are large and scatter all visible wavelengths about equally.",
-    "The effect was explained by Lord Rayleigh in the nineteenth century using the wave theory of light.",
-]
-Pairs = list[tuple[list[int], list[int]]]
-
-
-def synthetic_pairs(teacher: HFTeacher, k: int, target: int = 80) -> Pairs:
-    """K different responses of about ``target`` tokens after one prompt, built from rotated sentences."""
-    prompt, out = teacher.prompt_ids(PROMPT), []
-    for i in range(k):
-        text, j = "", i
-        while len(teacher.response_ids(text)) < target:
-            text += (" " if text else "") + SENTENCES[j % len(SENTENCES)]
-            j += 3
-        out.append((prompt, teacher.response_ids(text)[: target - 4 + (i % 9)]))  # 76..84 tokens
-    return out
-
-
-def dataset(name: str, n: int, protocol: str = "zero-shot") -> Dataset:
-    """The first n items of a shared set as ``bbwd eval`` prompts them (SciQ: items with support only)."""
-    return load(name, protocol, n, require_context=name == "sciq")
+from bench._reference import PreviousTeacher
+from bench.common import Pairs, dataset, synthetic_pairs, table, timed
+from blackbox_wd.clients.local import LocalSampler
+from blackbox_wd.eval.data import Item
+from blackbox_wd.pipeline import token_floor
+from blackbox_wd.records import SamplingParams
+from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 
 
 def sampled_pairs(teacher: HFTeacher, items: list[Item], k: int, max_tokens: int) -> Pairs:
@@ -156,12 +120,17 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--quick", action="store_true", help="smoke: synthetic and nq, 2 prompts, K=3, 8 tokens, 2 rounds")
     args = ap.parse_args()
+    if args.quick:
+        args.prompts, args.k, args.max_tokens, args.rounds = 2, 3, 8, 2
     if args.threads:
         torch.set_num_threads(args.threads)
     teacher = load_teacher("smollm2-135m", device=args.device, dtype=args.dtype)
     previous = PreviousTeacher.wrap(teacher)
     names = ["synthetic", "squad", "sciq", "nq"] if args.workload == "all" else [args.workload]
+    if args.quick:
+        names = ["synthetic", "nq"]
     workloads = {
         n: synthetic_pairs(teacher, args.k)
         if n == "synthetic"

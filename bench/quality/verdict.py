@@ -29,7 +29,7 @@ from D with the bandwidth given or measured here.
 - **Sentence verdict**: WikiBio's sentences (NonFact label: minor or major), a head over the OT score and the
   lexical surprise, out-of-fold p (nested, and deployed) against each part.
 
-    python bench/verdict.py --sac3 R/sac3 --wikibio R/wikibio [--bandwidth B]
+    python -m bench.quality.verdict --sac3 R/sac3 --wikibio R/wikibio [--bandwidth B]
         [--kinds sentences|length | --scales | --seeds N | --passages N | --aggregate N]
 """
 
@@ -37,120 +37,36 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-from blackbox_wd.calibration.combine import COMBINERS, HeadFit, Table, first_by_prompt, fit_head, table_from  # noqa: E402
-from blackbox_wd.calibration.model import (  # noqa: E402
-    MEMBERS,
-    PASSAGE_TOKENS,
-    SHORT_ONLY,
-    Head,
-    is_passage,
-    member_value,
-    sentence_verdict,
+from bench.common import table
+from bench.verdicts import (
+    API_MEMBERS,
+    N_BOOT,
+    SEED,
+    api_members,
+    auroc_text,
+    both_sets,
+    column,
+    diff_text,
+    out_of_fold,
+    pearson_diff,
+    pearson_text,
+    per_set,
+    pooled_table,
+    r_text,
+    read_rows,
+    reference_bandwidth,
+    sentence_head,
+    sentence_table,
 )
-from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr  # noqa: E402
-from blackbox_wd.scores import eigen_wd  # noqa: E402
+from blackbox_wd.calibration.combine import COMBINERS, Table, first_by_prompt, fit_head
+from blackbox_wd.calibration.model import PASSAGE_TOKENS, SHORT_ONLY, is_passage, sentence_verdict
+from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr
 
-sys.path.insert(0, str(_HERE))
-from _common import table  # noqa: E402
-
-SEVERITY = {"accurate": 0, "minor_inaccurate": 1, "major_inaccurate": 2}
-API_MEMBERS = tuple(m for m in MEMBERS if m not in ("lne", "dse"))  # what every API row of both sets has
-N_BOOT, SEED = 1000, 0
 KIND_TOKENS = PASSAGE_TOKENS  # --kinds length, --scales, --passages: a median sample of this many tokens or more
-
-
-def read_rows(folder: Path) -> list[dict[str, Any]]:
-    """The scored rows of a run (errors dropped)."""
-    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip()]
-    return [r for r in rows if r.get("error") is None]
-
-
-def reference_bandwidth(runs: list[list[dict[str, Any]]]) -> float:
-    """Median over every prompt of the runs of its median positive D (a prompt without one is left out)."""
-    medians = [float(np.median(d[d > 0])) for rows in runs for r in rows if ((d := np.asarray(r["D"])) > 0).any()]
-    return float(np.median(medians))
-
-
-def members_of(row: dict[str, Any], bandwidth: float) -> dict[str, float | None]:
-    """The answer-level members of an eval row (``calibration.model.member_value``), EigenWD's fixed bandwidth
-    ``bandwidth`` applied to the row's D."""
-    out = {name: member_value(row, name) for name in MEMBERS}
-    out["log_eigen_wd_fixed"] = math.log(eigen_wd(np.asarray(row["D"]), bandwidth=bandwidth))
-    return out
-
-
-def pearson_diff(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """r(a, y) - r(b, y) and its percentile CI over prompt resamples."""
-    idx = np.random.default_rng(SEED).integers(0, y.size, (N_BOOT, y.size))
-    r = lambda s, i: np.corrcoef(s[i], y[i])[0, 1]  # noqa: E731
-    d = np.array([r(a, i) - r(b, i) for i in idx])
-    return float(r(a, np.arange(y.size)) - r(b, np.arange(y.size))), *np.percentile(d, [2.5, 97.5]).tolist()
-
-
-def pearson_text(diff: tuple[float, float, float]) -> str:
-    """A :func:`pearson_diff` x100 with its CI."""
-    return f"{100 * diff[0]:+.2f} [{100 * diff[1]:+.2f}, {100 * diff[2]:+.2f}]"
-
-
-def auroc_text(a: Any) -> str:
-    """An ``auroc_with_ci`` result with its CI."""
-    return f"{a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}]"
-
-
-def r_text(c: Any) -> str:
-    """A ``correlation_with_ci`` result x100 with its CI."""
-    return f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]"
-
-
-def diff_text(d: Any) -> str:
-    """A ``paired_auroc_diff`` result with its CI."""
-    return f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]"
-
-
-def out_of_fold(t: Table, fit: HeadFit) -> dict[str, float]:
-    """The nested out-of-fold p of a head fitted on ``t``, by prompt (a passage's two rows share it)."""
-    return dict(zip(t.groups[fit.rows], fit.p, strict=True))
-
-
-def per_set(p: dict[str, float], sac3: list[dict], wiki: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """p by prompt as SAC3's values and WikiBio's, in their rows' order."""
-    return np.array([p[r["id"]] for r in sac3]), np.array([p[r["id"]] for r in wiki])
-
-
-def column(ms: list[dict[str, float | None]], name: str) -> np.ndarray:
-    """One member over rows' members (NaN where a row has none)."""
-    return np.array([np.nan if m[name] is None else m[name] for m in ms], dtype=float)
-
-
-def both_sets(sac3: list[dict], wiki: list[dict], bandwidth: float) -> tuple[list, list, np.ndarray, np.ndarray]:
-    """The members of every row of both sets, SAC3's 0/1 labels and WikiBio's human scores."""
-    m_s = [members_of(r, bandwidth) for r in sac3]
-    m_w = [members_of(r, bandwidth) for r in wiki]
-    y_s = np.array([r["label"] for r in sac3], dtype=float)
-    h_w = np.array([r["human_score"] for r in wiki], dtype=float)
-    return m_s, m_w, y_s, h_w
-
-
-def api_members(m_s: list, m_w: list) -> list[str]:
-    """The API members some row of either set has."""
-    return [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
-
-
-def pooled_table(sac3: list[dict], wiki: list[dict], m_s: list, m_w: list, members: list[str]) -> Table:
-    """One table of both sets over ``members`` (a passage's human score h as two rows weighted h and 1 - h)."""
-    groups = [r["id"] for r in sac3] + [r["id"] for r in wiki]
-    source = ["sac3"] * len(sac3) + ["wikibio"] * len(wiki)
-    labels = [r["label"] for r in sac3] + [r["human_score"] for r in wiki]
-    return table_from({n: list(column(m_s, n)) + list(column(m_w, n)) for n in members}, labels, groups, source)
 
 
 def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
@@ -420,13 +336,6 @@ def passage_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds:
     ]
 
 
-def sentence_head(wiki: list[dict], folds: int) -> Head:
-    """The ``mean`` sentence head over WikiBio's labelled sentences, as ``bbwd calibrate`` fits it (its z reads
-    no label: nothing is fitted but the scales)."""
-    t, _, _ = sentence_table(wiki)
-    return fit_head(t, ["score", "unigram"], combiner="mean", folds=folds, seed=SEED).head
-
-
 def aggregate_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, seeds: int) -> list[str]:
     """The shipped head (``mean``, short-answer members missing on passages) with and without ``sentence_verdict``,
     on the deployed p and the nested p over ``seeds`` fold seeds, beside the best single scores (RESULTS' rule)."""
@@ -500,22 +409,6 @@ def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
         f"per kind minus pooled: SAC3 {diff_text(d)}, WikiBio {pearson_text(dw)}",
         "",
     ]
-
-
-def sentence_table(wiki: list[dict]) -> tuple[Table, np.ndarray, np.ndarray]:
-    """WikiBio's labelled sentences as a table over the OT score and the lexical surprise (label: minor or major
-    inaccurate), with each sentence's severity (0, 1, 2) and passage index."""
-    score, unigram, severity, groups = [], [], [], []
-    for r in wiki:
-        for s, label in zip(r["sentences"], r["sentence_labels"], strict=True):
-            score.append(np.nan if s["score"] is None else s["score"])
-            unigram.append(np.nan if s["unigram"] is None else s["unigram"])
-            severity.append(SEVERITY[label])
-            groups.append(r["id"])
-    sev = np.array(severity)
-    passage = np.unique(groups, return_inverse=True)[1]
-    t = table_from({"score": score, "unigram": unigram}, list((sev > 0).astype(float)), groups, ["wikibio"] * sev.size)
-    return t, sev, passage
 
 
 def sentence_section(wiki: list[dict], folds: int) -> list[str]:

@@ -18,8 +18,8 @@ the exemplars itself (its memo is emptied after the warm-up), later groups reuse
 Printed: seconds per prompt (median over the round's groups), peak RSS (``ru_maxrss`` of the process),
 decoded row-steps, and the per-round ratio.
 
-    python bench/fewshot.py [--prompts 8] [--rounds 2] [--k 10] [--max-tokens 128]
-    python bench/fewshot.py --quick
+    python -m bench.speed.fewshot [--prompts 8] [--rounds 2] [--k 10] [--max-tokens 128]
+    python -m bench.speed.fewshot --quick
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import resource
-import shlex
 import statistics
 import subprocess
 import sys
@@ -38,10 +37,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-_HERE = Path(__file__).resolve().parent  # bench/ot.py would shadow POT: keep this folder last on the path
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE] + [str(_HERE)]
-
-from _common import table  # noqa: E402
+from bench.common import ROOT, command, table
 
 PATHS = {"previous": "previous (#13: cache copied per row, generate)", "shared": "shared prefix (#24)"}
 
@@ -49,8 +45,8 @@ PATHS = {"previous": "previous (#13: cache copied per row, generate)", "shared":
 def child(args: argparse.Namespace) -> None:
     """Time one path's groups in this process and print one JSON line."""
     import torch
-    from _reference import CopiedSampler, CopiedTeacher
 
+    from bench._reference import CopiedSampler, CopiedTeacher
     from blackbox_wd.clients.local import LocalSampler
     from blackbox_wd.eval.data import load
     from blackbox_wd.eval.run import evaluate
@@ -98,7 +94,8 @@ def run_child(path: str, args: argparse.Namespace) -> dict:
     """One path in a fresh process: its JSON report."""
     cmd = [
         sys.executable,
-        __file__,
+        "-m",
+        "bench.speed.fewshot",
         "--child",
         path,
         "--prompts",
@@ -110,7 +107,7 @@ def run_child(path: str, args: argparse.Namespace) -> dict:
         "--group-size",
         str(args.group_size),
     ]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=ROOT).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -130,7 +127,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    print("command: " + shlex.join(["python", *sys.argv]))
+    print("command: " + command())
     print(
         f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}; "
         f"sciq few-shot with support, {args.prompts} prompts, K={args.k}, T=0.5, max_tokens={args.max_tokens}, "

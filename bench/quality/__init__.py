@@ -1,0 +1,1 @@
+"""Quality studies over ``bbwd eval`` report folders (no timing)."""
