@@ -7,7 +7,7 @@ x100 (a passage label: ``human_score``, ``unsupported_share``), ECE, the flag's 
 prints, S's best single member (oriented by the sign of its correlation with the label on the training sets), and
 with ``--auto`` the ``-k auto`` replay (stages 3, 5, K: samples drawn, the metric, flag agreement with fixed K).
 
-    python bench/transfer.py --runs RUNS --combiners mean select logistic --auto
+    python -m bench.quality.transfer --runs RUNS --combiners mean select logistic --auto
 
 where RUNS holds ``<set>-k<K>/results.jsonl`` (with ``settings.json``) for each set and K.
 """
