@@ -220,17 +220,16 @@ def test_the_shipped_calibration_is_valid_for_scores_default_settings():
     assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.threshold < 1
 
 
-def test_the_shipped_staged_calibration_is_valid_for_score_k_auto_on_the_embedded_model():
-    """`bbwd score -k auto` on the embedded model gets `smollm2-135m.auto.json`: its settings are score's defaults
-    with the settle rule and llama.cpp's samples, and it judges stages 3 and 5 with heads and bands of their own."""
-    path = default_calibration_path(Settings().teacher, True, staged=True)
+def test_the_shipped_calibration_serves_score_k_auto_on_the_embedded_model():
+    """`bbwd score -k auto` on the embedded model gets `smollm2-135m.json`, the file of fixed K: its settings are
+    score's defaults with llama.cpp's samples, and it judges stages 3 and 5 with heads and bands of their own."""
+    path = default_calibration_path(Settings().teacher, True)
     cal = Calibration.load(path)
     defaults = Settings(stop="settle")
     reported = {**REPORTED, "k": defaults.k, "stop": defaults.stop, "temperature": defaults.temperature}
     cal.check({**reported, "sampler": "llama.cpp", "max_tokens": defaults.max_tokens})
-    with pytest.raises(BBWDError, match="does not apply"):
-        cal.check({**reported, "sampler": "llama.cpp", "stop": None})
-    assert [s.k for s in cal.stages] == [3, 5] and cal.fitted_on.n >= 300
+    cal.check({**reported, "sampler": "llama.cpp", "stop": None})  # and fixed K
+    assert [s.k for s in cal.stages] == [3, 5] and cal.k == 10 and cal.fitted_on.n >= 300
     assert all(0 <= s.settle.below <= s.settle.above <= 1 for s in cal.stages)
 
 
@@ -255,9 +254,19 @@ def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
         "p": defaults.p,
     }
     cal.check(run)
-    assert cal.settings["target"] == "recorded" and cal.fitted_on.samples.startswith("gpt-3.5-turbo (SAC3 NQ-open)")
-    assert cal.fitted_on.n == 369 and cal.fitted_on.data == {"sac3_nq_open": 250, "wikibio_gpt3": 119}
-    assert 0.45 < cal.fitted_on.base_rate < 0.55 and cal.sentence is not None and cal.fitted_on.sentence_n == 959
+    assert cal.settings["target"] == "recorded" and cal.fitted_on.samples.startswith("gpt-3.5-turbo (SAC3 NQ-open;")
+    assert cal.fitted_on.n == 744 and cal.fitted_on.data == {
+        "sac3_nq_open": 250,
+        "wikibio_gpt3": 119,
+        "gbu_factscore_gpt35": 100,
+        "gbu_factscore_llama3_70b": 88,
+        "gbu_popqa_gpt35": 93,
+        "gbu_popqa_llama3_70b": 94,
+    }
+    assert 0.40 < cal.fitted_on.base_rate < 0.45 and cal.sentence is not None and cal.fitted_on.sentence_n == 959
+    assert cal.ks == (3, 5, 10, 20) and cal.operating_point.rule == "target_fpr_by_set"  # every K, one file
+    cal.check({**run, "k": 20})
+    cal.check({**run, "stop": "settle"})
     assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.threshold < 1
     assert "temperature 0.5" in cal.sampling_note(run)
 

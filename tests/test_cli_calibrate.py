@@ -15,7 +15,6 @@ from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.calibration.fit import fit_calibration, read_labelled
 from blackbox_wd.cli import main
-from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import fingerprint
 
 BBWD = [sys.executable, "-m", "blackbox_wd"]
@@ -270,7 +269,7 @@ def test_score_with_calibration_end_to_end(embedded_calibration_file):
             *BBWD,
             "score",
             "-k",
-            "4",
+            "2",
             "--max-tokens",
             "12",
             "--device",
@@ -285,18 +284,14 @@ def test_score_with_calibration_end_to_end(embedded_calibration_file):
     )
     assert other.returncode == 2 and other.stdout == ""
     assert re.fullmatch(
-        r"error: calibration \S+ does not apply to this run: it is for settings [0-9a-f]{16}, this run "
-        r"has [0-9a-f]{16} \(k: 3 in the calibration, 4 here\)\n",
-        other.stderr,
+        r"error: calibration \S+ has heads for K = 3; this run's K = 2 is below them\n", other.stderr
     ), other.stderr
 
 
 @pytest.mark.slow
 def test_score_uses_the_embedded_calibration_when_it_matches(embedded_calibration_file, monkeypatch, capsys):
     monkeypatch.setattr(
-        calibration_module,
-        "default_calibration_path",
-        lambda teacher, white_box=True, staged=False: embedded_calibration_file,
+        calibration_module, "default_calibration_path", lambda teacher, white_box=True: embedded_calibration_file
     )
     code, out, err = bbwd(capsys, "score", *RUN, PROMPT)
     assert code == 0, err
@@ -305,7 +300,7 @@ def test_score_uses_the_embedded_calibration_when_it_matches(embedded_calibratio
     code, out, err = bbwd(capsys, "score", "-k", "2", "--max-tokens", "12", "--device", "cpu", PROMPT)
     assert code == 0 and "risk" not in out and "AvgWD" in out
     assert err.startswith("note: the embedded calibration smollm2-135m.json does not apply to this run, no risk shown")
-    assert "(k: 3 in the calibration, 2 here)" in err
+    assert err.strip().endswith("has heads for K = 3; this run's K = 2 is below them"), err
 
 
 SHIPPED_API = calibration_module.PACKAGE_CALIBRATIONS / "smollm2-135m.api.json"
@@ -426,9 +421,6 @@ def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkey
     assert code == 0, err
     result = json.loads(out)
     assert sorted(result["responses"]) == sorted(recorded) and result["settings"]["k"] == 4
-    assert result["p_hallucination"] is None and result["flag"] is None
-    assert err.startswith(
-        "note: the embedded calibration smollm2-135m.api.json does not apply to this run, no risk shown"
-    ) and err.strip().endswith("(k: 10 in the calibration, 4 here)"), err
-    with pytest.raises(BBWDError, match=r"does not apply to this run: .*\(k: 10 in the calibration, 4 here\)$"):
-        Calibration.load(SHIPPED_API).check(result["settings"])
+    assert result["p_hallucination"] is not None and result["flag"] is not None  # K = 3's heads judge K = 4
+    assert "K = 4 is judged by the heads of K = 3, the nearest lower" in err, err
+    Calibration.load(SHIPPED_API).check(result["settings"])

@@ -37,6 +37,8 @@ from blackbox_wd.errors import BBWDError
 
 COMBINERS = ("logistic", "mean", "select")
 MIN_SETS = 3  # data sets a head's rows need for its threshold to be chosen leave-one-set-out (``by_set_p``)
+RANGE_ROWS = 20  # a set's FPR enters the printed range when it has this weight of correct answers (rates of fewer
+# are noise: a set with 3 short answers among passages flags 0% or 100% of them); its rows count in the pooled FPR
 C = 1.0  # inverse L2 strength of the logistic combiner, on standardised members
 
 
@@ -258,7 +260,7 @@ def operating_point(
 ) -> OperatingPoint:
     """The smallest threshold on p whose (weighted) false-positive rate is at most ``target_fpr``, and what it
     gives on (y, p, w); with ``source`` (p of each row from a head fitted without its set), also the range of the
-    FPR and TPR over the sets at that threshold."""
+    FPR and TPR over the sets at that threshold (those with ``RANGE_ROWS`` of correct answers)."""
     if not 0 <= target_fpr < 1:
         raise BBWDError(f"target FPR must be in [0, 1) (got {target_fpr})")
     fpr, _, thresholds = roc_curve(y, p, sample_weight=w, drop_intermediate=False)
@@ -271,7 +273,8 @@ def operating_point(
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     ranges: dict[str, Any] = {}
     if source is not None:
-        rates = [rates_at(y[at], p[at] >= threshold, w[at]) for s in np.unique(source) for at in [source == s]]
+        sets = [at for s in np.unique(source) for at in [source == s] if np.sum(w[at] * (y[at] == 0)) >= RANGE_ROWS]
+        rates = [rates_at(y[at], p[at] >= threshold, w[at]) for at in sets] or [rates_at(y, p >= threshold, w)]
         ranges = {
             "rule": "target_fpr_by_set",
             "fpr_range": (min(r[0] for r in rates), max(r[0] for r in rates)),
