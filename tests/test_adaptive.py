@@ -247,14 +247,43 @@ def test_an_adaptive_batch_killed_with_kill_9_and_resumed_equals_an_uninterrupte
     src.write_text("".join(json.dumps({"id": f"q{i}", "prompt": q}) + "\n" for i, q in enumerate(questions)))
     cmd = [sys.executable, "-m", "blackbox_wd", "batch", str(src), "--target", "smollm2-135m", "-k", "auto"]
     cmd += ["--max-tokens", "8", "--device", "cpu", "--group-size", "4", "--calibration", str(API)]
-    full, crashed = tmp_path / "full.jsonl", tmp_path / "crashed.jsonl"
-    subprocess.run([*cmd, "-o", str(full)], check=True, capture_output=True, timeout=600)
-    clean = [{k: v for k, v in json.loads(line).items() if k != "timings"} for line in full.read_text().splitlines()]
-    assert len(clean) == 12 and all(r["error"] is None for r in clean)
-    assert all(r["n_samples"] == r["stages"][-1]["k"] in (3, 5, 10) for r in clean)
+    killed_and_resumed(cmd, tmp_path, 12)
+
+
+@pytest.mark.slow
+def test_an_adaptive_batch_of_a_recorded_log_killed_and_resumed_stops_where_an_uninterrupted_one_did(tmp_path):
+    """A log of recorded answers (SAC3's first 12 questions, their 10 samples as responses and the judged answer),
+    no --target: -k auto scores each record's first 3, 5, then 10 responses under the shipped API calibration's
+    stages; killed after a group and resumed, every row (where it stopped included) equals the clean run's."""
+    from blackbox_wd.eval.data import data_dir
+
+    records = [json.loads(line) for line in (data_dir() / "sac3_nq_open.jsonl").read_text().splitlines()[:12]]
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        "".join(
+            json.dumps({"id": r["id"], "prompt": r["question"], "response": r["response"], "responses": r["samples"]})
+            + "\n"
+            for r in records
+        )
+    )
+    cmd = [sys.executable, "-m", "blackbox_wd", "batch", str(src), "-k", "auto", "--device", "cpu"]
+    cmd += ["--group-size", "4"]
+    clean = killed_and_resumed(cmd, tmp_path, 12)
+    assert {r["n_samples"] for r in clean} <= {3, 5, 10} and all(r["p_hallucination"] is not None for r in clean)
+    assert all(r["stages"][-1]["settled"] for r in clean)
+
+
+def killed_and_resumed(cmd: list[str], tmp_path: Path, n: int) -> list[dict]:
+    """Run ``cmd -o full``; run it again into another file, SIGKILL it after a group, resume it, and check that the
+    resumed rows equal the clean ones (timings aside); the clean rows."""
     import signal
     import time
 
+    full, crashed = tmp_path / "full.jsonl", tmp_path / "crashed.jsonl"
+    subprocess.run([*cmd, "-o", str(full)], check=True, capture_output=True, timeout=600)
+    clean = [{k: v for k, v in json.loads(line).items() if k != "timings"} for line in full.read_text().splitlines()]
+    assert len(clean) == n and all(r["error"] is None for r in clean)
+    assert all(r["n_samples"] == r["stages"][-1]["k"] in (3, 5, 10) for r in clean)
     p = subprocess.Popen([*cmd, "-o", str(crashed)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     while time.time() < deadline and (not crashed.exists() or crashed.read_text().count("\n") < 4):
@@ -262,12 +291,13 @@ def test_an_adaptive_batch_killed_with_kill_9_and_resumed_equals_an_uninterrupte
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     before = crashed.read_text().count("\n")
-    assert 4 <= before < 12, "the kill must land between groups"
+    assert 4 <= before < n, "the kill must land between groups"
     subprocess.run([*cmd, "-o", str(crashed)], check=True, capture_output=True, timeout=600)
     resumed = [
         {k: v for k, v in json.loads(line).items() if k != "timings"} for line in crashed.read_text().splitlines()
     ]
     assert resumed == clean
+    return clean
 
 
 def test_the_paired_pearson_difference_is_scipys_and_zero_for_one_score():
