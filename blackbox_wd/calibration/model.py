@@ -686,7 +686,7 @@ def _without_ranges(body: Any) -> Any:
     stored keeps its bytes and its id."""
     if isinstance(body, dict):
         return {k: _without_ranges(v) for k, v in body.items() if not (k in ("fpr_range", "tpr_range") and v is None)}
-    if isinstance(body, list):
+    if isinstance(body, (list, tuple)):
         return [_without_ranges(v) for v in body]
     return body
 
