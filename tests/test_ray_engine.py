@@ -21,6 +21,7 @@ import pytest
 import ray  # part of the test extra: these tests never skip
 from tiny_vocab import WORDS
 
+from blackbox_wd.calibration import Calibration
 from blackbox_wd.batch import BatchRunner, read_done
 from blackbox_wd.pipeline import Detector
 from blackbox_wd.settings import GROUP_SIZE, Settings
@@ -436,8 +437,9 @@ def test_adaptive_k_replayed_equals_the_local_engine(cluster, tmp_path, monkeypa
         device="cpu",
         cache=False,
     )
-    run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, **SMALL)
-    run_local(settings, src, tmp_path / "local.jsonl", True, 2)
+    recorded_under = Calibration.load("fixtures/calibration-api-auto.json")  # the bands the fixture's draws followed
+    asyncio.run(ray_runner(settings, True, 2, recorded_under, **SMALL).run(src, tmp_path / "ray.jsonl"))
+    run_local(settings, src, tmp_path / "local.jsonl", True, 2, recorded_under)
     out = rows(tmp_path / "ray.jsonl")
     assert {r["id"]: [r["n_samples"], r["usage"]["requests"]] for r in out} == fixture["meta"]["drawn"]
     print(f"max relative deviation of scores, Ray vs local: {assert_same(out, rows(tmp_path / 'local.jsonl')):.3g}")
