@@ -21,8 +21,8 @@ import pytest
 import ray  # part of the test extra: these tests never skip
 from tiny_vocab import WORDS
 
-from blackbox_wd.calibration import Calibration
 from blackbox_wd.batch import BatchRunner, read_done
+from blackbox_wd.calibration import Calibration
 from blackbox_wd.pipeline import Detector
 from blackbox_wd.settings import GROUP_SIZE, Settings
 
