@@ -107,11 +107,16 @@ class Fixed:
         return SampleSet([Sample(self.texts(params.start + i)) for i in range(params.k)])
 
 
-def detector_with(smollm_teacher, sampler):
+# the API calibration of #33 (stage 3 stops below 0.639 or above 0.720, stage 5 below 0.675): the loop's tests
+# below hold its draws to these bands; the shipped file's own bands are tested apart
+LOOP = Path(__file__).resolve().parents[1] / "fixtures" / "calibration-api-auto.json"
+
+
+def detector_with(smollm_teacher, sampler, calibration=LOOP):
     from blackbox_wd.pipeline import Detector
 
     settings = Settings(target="fake-model", base_url="http://127.0.0.1:9/v1", stop="settle", device="cpu")
-    return Detector(smollm_teacher, sampler, settings, Calibration.load(API))
+    return Detector(smollm_teacher, sampler, settings, Calibration.load(calibration))
 
 
 def test_a_target_that_answers_the_same_text_every_time_stops_at_the_first_stage(smollm_teacher):
@@ -119,7 +124,7 @@ def test_a_target_that_answers_the_same_text_every_time_stops_at_the_first_stage
     result = detector_with(smollm_teacher, target).score("What is the capital of France?")
     assert target.calls == [(0, 3)] and len(result.responses) == 3 and result.settled
     assert [(s["k"], s["settled"]) for s in result.stages] == [(3, True)]
-    assert result.p_hallucination < Calibration.load(API).stages[0].settle.below
+    assert result.p_hallucination < Calibration.load(LOOP).stages[0].settle.below
 
 
 def test_a_target_whose_answers_all_differ_is_sampled_to_the_maximum(smollm_teacher):
@@ -133,6 +138,10 @@ def test_a_target_whose_answers_all_differ_is_sampled_to_the_maximum(smollm_teac
     ]
     assert result.stages[-1]["p_hallucination"] == result.p_hallucination
     assert result.to_dict()["n_samples"] == 10
+    shipped = Fixed(lambda i: DIFFERENT[i])  # the shipped bands: ten different answers are settled at 3
+    result = detector_with(smollm_teacher, shipped, API).score("What is the capital of France?")
+    assert shipped.calls == [(0, 3)] and result.settled
+    assert result.p_hallucination > Calibration.load(API).stages[0].settle.above
 
 
 def test_without_a_calibration_with_stages_every_prompt_draws_k_and_says_so(smollm_teacher):
