@@ -123,10 +123,12 @@ def main() -> None:
                 )
                 for workers in (1, 2):
                     out = Path(tmp) / f"ray{workers}-{n}.jsonl"
+                    driver = Detector.from_settings(
+                        settings, group_size=args.group_size, **RayRunner.build_options(settings)
+                    )
                     runner = RayRunner(
-                        settings,
+                        driver,
                         True,
-                        args.group_size,
                         teacher_workers=workers,
                         teacher_cpus=args.cpus / (2 * workers),
                         score_cpus=args.cpus / 4,
