@@ -479,3 +479,35 @@ def test_adaptive_study_replays_both_kinds_of_input(tmp_path: Path) -> None:
     assert "### sac3: 30 prompts, k_max 5, stages 3, 5" in out and "### wikibio: 20 prompts, k_max 5" in out, out
     drawn = [float(x) for x in re.findall(r"\| samples drawn, mean \| (\S+) of 5 \|", out)]
     assert len(drawn) == 2 and all(3 <= x <= 5 for x in drawn), out
+
+
+@smoke("quality.transfer")
+def test_transfer_study_leaves_each_set_out_and_replays_k_auto(tmp_path: Path) -> None:
+    """Three synthetic recorded sets at K = 3 and 5: each left out of a fit on the other two, scored as batch scores
+    it (K = 5), with its best single member and the -k auto replay (stages 3 and 5)."""
+    settings = {
+        "teacher": "smollm2-135m",
+        "target": "recorded",
+        "sampler": None,
+        "endpoint": None,
+        "layer": 15,
+        "temperature": None,
+        "top_p": None,
+        "max_tokens": None,
+        "alpha": 0.001,
+        "p": 0.1,
+        "proj_dim": 128,
+        "proj_seed": 0,
+        "norm": "none",
+    }
+    for n, name in enumerate(("one", "two", "three")):
+        for k in (3, 5):
+            rows = [{**r, "source": name, "n_samples": k} for r in eval_rows(30, k, passages=False, seed=n)]
+            run = eval_run(tmp_path / f"{name}-k{k}", rows)
+            (run / "settings.json").write_text(json.dumps({**settings, "k": k}))
+    out = bench("quality.transfer", "--runs", tmp_path, "--k", 5, "--combiners", "mean", "--folds", 2, "--auto")
+    rows = {c[0]: c for c in table_rows(out)}
+    assert {"one", "two", "three"} <= set(rows), out
+    for name in ("one", "two", "three"):
+        verdict, drawn = float(rows[name][2]), float(rows[name][9])
+        assert verdict > 0.8 and 3 <= drawn <= 5, rows[name]
