@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from blackbox_wd.claims import MEMBERS as CLAIM_MEMBERS
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 SMOKED: set[str] = set()
@@ -511,3 +513,21 @@ def test_transfer_study_leaves_each_set_out_and_replays_k_auto(tmp_path: Path) -
     for name in ("one", "two", "three"):
         verdict, drawn = float(rows[name][2]), float(rows[name][9])
         assert verdict > 0.8 and 3 <= drawn <= 5, rows[name]
+
+
+@smoke("quality.claims")
+def test_claims_bench_quick_scores_every_member_and_times_them(tmp_path: Path) -> None:
+    """The claim study (``python -m bench.quality.claims --quick``) on 6 answers of two gbu sets, forced into a fresh
+    cache: every member and head gets an AUROC in [0, 1] on both sets, the authors' SC is recomputed, a verdict is
+    named, and the members' time after the teacher pass is a finite share of score_states' (#47's goal: at most 0.30,
+    full run)."""
+    out = bench("quality.claims", "--quick", "--cache", tmp_path, timeout=900)
+    for name in (*CLAIM_MEMBERS, "mean(all)", "logistic(all)", "select(all)", "logistic(OT)", "logistic(lexical)"):
+        cells = rf"^\|\s*{re.escape(name)}(?: \*\*\(verdict\)\*\*)?\s*\|\s*([\d.]+)[^|]*\|\s*([\d.]+)"
+        row = re.search(cells, out, re.M)
+        assert row and all(0 <= float(v) <= 1 for v in row.groups()), (name, out)
+    assert re.search(r"\|\s*SC \(file\)\s*\|\s*0\.\d{3} \[", out)  # popqa gpt-3.5 has the authors' SC
+    assert re.search(r"### The claim verdict: \S+ \(highest mean over the sets\)", out)
+    ratio = re.search(r"^\|\s*popqa_gpt35\s*\|\s*2\s*\|(?:[^|]*\|){4}\s*([\d.]+)\s*\|", out, re.M)
+    assert ratio and 0 < float(ratio.group(1)) < 5, out
+    assert sorted(p.name for p in (tmp_path / "popqa_gpt35").iterdir()) == sorted(f"{n}.npz" for n in range(6))
