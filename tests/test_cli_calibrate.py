@@ -387,15 +387,17 @@ def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkey
     assert p == pytest.approx(by_hand(body, result), rel=1e-12, abs=1e-12)
     assert 0 < p < 1 and result["flag"] == (p >= body["operating_point"]["threshold"])
     assert result["calibration"]["origin"] == "embedded smollm2-135m.api.json"
-    assert result["calibration"]["id"] == Calibration.load(SHIPPED_API).id and result["calibration"]["n"] == 369
+    assert result["calibration"]["id"] == Calibration.load(SHIPPED_API).id and result["calibration"]["n"] == 744
     assert len(err.strip().splitlines()) == 1 and err.startswith(
         "note: calibration embedded smollm2-135m.api.json was fitted on recorded samples (gpt-3.5-turbo (SAC3 "
-        "NQ-open) and text-davinci-003 (WikiBio) at T=1.0, recorded in the data; sac3_nq_open (250), wikibio_gpt3 "
-        "(119)); this run: target \"smollm2-135m\", endpoint "
+        "NQ-open; FActScore bios, PopQA entities), text-davinci-003 (WikiBio) and Llama-3-70B-Instruct (FActScore, "
+        "PopQA) at T=0.7-1.0, recorded in the data; sac3_nq_open (250), wikibio_gpt3 (119), gbu_factscore_gpt35 "
+        "(100), gbu_factscore_llama3_70b (88), gbu_popqa_gpt35 (93), gbu_popqa_llama3_70b (94)); this run: target "
+        "\"smollm2-135m\", endpoint "
     ), err
     assert "temperature 0.7, top_p 1.0, max_tokens 24: its risk is a probability on that data" in err
 
-    # K is a meaning setting: the llama.cpp transcript as recorded (K=4) gets no risk from the shipped calibration
+    # the llama.cpp transcript as recorded (K=4) is judged by the shipped file's K = 3 heads, with a note
     monkeypatch.setenv("BBWD_API_REPLAY", str(SHIPPED_API.parents[2] / "fixtures" / "llamacpp.json"))
     code, out, err = bbwd(
         capsys,
