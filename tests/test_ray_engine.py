@@ -72,7 +72,9 @@ def assert_same(ray_rows: list[dict], local_rows: list[dict]) -> float:
 
 
 def run_local(settings: Settings, src: Path, dst: Path, sample_missing: bool, group_size: int, calibration="auto"):
-    runner = BatchRunner(Detector.from_settings(settings, calibration, group_size=group_size), sample_missing)
+    recorded = not sample_missing and settings.target is None  # as `bbwd batch` with no --target builds it
+    detector = Detector.from_settings(settings, calibration, group_size=group_size, recorded=recorded)
+    runner = BatchRunner(detector, sample_missing)
     return asyncio.run(runner.run(src, dst))
 
 
@@ -81,7 +83,8 @@ def ray_runner(settings: Settings, sample_missing: bool, group_size: int = GROUP
     from blackbox_wd.ray_engine import RayRunner
 
     built = RayRunner.build_options(settings)
-    detector = Detector.from_settings(settings, calibration, group_size=group_size, **built)
+    recorded = not sample_missing and settings.target is None  # as `bbwd batch` with no --target builds it
+    detector = Detector.from_settings(settings, calibration, group_size=group_size, recorded=recorded, **built)
     return RayRunner(detector, sample_missing, **resources)
 
 
