@@ -308,13 +308,13 @@ def test_prompt_cache_bench_quick_keeps_the_shipped_samples_in_both_orders() -> 
 @smoke("speed.ray")
 @pytest.mark.slow
 def test_ray_bench_quick_times_the_local_and_the_ray_engines() -> None:
-    """The local engine, then Ray with 1 and 2 teacher workers, on the same file: no errors; one worker with the
-    local run's threads scores exactly as the local engine does."""
+    """The local engine, then Ray with one teacher worker (the full run adds two), on the same file: no errors; the
+    worker, with the local run's threads, scores exactly as the local engine does."""
     out = bench("speed.ray", "--quick", timeout=600)
     rows = {c[1]: c for c in table_rows(out)}
-    assert set(rows) == {"local", "ray, 1 teacher worker", "ray, 2 teacher workers"}, out
+    assert set(rows) == {"local", "ray, 1 teacher worker"}, out
     assert all(float(c[4]) > 0 and c[6] == "0" for c in rows.values()), out
-    assert float(rows["ray, 1 teacher worker"][5]) == 0 and float(rows["ray, 2 teacher workers"][5]) < 1e-3, out
+    assert float(rows["ray, 1 teacher worker"][5]) == 0, out
 
 
 @smoke("speed.verdict_cost")
