@@ -67,6 +67,8 @@ def test_every_bench_script_has_a_smoke_run_and_imports_no_other_script() -> Non
     scripts = {f"{p.parent.name}.{p.stem}" for p in BENCH.glob("*/*.py") if p.stem != "__init__"}
     assert {s.split(".")[0] for s in scripts} == {"speed", "quality"}
     assert scripts == SMOKED, f"no smoke run: {sorted(scripts - SMOKED)}; no script: {sorted(SMOKED - scripts)}"
+    shared = {p.stem for p in BENCH.glob("*.py")}  # a script at the top is in neither folder and has no smoke run
+    assert shared == {"__init__", "common", "verdicts", "_reference"}, shared
     for path in BENCH.rglob("*.py"):
         text = path.read_text()
         assert "sys.path" not in text, path
@@ -308,13 +310,13 @@ def test_prompt_cache_bench_quick_keeps_the_shipped_samples_in_both_orders() -> 
 @smoke("speed.ray")
 @pytest.mark.slow
 def test_ray_bench_quick_times_the_local_and_the_ray_engines() -> None:
-    """The local engine, then Ray with 1 and 2 teacher workers, on the same file: no errors; one worker with the
-    local run's threads scores exactly as the local engine does."""
+    """The local engine, then Ray with one teacher worker (the full run adds two), on the same file: no errors; the
+    worker, with the local run's threads, scores exactly as the local engine does."""
     out = bench("speed.ray", "--quick", timeout=600)
     rows = {c[1]: c for c in table_rows(out)}
-    assert set(rows) == {"local", "ray, 1 teacher worker", "ray, 2 teacher workers"}, out
+    assert set(rows) == {"local", "ray, 1 teacher worker"}, out
     assert all(float(c[4]) > 0 and c[6] == "0" for c in rows.values()), out
-    assert float(rows["ray, 1 teacher worker"][5]) == 0 and float(rows["ray, 2 teacher workers"][5]) < 1e-3, out
+    assert float(rows["ray, 1 teacher worker"][5]) == 0, out
 
 
 @smoke("speed.verdict_cost")
@@ -448,7 +450,7 @@ def test_verdict_study_on_a_synthetic_sac3_and_wikibio_run(tmp_path: Path) -> No
     scores follow the labels: AvgWD separates SAC3's classes, and so does each combiner's out-of-fold verdict."""
     sac3 = eval_run(tmp_path / "sac3", eval_rows(24, 5, passages=False))
     wiki = eval_run(tmp_path / "wikibio", eval_rows(16, 5, passages=True, seed=1))
-    out = bench("quality.verdict", "--sac3", sac3, "--wikibio", wiki)
+    out = bench("quality.verdict", "--sac3", sac3, "--wikibio", wiki, timeout=600)
     assert out.startswith("# Verdict on sac3 (24) and wikibio (16)\n")
     rows = {c[0]: c for c in table_rows(out)}
     assert {"avg_wd", "log_eigen_wd", "log_eigen_wd_fixed", "ls"} <= set(rows), out
@@ -474,12 +476,15 @@ def test_combiner_study_fits_the_first_head_with_each_combiner(tmp_path: Path) -
 @smoke("quality.adaptive")
 def test_adaptive_study_replays_both_kinds_of_input(tmp_path: Path) -> None:
     """-k auto replayed with K at most 5 (stages 3 and 5): SAC3 from one run per stage, WikiBio from one
-    ``-k auto`` run holding every stage; each prompt draws 3 or 5 samples."""
+    ``-k auto`` run holding every stage; each prompt draws 3 or 5 samples. The ``mean`` combiner: the shipped
+    ``select`` fits the same heads, several times slower (the verdict study's smoke run fits it)."""
     sac3 = [eval_run(tmp_path / f"sac3-k{k}", eval_rows(30, k, passages=False)) for k in (3, 5)]
     wiki = eval_run(tmp_path / "wikibio", eval_rows(20, 5, passages=True, stages=(3, 5), seed=1))
-    out = bench("quality.adaptive", "--set", f"sac3={sac3[0]},{sac3[1]}", "--set", f"wikibio={wiki}", "--k-max", 5)
-    assert "### sac3: 30 prompts, k_max 5, stages 3, 5" in out and "### wikibio: 20 prompts, k_max 5" in out, out
-    drawn = [float(x) for x in re.findall(r"\| samples drawn, mean \| (\S+) of 5 \|", out)]
+    sets = ["--set", f"sac3={sac3[0]},{sac3[1]}", "--set", f"wikibio={wiki}"]
+    out = bench("quality.adaptive", *sets, "--k-max", 5, "--combiner", "mean", timeout=600)
+    assert "combiner mean" in out and "### sac3: 30 prompts, k_max 5, stages 3, 5" in out, out
+    assert "### wikibio: 20 prompts, k_max 5, stages 3, 5" in out, out
+    drawn = [float(c[1].removesuffix(" of 5")) for c in table_rows(out) if c[0] == "samples drawn, mean"]
     assert len(drawn) == 2 and all(3 <= x <= 5 for x in drawn), out
 
 

@@ -19,7 +19,7 @@ Three workloads: short factual questions (the chat template is all they share); 
 tokens of few-shot exemplars as earlier turns (user and assistant turns, as ``bbwd eval``'s few-shot protocol
 builds them); and the same exemplars inside the one user message (no earlier turns: nothing to restore).
 
-    python -m bench.speed.prompt_cache [--repeats 3] [--prompts 16] [--quick]
+    python -m bench.speed.prompt_cache [--repeats 3] [--prompts 16] [--shots 12] [--quick]
 """
 
 from __future__ import annotations
@@ -53,44 +53,54 @@ QUESTIONS = [
     "What is the hardest natural substance?",
     "How many continents are there?",
 ]
-FEW_SHOT = "".join(
-    f"Question: {q}\nAnswer: {a}\nExplanation: {a} is the answer that reference works give for this question, "
-    "as any encyclopedia, textbook or almanac of general knowledge states it, with the sources agreeing.\n\n"
-    for q, a in [
-        ("What is the capital of Italy?", "Rome"),
-        ("Who wrote Pride and Prejudice?", "Jane Austen"),
-        ("What is the freezing point of water in Celsius?", "Zero degrees"),
-        ("Which planet is known as the red planet?", "Mars"),
-        ("What is the square root of 81?", "Nine"),
-        ("Who developed the theory of relativity?", "Albert Einstein"),
-        ("What is the main language of Mexico?", "Spanish"),
-        ("What organ pumps blood through the body?", "The heart"),
-        ("How many days are in a leap year?", "366"),
-        ("What is the currency of the United Kingdom?", "The pound sterling"),
-        ("What is the tallest mountain on Earth?", "Mount Everest"),
-        ("Who composed the Fifth Symphony?", "Ludwig van Beethoven"),
-    ]
-)
+SHOTS = [
+    ("What is the capital of Italy?", "Rome"),
+    ("Who wrote Pride and Prejudice?", "Jane Austen"),
+    ("What is the freezing point of water in Celsius?", "Zero degrees"),
+    ("Which planet is known as the red planet?", "Mars"),
+    ("What is the square root of 81?", "Nine"),
+    ("Who developed the theory of relativity?", "Albert Einstein"),
+    ("What is the main language of Mexico?", "Spanish"),
+    ("What organ pumps blood through the body?", "The heart"),
+    ("How many days are in a leap year?", "366"),
+    ("What is the currency of the United Kingdom?", "The pound sterling"),
+    ("What is the tallest mountain on Earth?", "Mount Everest"),
+    ("Who composed the Fifth Symphony?", "Ludwig van Beethoven"),
+]
 STAGES = ((0, 3), (3, 2))  # -k auto's first two stages: samples 0-2, then 3-4
 
 
-EXEMPLARS = [
-    turn
-    for block in FEW_SHOT.strip().split("\n\n")
-    for turn in (
-        {"role": "user", "content": block.split("\nAnswer: ")[0] + "\nAnswer:"},
-        {"role": "assistant", "content": block.split("\nAnswer: ")[1]},
+def few_shot(shots: int) -> str:
+    """The first ``shots`` exemplars as one text (about 50 tokens each)."""
+    return "".join(
+        f"Question: {q}\nAnswer: {a}\nExplanation: {a} is the answer that reference works give for this question, "
+        "as any encyclopedia, textbook or almanac of general knowledge states it, with the sources agreeing.\n\n"
+        for q, a in SHOTS[:shots]
     )
-]
+
+
+def exemplars(text: str) -> list[dict[str, str]]:
+    """Few-shot exemplars as user and assistant turns."""
+    return [
+        turn
+        for block in text.strip().split("\n\n")
+        for turn in (
+            {"role": "user", "content": block.split("\nAnswer: ")[0] + "\nAnswer:"},
+            {"role": "assistant", "content": block.split("\nAnswer: ")[1]},
+        )
+    ]
+
+
 WORKLOADS = ("short questions", "few-shot, earlier turns", "few-shot, one message")
 MODES = ("on", "off", "restore")
 
 
-def prompts(workload: str) -> list[list[dict[str, str]]]:
-    """The workload's chat messages."""
+def prompts(workload: str, shots: int = len(SHOTS)) -> list[list[dict[str, str]]]:
+    """The workload's chat messages (few-shot: after the first ``shots`` exemplars)."""
+    text = few_shot(shots)
     if workload == "few-shot, earlier turns":
-        return [[*EXEMPLARS, {"role": "user", "content": f"Question: {q}\nAnswer:"}] for q in QUESTIONS]
-    prefix = FEW_SHOT if workload == "few-shot, one message" else ""
+        return [[*exemplars(text), {"role": "user", "content": f"Question: {q}\nAnswer:"}] for q in QUESTIONS]
+    prefix = text if workload == "few-shot, one message" else ""
     return [[{"role": "user", "content": f"{prefix}Question: {q}\nAnswer:"}] for q in QUESTIONS]
 
 
@@ -128,15 +138,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--prompts", type=int, default=len(QUESTIONS))
-    ap.add_argument("--quick", action="store_true", help="smoke: 2 prompts, 1 round")
+    ap.add_argument("--shots", type=int, default=len(SHOTS), help="few-shot exemplars (~50 tokens each)")
+    ap.add_argument("--quick", action="store_true", help="smoke: 2 prompts, 2 exemplars, 1 round")
     args = ap.parse_args()
     if args.quick:
-        args.repeats, args.prompts = 1, 2
+        args.repeats, args.prompts, args.shots = 1, 2, 2
     teacher = load_teacher("smollm2-135m", "cpu", "float32", None, 16384)
     sampler = ModeSampler(teacher, ensure_gguf())
     rows = []
     for workload in WORKLOADS:
-        batch = prompts(workload)[: args.prompts]
+        batch = prompts(workload, args.shots)[: args.prompts]
         seconds: dict[str, list[float]] = {m: [] for m in MODES}
         same: dict[str, int] = {}
         for r in range(args.repeats):

@@ -1,6 +1,6 @@
 """A prompt's transport time with the sentence scores of its judged answer vs with AnswerWD alone.
 
-Random 128-d token clouds (``_common.token_clouds``: K samples of ~M tokens, m_i ~ U[0.5M, 1.5M]) and a judged
+Random 128-d token clouds (``bench.common.token_clouds``: K samples of ~M tokens, m_i ~ U[0.5M, 1.5M]) and a judged
 answer, the first cloud, whose text has exactly as many words as the cloud has points, split in S sentences
 (each word one token, its character span from the text). Each round draws a fresh prompt and times, in
 alternating order, the stages of its transport:
