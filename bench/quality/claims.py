@@ -160,8 +160,11 @@ def force(teacher: Any, records: list[dict[str, Any]]) -> list[Forced]:
     return out
 
 
-def forced_records(teacher: Any, name: str, records: list[dict[str, Any]], cache: Path, log: bool) -> list[Forced]:
-    """Every record's states, from the cache where they are, forced (a few records a pass) where not."""
+def forced_records(
+    teacher: Any, name: str, records: list[dict[str, Any]], cache: Path, log: bool, reverse: bool = False
+) -> list[Forced]:
+    """Every record's states, from the cache where they are, forced (a few records a pass, from the last one with
+    ``reverse``) where not."""
     folder = cache / name
     folder.mkdir(parents=True, exist_ok=True)
     out: list[Forced | None] = []
@@ -172,14 +175,22 @@ def forced_records(teacher: Any, name: str, records: list[dict[str, Any]], cache
         out.append(got)
         if got is None:
             todo.append((n, key))
-    t0 = time.perf_counter()
+    if reverse:
+        todo.reverse()
+    t0, done = time.perf_counter(), 0
     for at in range(0, len(todo), 4):
-        chunk = todo[at : at + 4]
-        for (n, key), f in zip(chunk, force(teacher, [records[n] for n, _ in chunk]), strict=True):
-            save(folder / f"{n}.npz", key, f)
-            out[n] = f
+        chunk = []
+        for n, key in todo[at : at + 4]:  # another process (``--reverse``) may have forced some meanwhile
+            got = load(folder / f"{n}.npz", key, len(records[n]["samples"]), len(records[n]["claims"]))
+            if got is None:
+                chunk.append((n, key))
+            out[n] = got
+        if chunk:
+            for (n, key), f in zip(chunk, force(teacher, [records[n] for n, _ in chunk]), strict=True):
+                save(folder / f"{n}.npz", key, f)
+                out[n] = f
+        done += len(chunk)
         if log:
-            done = at + len(chunk)
             print(f"  {name}: forced {done}/{len(todo)} records, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return [f for f in out if f is not None]
 
@@ -261,6 +272,30 @@ def grouped_ci(y: np.ndarray, s: np.ndarray, groups: np.ndarray, seed: int = 0) 
             values.append(weighted_auroc(y, level, int(level.max()) + 1, w))
     lo, hi = np.percentile(values, [2.5, 97.5])
     return float(lo), float(hi)
+
+
+def paired_ci(y: np.ndarray, a: np.ndarray, b: np.ndarray, groups: np.ndarray, seed: int = 0) -> str:
+    """AUROC(a) - AUROC(b) on the claims both score, with its 95% CI over the same answer resamples for both."""
+    keep = np.isfinite(a) & np.isfinite(b)
+    y, a, b, groups = y[keep], a[keep], b[keep], groups[keep]
+    (_, la), (_, lb) = np.unique(a, return_inverse=True), np.unique(b, return_inverse=True)
+    ids, g = np.unique(groups, return_inverse=True)
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(N_BOOT):
+        w = np.bincount(rng.integers(0, ids.size, ids.size), minlength=ids.size)[g].astype(float)
+        if (w * y).sum() > 0 and (w * (1 - y)).sum() > 0:
+            values.append(weighted_auroc(y, la, int(la.max()) + 1, w) - weighted_auroc(y, lb, int(lb.max()) + 1, w))
+    lo, hi = np.percentile(values, [2.5, 97.5])
+    return f"{auroc(y, a) - auroc(y, b):+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def against(c: Claims, z: np.ndarray) -> str:
+    """The paired differences of out-of-fold scores z against the file's VC with options, and SC where present."""
+    out = [f"VC {paired_ci(c.y, z, c.anchors['VC with options (file)'], c.groups)}"]
+    if "SC (file)" in c.anchors:
+        out.append(f"SC {paired_ci(c.y, z, c.anchors['SC (file)'], c.groups)}")
+    return "; ".join(out)
 
 
 def matrix(c: Claims, names: Sequence[str]) -> np.ndarray:
@@ -380,6 +415,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/bbwd-claims"), help="where forced states are kept")
     ap.add_argument("--force-only", action="store_true", help="force and cache the states, then stop")
+    ap.add_argument("--reverse", action="store_true", help="force from each set's last record (a second process)")
     args = ap.parse_args()
     if args.quick:
         args.sets, args.limit, args.seeds, args.folds, args.cost, args.rounds = SETS[:2], 6, 2, 3, 2, 2
@@ -392,7 +428,7 @@ def main() -> None:
     for name in args.sets:
         with open(data_dir() / f"gbu_{name}.jsonl", encoding="utf-8") as fh:
             records = [json.loads(line) for line in fh][: args.limit]
-        loaded[name] = (records, forced_records(teacher, name, records, args.cache, log=not args.quick))
+        loaded[name] = (records, forced_records(teacher, name, records, args.cache, not args.quick, args.reverse))
     if args.force_only:
         return
 
@@ -474,9 +510,11 @@ def main() -> None:
                 f"{bar:.3f}",
                 met(n, within, bar),
                 met(n, loso, bar),
+                against(c, oof0[n][verdict]),
             ]
         )
-    print(table(["set", "within-set CV AUROC", "leave one set out", "bar", "within", "left out"], rows))
+    header = ["set", "within-set CV AUROC", "leave one set out", "bar", "within", "left out", "seed 0 minus (paired)"]
+    print(table(header, rows))
 
     (head2,) = RULE2
     print(f"\n### Rule 2: {head2} (popqa_gpt35 is its development set)\n")
@@ -484,7 +522,8 @@ def main() -> None:
     for n in cols:
         c = sets[n]
         runs = [auroc(c.y, cv_scores(c, head2, args.folds, seed)) for seed in range(args.seeds)]
-        lo, hi = grouped_ci(c.y, cv_scores(c, head2, args.folds, 0), c.groups)
+        z2 = cv_scores(c, head2, args.folds, 0)
+        lo, hi = grouped_ci(c.y, z2, c.groups)
         alone = auroc(c.y, c.members["avg_wd"])
         a_lo, a_hi = grouped_ci(c.y, c.members["avg_wd"], c.groups)
         loso, lo2, hi2 = left_out(sets, n, head2) if len(cols) > 1 else (float("nan"),) * 3
@@ -498,9 +537,12 @@ def main() -> None:
                 f"{bar:.3f}" + (f"; SC {SC_BAR:.3f}" if n == "popqa_gpt35" else ""),
                 "dev" if n == DEV2 else met(n, float(np.mean(runs)), bar),
                 "dev" if n == DEV2 else met(n, loso, bar),
+                against(c, cv_scores(c, head2, args.folds, 0))
+                + f"; rule 1 {paired_ci(c.y, z2, oof0[n][verdict], c.groups)}",
             ]
         )
-    print(table(["set", "avg_wd alone", "within-set CV AUROC", "leave one set out", "bar", "within", "left out"], rows))
+    header = ["set", "avg_wd alone", "within-set CV AUROC", "leave one set out", "bar", "within", "left out"]
+    print(table([*header, "seed 0 minus (paired)"], rows))
 
     if args.cost:
         from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
