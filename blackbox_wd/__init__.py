@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from blackbox_wd.calibration import Calibration
     from blackbox_wd.errors import BBWDError
-    from blackbox_wd.pipeline import Detector, Result
+    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.result import Result
     from blackbox_wd.settings import Settings
 
 __all__ = ["BBWDError", "Calibration", "Detector", "Result", "Settings"]
@@ -20,7 +21,7 @@ _LAZY = {
     "BBWDError": "blackbox_wd.errors",
     "Calibration": "blackbox_wd.calibration",
     "Detector": "blackbox_wd.pipeline",
-    "Result": "blackbox_wd.pipeline",
+    "Result": "blackbox_wd.result",
     "Settings": "blackbox_wd.settings",
 }
 

@@ -34,16 +34,17 @@ from typing import Any
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.groups import groups, sample_group, score_group_in_stages, score_records, select_records, teacher_group
 from blackbox_wd.logs import LogRecord, line_hash, raw_lines, read_records
-from blackbox_wd.pipeline import Detector, Result, result_row
+from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import SampleSet, Usage
+from blackbox_wd.result import Result, RowFields, result_row
 from blackbox_wd.runlog import Emit as RowEmit
 from blackbox_wd.runlog import Resume, RunLog
 from blackbox_wd.sampling import Mode, draw_mode
 from blackbox_wd.settings import Settings
 
 ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
-# the result's fields a batch row carries (``pipeline.result_row``), and with a calibration its verdict
-FIELDS = (
+# the result's fields every batch row carries (``result.result_row``)
+BATCH_FIELDS = (
     "avg_wd",
     "eigen_wd",
     "eigen_wd_fixed",
@@ -60,7 +61,27 @@ FIELDS = (
     "token_counts",
     "timings",
 )
-VERDICT = ("p_hallucination", "flag", "members")
+OPTIONAL = ("answer_error", "stages")  # written when they have a value (and D with --save-matrix, when scored)
+CALIBRATED = ("p_hallucination", "flag", "members")  # with a calibration
+
+
+def batch_fields(save_matrix: bool, calibrated: bool) -> RowFields:
+    """The result's fields of a batch row.
+
+    Parameters
+    ----------
+    save_matrix : bool
+        With D (``--save-matrix``).
+    calibrated : bool
+        With the verdict of a calibration (its p_hallucination, flag and members).
+
+    Returns
+    -------
+    RowFields
+    """
+    matrix = ("D",) if save_matrix else ()
+    verdict = CALIBRATED if calibrated else ()
+    return RowFields((*BATCH_FIELDS, *matrix, *OPTIONAL, *verdict), optional=frozenset((*matrix, *OPTIONAL)))
 
 
 @dataclass
@@ -161,15 +182,13 @@ def output_row(
     """The JSON object written for one record (with a response: its answer_wd, sentences and sentence_wd); with a
     calibration (its id), also p_hallucination and flag."""
     scored = result if isinstance(result, Result) else None
-    row: dict[str, Any] = {"id": rec.id, "line": rec.line, **result_row(scored, FIELDS)}
-    if scored is not None and save_matrix:
-        row["D"] = scored.D.tolist()
-    if scored is not None and scored.answer_error is not None:
-        row["answer_error"] = scored.answer_error
-    if scored is not None and scored.stages is not None:
-        row["stages"] = scored.stages
+    row: dict[str, Any] = {
+        "id": rec.id,
+        "line": rec.line,
+        **result_row(scored, batch_fields(save_matrix, calibration is not None)),
+    }
     if calibration is not None:
-        row.update(result_row(scored, VERDICT), calibration=calibration)
+        row["calibration"] = calibration
     if rec.label is not None:
         row["label"] = rec.label
     row["error"] = rec.error or (None if isinstance(result, Result) else f"line {rec.line}: {result}")

@@ -26,7 +26,7 @@ from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.settings import GROUP_SIZE, Settings, check_group_size
 
 if TYPE_CHECKING:
-    from blackbox_wd.pipeline import Result
+    from blackbox_wd.result import Result
 
 app = typer.Typer(
     add_completion=False,

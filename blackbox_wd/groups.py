@@ -16,9 +16,12 @@ from typing import Any, Protocol, TypeVar
 
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.logs import LogRecord, read_records
-from blackbox_wd.pipeline import Detector, PromptStates, Result
+from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
+from blackbox_wd.result import Result
+from blackbox_wd.rounds import sampler_draw, score_in_stages
 from blackbox_wd.sampling import Drawn, Sampler, draw_group
+from blackbox_wd.scoring import PromptStates
 
 T = TypeVar("T")
 Slot = Any  # one record's value at a stage: None (did not parse), a BBWDError, or the stage's output
@@ -124,8 +127,6 @@ async def score_group_in_stages(
 ) -> list[Result | BBWDError | None]:
     """``-k auto`` over the group's records that have their given responses (``rounds.score_in_stages``): each drawn
     from ``sampler`` (when there is a target) in stages until its verdict is settled; errors and None pass through."""
-    from blackbox_wd.rounds import sampler_draw, score_in_stages
-
     ready, items = ready_items(group, sets)
     draw = sampler_draw(sampler) if sampler is not None else None
     scored = await score_in_stages(detector, items, draw) if items else []

@@ -46,12 +46,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+from transformers.utils import logging as hf_logging
 
 from blackbox_wd.batch import Emit, Runner
 from blackbox_wd.clients import target_kind
+from blackbox_wd.clients.api import APIOptions, api_options
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.groups import groups, sample_group, score_group_in_stages, score_records, teacher_group
 from blackbox_wd.logs import LogRecord, line_offsets, read_span
@@ -59,9 +63,6 @@ from blackbox_wd.pipeline import Detector
 from blackbox_wd.sampling import RecordedSamples
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.card import TeacherCard
-
-if TYPE_CHECKING:
-    from blackbox_wd.clients.api import APIOptions
 
 try:
     import ray
@@ -248,10 +249,6 @@ class TeacherStage:
     def __init__(
         self, driver: Detector, sample_missing: bool, threads: int, staged: bool, api: APIOptions | None
     ) -> None:
-        import torch
-        from threadpoolctl import threadpool_limits
-        from transformers.utils import logging as hf_logging
-
         torch.set_num_threads(threads)  # float reductions round as in a local run with as many threads,
         threadpool_limits(threads)  # and the states' projection (numpy BLAS; Ray set OMP_NUM_THREADS to our CPUs)
         hf_logging.set_verbosity_error()
@@ -354,8 +351,6 @@ class RayRunner(Runner):
         score_cpus: float = 1.0,
         threads: int | None = None,
     ) -> None:
-        import torch
-
         if not isinstance(detector.teacher, TeacherCard):
             raise BBWDError(
                 "RayRunner takes the driver's detector, the teacher's card (the actors load the weights): "
@@ -365,8 +360,6 @@ class RayRunner(Runner):
         settings = detector.settings
         self.api_target = target_kind(settings) == "api"
         if self.api_target:
-            from blackbox_wd.clients.api import api_options
-
             # read here, where the environment is (a missing key fails here); the actors get it as a value
             self.api: APIOptions | None = api_options(settings)
         else:

@@ -26,14 +26,13 @@ from typing import Any, Protocol
 from blackbox_wd.baselines import Entails, exact_match_entails
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, SampleSet, SamplingParams, TokenStates
-from blackbox_wd.sampling import draw_group
+from blackbox_wd.result import Result, RowFields, result_row
+from blackbox_wd.sampling import Sampler, draw_group
 from blackbox_wd.settings import Settings
 
-Result = Any  # a ``pipeline.Result`` (this module sits below the pipeline, which calls it)
 
-
-class Detector(Protocol):
-    """What the loop needs of a ``pipeline.Detector``."""
+class Wiring(Protocol):
+    """What the loop needs of a ``pipeline.Detector`` (this module sits below the pipeline, which calls it)."""
 
     @property
     def settings(self) -> Settings: ...
@@ -53,7 +52,7 @@ Draw = Callable[[list[tuple[Messages, int]], SamplingParams], Awaitable[list[Sam
 Score = Callable[[list[tuple[Messages, SampleSet]], list[Entails | None]], Awaitable[list[Result | BBWDError]]]
 
 
-def sampler_draw(sampler: Any, executor: Executor | None = None) -> Draw:
+def sampler_draw(sampler: Sampler, executor: Executor | None = None) -> Draw:
     """The Draw of a sampler (``sampling.draw_group``: a batch call for a local target on ``executor``, concurrent
     API calls)."""
 
@@ -63,7 +62,7 @@ def sampler_draw(sampler: Any, executor: Executor | None = None) -> Draw:
     return draw
 
 
-def detector_score(detector: Detector, kept: KeptStates) -> Score:
+def detector_score(detector: Wiring, kept: KeptStates) -> Score:
     """The Score of a detector in this process: one shared-prefix teacher pass (states kept in ``kept``), then each
     prompt's outcome, both off the event loop."""
 
@@ -99,29 +98,40 @@ class KeptStates:
             self.inner.put(prompt, response, states)
 
 
-STAGE_SCORES = (
-    "avg_wd",
-    "eigen_wd",
-    "eigen_wd_fixed",
-    "answer_wd",
-    "sentence_wd",
-    "answer_unigram",
-    "answer_nll",
-    "cocoa",
+STAGE_VERDICT = RowFields(("k", "p_hallucination", "flag"))  # a stage's entry: its sample count and verdict
+STAGE_SCORES = RowFields(  # and its scores (the baselines spread among them)
+    (
+        "avg_wd",
+        "eigen_wd",
+        "eigen_wd_fixed",
+        "answer_wd",
+        "sentence_wd",
+        "answer_unigram",
+        "answer_nll",
+        "cocoa",
+        "baselines",
+    ),
+    spread=frozenset({"baselines"}),
 )
 
 
 def stage_entry(result: Result, settled: bool) -> dict[str, Any]:
     """What a result says of one stage: k, its verdict, whether it settled, and its scores there (those a calibration
-    reads: ``calibration.model.member_value`` of it gives each member)."""
-    scores = {name: getattr(result, name) for name in STAGE_SCORES}
-    return {
-        "k": len(result.responses),
-        "p_hallucination": result.p_hallucination,
-        "flag": result.flag,
-        "settled": settled,
-        "scores": {**{k: None if v is None else float(v) for k, v in scores.items()}, **result.baselines},
-    }
+    reads: ``calibration.model.member_value`` of it gives each member).
+
+    Parameters
+    ----------
+    result : Result
+        The result at this stage's samples.
+    settled : bool
+        Whether the loop stops at this stage (settled, or the last).
+
+    Returns
+    -------
+    dict
+        ``{"k", "p_hallucination", "flag", "settled", "scores"}``.
+    """
+    return {**result_row(result, STAGE_VERDICT), "settled": settled, "scores": result_row(result, STAGE_SCORES)}
 
 
 def first_k(sample_set: SampleSet, k: int) -> SampleSet:
@@ -145,7 +155,7 @@ async def draw_more(
 
 
 async def score_in_stages(
-    detector: Detector,
+    detector: Wiring,
     items: Sequence[tuple[Messages, SampleSet]],
     draw: Draw | None = None,
     *,
@@ -158,8 +168,8 @@ async def score_in_stages(
 
     Parameters
     ----------
-    detector : Detector
-        The wiring; its settings' ``stages`` and its calibration's stages rule the loop.
+    detector : Wiring
+        The wiring (a ``pipeline.Detector``); its settings' ``stages`` and its calibration's stages rule the loop.
     items : sequence of (messages, SampleSet)
         Each prompt with the samples it has (given responses, or all of them), its judged answer and usage.
     draw : Draw or None

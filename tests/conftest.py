@@ -111,7 +111,7 @@ def tiny_nli_dir(tmp_path_factory):
 
 def break_teacher_pass_on(monkeypatch, word: str, message: str = "boom") -> None:
     """Make every teacher pass that holds a prompt containing ``word`` raise RuntimeError(message)."""
-    import blackbox_wd.pipeline as pipeline_module
+    import blackbox_wd.scoring as pipeline_module
 
     real = pipeline_module.teacher_pass
 

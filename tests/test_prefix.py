@@ -15,8 +15,8 @@ import torch
 from transformers import TemperatureLogitsWarper
 
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler, row_generators
-from blackbox_wd.pipeline import token_floor
 from blackbox_wd.records import SamplingParams
+from blackbox_wd.scoring import token_floor
 from blackbox_wd.teachers import levels
 from blackbox_wd.teachers.hf import HFTeacher
 from blackbox_wd.teachers.levels import Levels

@@ -12,11 +12,12 @@ import pytest
 import torch
 from conftest import break_teacher_pass_on
 
-import blackbox_wd.pipeline as pipeline_module
+import blackbox_wd.scoring as pipeline_module
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.pipeline import Detector, Result
+from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import Sample, SampleSet
+from blackbox_wd.result import Result
 from blackbox_wd.serve.batcher import TeacherBatcher
 from blackbox_wd.serve.metrics import Metrics
 from blackbox_wd.serve.service import _scoring_failed

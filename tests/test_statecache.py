@@ -11,9 +11,10 @@ import pytest
 from blackbox_wd.eval.data import load
 from blackbox_wd.eval.report import timing_lines
 from blackbox_wd.eval.run import evaluate
-from blackbox_wd.pipeline import Detector, teacher_pass
+from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import Sample, SampleSet
 from blackbox_wd.sampling import RecordedSamples
+from blackbox_wd.scoring import teacher_pass
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.hf import HFTeacher
 from blackbox_wd.teachers.statecache import StateCache

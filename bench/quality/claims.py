@@ -18,7 +18,7 @@ forces nothing. Then, per set, on the claims labelled supported or unsupported (
 - **anchors**: the issue's figures, and the AUROC recomputed from the file's ``claim_scores`` where present (the
   authors' scores are confidences: negated);
 - **cost** (``--cost N``): per record, the members after the teacher pass (``claims.claim_members``) against
-  ``pipeline.score_states`` on the same states (samples and judged answer, the shipped API calibration), the median
+  ``scoring.score_states`` on the same states (samples and judged answer, the shipped API calibration), the median
   over the first N records of popqa gpt-3.5 and factscore llama-3-70b of each record's ratio (each time the median of
   5 rounds, alternating order); and the claims' share of the teacher pass's tokens.
 
@@ -353,7 +353,7 @@ def ms(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def cost_rows(detector: Any, name: str, records: list[dict[str, Any]], forced: list[Forced], rounds: int) -> list[str]:
     """One table row: the set's medians (ms) and the median over records of (members / score_states)."""
-    from blackbox_wd.pipeline import PromptStates, score_states
+    from blackbox_wd.scoring import PromptStates, score_states
 
     after, members, nopartial, ratios, ratios_np, teacher, share = [], [], [], [], [], [], []
     for r, f in zip(records, forced, strict=True):
@@ -370,8 +370,9 @@ def cost_rows(detector: Any, name: str, records: list[dict[str, Any]], forced: l
                 f.claims, states, f.answer.states, texts, r["samples"], r["response"], r["prompt"], partial
             )
 
+        wiring = (detector.settings, detector.reported_settings(), detector.calibration, detector.reference_bandwidth)
         jobs: list[Callable[[], Any]] = [
-            lambda ps=ps: score_states(ps, detector),
+            lambda ps=ps, wiring=wiring: score_states(ps, *wiring),
             lambda: run(True),
             lambda: run(False),
         ]

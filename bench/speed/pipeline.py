@@ -64,8 +64,8 @@ from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.clients.presets import resolve_endpoint
 from blackbox_wd.eval.data import Dataset
 from blackbox_wd.eval.run import evaluate
-from blackbox_wd.pipeline import Detector, as_messages
-from blackbox_wd.records import Sample
+from blackbox_wd.pipeline import Detector
+from blackbox_wd.records import Sample, as_messages
 from blackbox_wd.scores import avg_wd, eigen_wd
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher

@@ -33,8 +33,8 @@ from bench._reference import PreviousTeacher
 from bench.common import Pairs, dataset, synthetic_pairs, table, timed
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.eval.data import Item
-from blackbox_wd.pipeline import token_floor
 from blackbox_wd.records import SamplingParams
+from blackbox_wd.scoring import token_floor
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 
 

@@ -54,7 +54,7 @@ from torch import nn
 from bench._reference import PaddedTeacher
 from bench.common import Pairs, synthetic_pairs, table, timed
 from blackbox_wd.eval.data import data_dir, load
-from blackbox_wd.pipeline import token_floor
+from blackbox_wd.scoring import token_floor
 from blackbox_wd.teachers import hf
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 from blackbox_wd.teachers.pad import pad_batch

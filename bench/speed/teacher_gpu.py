@@ -232,7 +232,7 @@ def profile(teacher: HFTeacher, pairs: Pairs, rows: int = 12) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Time both paths and OT on each set and budget; print the tables."""
-    from blackbox_wd.pipeline import token_floor
+    from blackbox_wd.scoring import token_floor
 
     device = torch.device(args.device)
     cfg = QUICK if args.quick else LLAMA2_7B

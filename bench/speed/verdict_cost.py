@@ -1,13 +1,13 @@
 """What the verdict adds to a prompt's time after the teacher pass, on recorded SAC3 and WikiBio rows.
 
 Each prompt's samples and judged answer are forced once through the embedded teacher (SmolLM2-135M, fp32 on the
-CPU); then, in rounds, its states are scored by ``pipeline.score_states`` with the shipped API calibration (the
+CPU); then, in rounds, its states are scored by ``scoring.score_states`` with the shipped API calibration (the
 whole path after the teacher pass: OT, the baselines, the lexical signal, the verdict), and the verdict's own parts
 are timed apart on the same result, in alternating order:
 
     members   baselines.compute_baselines (LS, ES, ER) + DSE (equal normalised answers)
               + lexical.unigram_surprise of the answer's sentences
-    verdict   pipeline.judge_result (the heads, the sentence head, the summary)
+    verdict   scoring.judge_result (the heads, the sentence head, the summary)
 
     ratio = (members + verdict) / (score_states - members - verdict)
 
@@ -37,7 +37,8 @@ from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
 from blackbox_wd.eval.data import data_dir, load
 from blackbox_wd.eval.run import recorded_draw
 from blackbox_wd.lexical import unigram_surprise
-from blackbox_wd.pipeline import Detector, judge_result, score_states
+from blackbox_wd.pipeline import Detector
+from blackbox_wd.scoring import judge_result, score_states
 from blackbox_wd.settings import Settings
 
 
@@ -51,6 +52,7 @@ def measure(detector: Detector, path: Path, n: int, rounds: int) -> list[str]:
     """One row of the table: the set's medians and ratio over its first n prompts."""
     items = load(path, limit=n).items
     teacher, total, parts, ratios, answer = [], [], [], [], []
+    wiring = (detector.settings, detector.reported_settings(), detector.calibration, detector.reference_bandwidth)
     for item in items:
         drawn = recorded_draw(item, detector.settings.k)
         drawn.samples.answer = drawn.answer
@@ -63,7 +65,7 @@ def measure(detector: Detector, path: Path, n: int, rounds: int) -> list[str]:
         answer.append((float(np.median(full)) - float(np.median(layer))) / t_teacher)
         per = []
         for r in range(rounds):
-            t_all, result = ms(lambda: score_states(ps, detector))  # noqa: B023
+            t_all, result = ms(lambda: score_states(ps, *wiring))  # noqa: B023
             texts = [s.text for s in result.sentences or []]
 
             def members() -> None:

@@ -52,6 +52,7 @@ from typing import Any
 
 from blackbox_wd.checks import is_finite_number
 from blackbox_wd.logs import line_hash
+from blackbox_wd.settings import RECORDED  # the protocol of a file whose records carry their samples
 
 DATA_ENV = "BBWD_DATA_DIR"
 DATASETS = {
@@ -61,7 +62,6 @@ DATASETS = {
     "math500": "math500_test.jsonl",
 }
 PROTOCOLS = ("few-shot", "zero-shot")
-RECORDED = "recorded"  # the protocol of a file whose records carry their samples
 N_SHOTS = 5
 QA_STYLES = ("closed-book", "reading")
 SENTENCE_LABELS = ("accurate", "minor_inaccurate", "major_inaccurate")

@@ -121,7 +121,7 @@ def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] 
             detector,
             cache=StateCache(detector.teacher, Path(p.settings.cache_dir) / "states" if p.settings.cache_dir else None),
         )
-    nli_model = load_nli(p.nli, detector.teacher.device) if p.nli else None
+    nli_model = load_nli(p.nli, detector.resolved_device) if p.nli else None
     rows = evaluate(
         detector,
         p.dataset,

@@ -48,15 +48,15 @@ from blackbox_wd.eval.data import Dataset, Item
 from blackbox_wd.eval.judge import LLMJudge
 from blackbox_wd.eval.labels import prompt_labels
 from blackbox_wd.groups import groups
-from blackbox_wd.pipeline import Detector, Result, result_row
+from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import Sample, SampleSet, SamplingParams
+from blackbox_wd.result import Result, RowFields, result_row
 from blackbox_wd.rounds import score_in_stages
 from blackbox_wd.runlog import Emit, Resume, RunLog
 from blackbox_wd.sampling import Drawn, draw_group
-from blackbox_wd.settings import fingerprint
+from blackbox_wd.settings import RECORDED, fingerprint
 
 LABEL_SOURCES = ("greedy", "first")
-RECORDED_LABELS = "recorded"  # label_from of recorded data: the record's response, labels from the file
 DSE_JUDGES = ("answer", "nli", "teacher", "none")
 MAX_TOKENS = {"qa": 128, "math": 512}  # default --max-tokens: the largest over the kinds in the data
 
@@ -70,7 +70,7 @@ def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None
     """What changes a row beyond the detector's settings: prompts and exemplars, label source, DSE judge,
     and LNE when it is not run."""
     if dataset.recorded:
-        label_from = RECORDED_LABELS
+        label_from = RECORDED  # the record's response is judged, with the file's labels
     elif label_from not in LABEL_SOURCES:
         raise BBWDError(f"unknown label source '{label_from}': use one of {', '.join(LABEL_SOURCES)}")
     if dse not in DSE_JUDGES:
@@ -110,40 +110,40 @@ def greedy_params(detector: Detector) -> SamplingParams:
     return SamplingParams(k=1, temperature=0.0, top_p=1.0, max_tokens=s.max_tokens, seed=s.seed)
 
 
-FIELDS = (
-    "responses",
-    "n_samples",
-    "target_tokens",
-    "token_counts",
-    "avg_wd",
-    "eigen_wd",
-    "eigen_wd_fixed",
-    "answer_wd",
-    "answer_error",
-    "sentences",
-    "sentence_wd",
-    "answer_unigram",
-    "answer_nll",
-    "cocoa",
-    "baselines",
-    "lne_source",
-    "p_hallucination",
-    "flag",
-    "members",
-    "stages",
-    "D",
-    "timings",
-)  # of ``pipeline.result_row``
+EVAL_FIELDS = RowFields(  # the result's fields of a results.jsonl row (``result.result_row``)
+    (
+        "responses",
+        "n_samples",
+        "target_tokens",
+        "token_counts",
+        "avg_wd",
+        "eigen_wd",
+        "eigen_wd_fixed",
+        "answer_wd",
+        "answer_error",
+        "sentences",
+        "sentence_wd",
+        "answer_unigram",
+        "answer_nll",
+        "cocoa",
+        "lne_source",
+        "p_hallucination",
+        "flag",
+        "members",
+        "stages",
+        "D",
+        "timings",
+        "baselines",
+    ),
+    optional=frozenset({"answer_error", "p_hallucination", "flag", "members", "stages"}),
+    spread=frozenset({"baselines"}),  # a column each
+)
 
 
 def eval_row(item: Item, result: Result, extra: dict[str, Any], calibration: str | None = None) -> dict[str, Any]:
     """The results.jsonl object of one prompt: the item, ``extra`` (labels, judged answer), then the result's
-    FIELDS (baselines flattened; answer_error, p_hallucination and flag only when they have a value)."""
-    row = result_row(result, FIELDS)
-    row.update(row.pop("baselines"))
-    for name in ("answer_error", "p_hallucination", "flag", "members", "stages"):
-        if row[name] is None:
-            del row[name]
+    EVAL_FIELDS (a column per baseline; answer_error, the verdict and stages only when they have a value)."""
+    row = result_row(result, EVAL_FIELDS)
     return {
         "id": item.id,
         "source": item.source,
@@ -241,11 +241,11 @@ def score_items(
     (an ``error`` row when its sampling or scoring failed). Recorded items are not drawn."""
     params = detector.settings.sampling()
     greedy = greedy_params(detector) if label_from == "greedy" else None
-    if label_from == RECORDED_LABELS:
+    if label_from == RECORDED:
         drawn = [recorded_draw(it, params.k) for it in items]
     else:
         drawn = loop.run_until_complete(
-            draw_group(detector.sampler, [(it.messages, params.k) for it in items], params, greedy)
+            draw_group(detector.drawing_sampler, [(it.messages, params.k) for it in items], params, greedy)
         )
     ready: dict[int, SampleSet] = {}  # the items drawn without a failure, by position
     for n, d in enumerate(drawn):

@@ -19,11 +19,13 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.pipeline import Detector, PromptStates, Result, scoring_failed
+from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import Messages, SampleSet
+from blackbox_wd.result import Result
+from blackbox_wd.scoring import PromptStates, scoring_failed
 from blackbox_wd.serve.metrics import Metrics
 
-Item = tuple[Messages, SampleSet]
+Prompt = tuple[Messages, SampleSet]  # a job's messages and samples, as a teacher pass takes them
 
 
 @dataclass
@@ -118,7 +120,7 @@ class TeacherBatcher:
             self._scoring.add(task)
             task.add_done_callback(self._scoring.discard)
 
-    def _pass(self, items: list[Item]) -> list[PromptStates | BBWDError]:
+    def _pass(self, items: list[Prompt]) -> list[PromptStates | BBWDError]:
         """One teacher pass over the items (on the model thread); alone each if the shared pass raises."""
         return self.detector.teacher_pass(items, failed="teacher pass failed")
 

@@ -20,12 +20,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from blackbox_wd.calibrated import AUTO
 from blackbox_wd.calibration import Calibration
+from blackbox_wd.clients.api import APISampler
 from blackbox_wd.errors import BBWDError, PromptTooLong, SamplingError
-from blackbox_wd.pipeline import AUTO, Detector, Result
+from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import Messages, Sample, SampleSet
+from blackbox_wd.result import Result
 from blackbox_wd.rounds import sampler_draw, score_in_stages
-from blackbox_wd.sampling import Mode, draw_group, draw_mode
+from blackbox_wd.sampling import BatchSampler, draw_group
 from blackbox_wd.serve.batcher import TeacherBatcher
 from blackbox_wd.serve.local import LocalTarget
 from blackbox_wd.serve.metrics import Metrics
@@ -94,12 +97,14 @@ class Service:
         model_pool = ThreadPoolExecutor(1, thread_name_prefix="bbwd-model")
         ot_pool = ThreadPoolExecutor(min(4, os.cpu_count() or 1), thread_name_prefix="bbwd-ot")
         settings, sampler = detector.settings, detector.sampler
-        if draw_mode(sampler) is Mode.ASYNC:  # an API target answers itself
+        if isinstance(sampler, APISampler):  # an API target answers itself
             target: Target = Upstream(sampler)
             model = sampler.endpoint.model
-        else:
+        elif isinstance(sampler, BatchSampler):
             model = settings.target or settings.teacher
             target = LocalTarget(sampler, settings.sampling(), model, model_pool)
+        else:
+            raise BBWDError("bbwd serve answers from an API target or a local model: the detector has neither")
         batcher = TeacherBatcher(detector, model_pool, ot_pool, metrics, batch_wait)
         return cls(detector, target, batcher, metrics, model, model_pool, ot_pool)
 
@@ -117,7 +122,7 @@ class Service:
         await self.batcher.stop()
         if isinstance(self.target, Upstream):
             await self.target.aclose()
-        if draw_mode(self.detector.sampler) is Mode.ASYNC:
+        if isinstance(self.detector.sampler, APISampler):
             await self.detector.sampler.aclose()
         self.model_pool.shutdown()
         self.ot_pool.shutdown()
@@ -151,7 +156,9 @@ class Service:
         """The K scoring samples for the messages, with the detector's settings (``-k auto``: its first stage's)."""
         settings = self.detector.settings
         params = replace(settings.sampling(), k=settings.stages[0])
-        drawn = (await draw_group(self.detector.sampler, [(messages, params.k)], params, executor=self.model_pool))[0]
+        drawn = (
+            await draw_group(self.detector.drawing_sampler, [(messages, params.k)], params, executor=self.model_pool)
+        )[0]
         if isinstance(drawn.samples, BBWDError):
             raise drawn.samples
         return drawn.samples
@@ -174,7 +181,7 @@ class Service:
         done = await score_in_stages(
             self.detector,
             [(messages, samples)],
-            sampler_draw(self.detector.sampler, self.model_pool),  # later stages, drawn as the first is
+            sampler_draw(self.detector.drawing_sampler, self.model_pool),  # later stages, drawn as the first is
             drawn=[len(samples.samples)],
             score=batched,
         )
@@ -182,7 +189,7 @@ class Service:
             raise done[0]
         return done[0]
 
-    async def verdict(self, messages: Messages, answer: Awaitable[str | None] | None = None) -> dict[str, Any]:
+    async def bbwd_object(self, messages: Messages, answer: Awaitable[str | None] | None = None) -> dict[str, Any]:
         """The ``bbwd`` object of the messages: sample, queue for the shared teacher pass, OT; with ``answer``
         (the forwarded answer's text, once it is complete) its AnswerWD too."""
         t0 = time.perf_counter()
@@ -209,7 +216,7 @@ class Service:
         messages = scoring_messages(request)
         await self.admit(request, messages)
         answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        scoring = asyncio.create_task(self.verdict(messages, answer))
+        scoring = asyncio.create_task(self.bbwd_object(messages, answer))
         try:
             body = await self.target.complete(request, raw, messages)
             self.metrics.observe("answer", time.perf_counter() - t0)
@@ -230,7 +237,7 @@ class Service:
         messages = scoring_messages(request)
         await self.admit(request, messages)
         answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        scoring = asyncio.create_task(self.verdict(messages, answer))
+        scoring = asyncio.create_task(self.bbwd_object(messages, answer))
         lines = self.target.stream(request, raw, messages)
         try:
             first = await anext(lines, None)
@@ -279,5 +286,5 @@ class Service:
 
 def _scoring_failed(exc: BBWDError) -> ServeError:
     """The 500 for a request the teacher (or the local sampler) could not score: the pipeline's own text of the
-    failure (``pipeline.scoring_failed`` already says which stage failed)."""
+    failure (``scoring.scoring_failed`` already says which stage failed)."""
     return ServeError(500, str(exc), kind="teacher", type="server_error", code="teacher_error")
