@@ -1,5 +1,6 @@
 """What the bench scripts share: timing, Markdown tables, synthetic token clouds, the command line they print, the
-repository's paths and the teacher workloads. A script imports from here (``from bench.common import table``),
+repository's paths, the teacher workloads and real OpenAI-compatible servers on 127.0.0.1 (for the tests, the
+fixture scripts and the serve benchmark). A script imports from here (``from bench.common import table``),
 never from another script.
 
 Light on purpose: numpy at import, ``blackbox_wd`` only inside the functions that need it (every script imports
@@ -8,10 +9,16 @@ this module, and ``bench.speed.fewshot`` measures its processes' peak RSS).
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
+import shutil
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,3 +99,165 @@ def dataset(name: str, n: int, protocol: str = "zero-shot") -> Dataset:
     from blackbox_wd.eval.data import load
 
     return load(name, protocol, n, require_context=name == "sciq")
+
+
+# Servers: ``transformers serve`` (ignores ``n``, no logprobs) as a subprocess on a plain Hugging Face folder;
+# llama.cpp (honours ``n``, returns logprobs) in this process from the GGUF (xllamacpp, the white-box sampler's own)
+
+HOST = "127.0.0.1"
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def sampling_folder(folder: Path) -> Path:
+    """A sibling of an HF folder (symlinked weights) whose generation config samples.
+
+    ``transformers serve`` decodes greedily unless the model's generation config sets
+    ``do_sample``; the embedded model's folder does not, so K samples would all be equal.
+    """
+    folder = Path(folder)
+    out = folder.with_name(folder.name + "-serve")
+    if (out / "generation_config.json").exists():
+        return out
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for item in folder.iterdir():
+        if item.name != "generation_config.json":
+            (tmp / item.name).symlink_to(item.resolve())
+    src = folder / "generation_config.json"
+    gen = json.loads(src.read_text()) if src.exists() else {}
+    gen.update(do_sample=True, top_k=0)
+    (tmp / "generation_config.json").write_text(json.dumps(gen, indent=1))
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process made it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    """Poll ``url`` until it answers 200; RuntimeError on timeout or if the process exits."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with code {proc.returncode} before becoming healthy")
+        try:
+            if httpx.get(url, timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError(f"server at {url} not healthy after {timeout:.0f} s")
+
+
+@dataclass
+class TransformersServer:
+    """``transformers serve <folder>`` on 127.0.0.1; serves the model under the folder's path."""
+
+    folder: Path
+    port: int = 0
+    startup_timeout: float = 180.0
+    log_path: Path | None = None
+    proc: subprocess.Popen | None = None
+
+    @property
+    def model(self) -> str:
+        """The name the server answers to: the folder path it was started with."""
+        return str(self.folder)
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL."""
+        return f"http://{HOST}:{self.port}/v1"
+
+    def __enter__(self) -> TransformersServer:
+        self.port = self.port or free_port()
+        exe = shutil.which("transformers") or str(Path(sys.executable).with_name("transformers"))
+        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "OMP_NUM_THREADS": "1"}
+        self.proc = subprocess.Popen(
+            [
+                exe,
+                "serve",
+                str(self.folder),
+                "--host",
+                HOST,
+                "--port",
+                str(self.port),
+                "--device",
+                "cpu",
+                "--dtype",
+                "float32",
+                "--log-level",
+                "warning",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        try:
+            wait_healthy(f"http://{HOST}:{self.port}/health", self.startup_timeout, self.proc)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@dataclass
+class LlamaCppServer:
+    """llama.cpp's server in-process (xllamacpp) on 127.0.0.1 from a GGUF file."""
+
+    gguf: Path
+    alias: str = "smollm2-135m"
+    api_key: str | None = None
+    n_parallel: int = 4
+    n_threads: int = 2
+    port: int = 0  # 0: any free port
+    server: Any = None
+    base: str = ""
+
+    @property
+    def model(self) -> str:
+        """The model name to send."""
+        return self.alias
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL."""
+        return self.base + "/v1"
+
+    def __enter__(self) -> LlamaCppServer:
+        import xllamacpp
+
+        from blackbox_wd.clients.llamacpp import llamacpp_params
+
+        params = llamacpp_params(
+            self.gguf, slots=self.n_parallel, context=2048 * self.n_parallel, threads=self.n_threads
+        )
+        params.model_alias = {self.alias}
+        if self.api_key:
+            params.api_keys = [self.api_key]
+        params.port = self.port
+        self.server = xllamacpp.Server(params)
+        self.base = self.server.listening_address
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server = None  # the destructor stops the server

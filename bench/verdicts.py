@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from blackbox_wd.calibration.combine import HeadFit, Table, fit_head, table_from
+from blackbox_wd.calibration.combine import CrossValidation, HeadFit, Table, fit_head, table_from
 from blackbox_wd.calibration.model import MEMBERS, Head, member_value
 from blackbox_wd.scores import eigen_wd
 
@@ -126,4 +126,4 @@ def sentence_head(wiki: list[dict], folds: int) -> Head:
     """The ``mean`` sentence head over WikiBio's labelled sentences, as ``bbwd calibrate`` fits it (its z reads
     no label: nothing is fitted but the scales)."""
     t, _, _ = sentence_table(wiki)
-    return fit_head(t, ["score", "unigram"], combiner="mean", folds=folds, seed=SEED).head
+    return fit_head(t, ["score", "unigram"], CrossValidation("mean", folds, SEED)).head

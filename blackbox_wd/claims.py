@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import ot
 from scipy.optimize import linear_sum_assignment
 
 from blackbox_wd.errors import BBWDError
@@ -164,8 +165,6 @@ def partial_costs(claims: Sequence[np.ndarray], clouds: Sequence[np.ndarray]) ->
     >>> partial_costs([claim], [np.array([[0.0, 0.0], [1.0, 0.0]])]).round(6).tolist()  # (0 + 0.81) / 2
     [[0.405]]
     """
-    import ot
-
     cost, rows, cols = cost_matrix(claims, clouds)
     out = np.empty((len(rows) - 1, len(cols) - 1))
     for i in range(len(rows) - 1):

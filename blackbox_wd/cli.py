@@ -19,10 +19,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
+from blackbox_wd.adaptive import RULE
 from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.records import as_messages
 from blackbox_wd.settings import GROUP_SIZE, Settings, check_group_size
 
 if TYPE_CHECKING:
@@ -121,7 +124,7 @@ def calibration_choice(path: Path | None, verdict: bool) -> Any:
         return None
     if path is None:
         return "auto"
-    from blackbox_wd.calibration import Calibration
+    from blackbox_wd.calibration import Calibration  # scipy.special: about 1 s more on `bbwd --help`
 
     return Calibration.load(path)
 
@@ -190,7 +193,7 @@ def _root(ctx: typer.Context) -> None:
 
 def quiet_libraries() -> None:
     """Keep transformers' progress bars and warnings off the terminal: bbwd reports what it did."""
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # transformers: seconds more on `bbwd --help`
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
@@ -211,8 +214,6 @@ def setting_values(options: dict[str, Any]) -> dict[str, Any]:
 
 def parse_k(k: Any, k_max: int | None) -> dict[str, Any]:
     """``-k N`` (always N samples) or ``-k auto`` (stages up to ``--k-max``) as the Settings fields k and stop."""
-    from blackbox_wd.adaptive import RULE
-
     if str(k).strip().lower() == "auto":
         return {"k": K_MAX if k_max is None else k_max, "stop": RULE}
     if k_max is not None:
@@ -374,10 +375,8 @@ def score(
     settings = settings_from(options or {})  # a setting out of range fails here, before torch loads
     if response is not None and not response.strip():
         raise BBWDError("--response is empty")
-    from blackbox_wd.records import as_messages
-
     messages = as_messages(prompt)  # an empty prompt fails here, before torch loads
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.pipeline import Detector  # torch and transformers: seconds more on `bbwd --help`
 
     choice = calibration_choice(calibration, verdict)
     quiet_libraries()
@@ -426,14 +425,12 @@ def batch(
     """Score a JSONL log, one output line per input line. With --target, records with fewer than K responses are
     topped up from it; without, the responses are recorded samples (target "recorded"), the first K of each
     scored as they are."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     if not logs.is_file():  # before torch loads
         raise BBWDError(f"input file not found: {logs}")
     if ray_address is not None and engine is not EngineOption.ray:
         raise BBWDError("--ray-address needs --engine ray")
-    from blackbox_wd.batch import BatchRunner, Runner, check_output_path, plan_k, read_done
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.batch import BatchRunner, Runner, check_output_path, plan_k, read_done  # torch: as score's
+    from blackbox_wd.pipeline import Detector  # torch and transformers: seconds more on `bbwd --help`
 
     quiet_libraries()
     check_group_size(group_size)
@@ -454,7 +451,7 @@ def batch(
     cluster: contextlib.AbstractContextManager[None]
     engine_runner: type[Runner] = BatchRunner
     if engine is EngineOption.ray:
-        from blackbox_wd.ray_engine import RayRunner, ray_cluster
+        from blackbox_wd.ray_engine import RayRunner, ray_cluster  # ray: an optional extra
 
         cluster, engine_runner = ray_cluster(ray_address), RayRunner
     else:
@@ -567,35 +564,28 @@ def eval_command(
     options: dict[str, Any] | None = None,
 ) -> None:
     """Score a dataset with AvgWD, EigenWD and the baselines; write results.jsonl, summary.md and plots."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    from blackbox_wd.eval.main import execute, plan
+    from blackbox_wd.eval.main import EvalOptions, execute, plan  # torch and transformers: as score's
 
     quiet_libraries()
     request = plan(
         data,
         output,
         setting_values(options or {}),
-        limit=limit,
-        protocol_name=protocol,
-        label_from=label_from,
-        dse=dse,
-        nli=nli,
-        require_context=require_context,
-        max_tokens=max_tokens,
-        judge=judge,
-        judge_base_url=judge_base_url,
-        judge_api_key_env=judge_api_key_env,
-        lne=lne,
-        calibration=calibration_choice(calibration, verdict),
-        samples_from=samples_from,
+        EvalOptions(
+            limit=limit,
+            protocol_name=protocol,
+            label_from=label_from,
+            dse=dse,
+            nli=nli,
+            require_context=require_context,
+            max_tokens=max_tokens,
+            judge=judge,
+            judge_base_url=judge_base_url,
+            judge_api_key_env=judge_api_key_env,
+            lne=lne,
+            calibration=calibration_choice(calibration, verdict),
+            samples_from=samples_from,
+        ),
     )
     err = Console(stderr=True)
     with Progress(
@@ -679,23 +669,24 @@ def calibrate(
 ) -> None:
     """Fit a calibration (the combined verdict: a probability of hallucination and a flag, for answers and their
     sentences) on labelled results, with a report."""
-    from blackbox_wd.batch import check_output_path
-    from blackbox_wd.calibration.fit import fit_files
-    from blackbox_wd.calibration.report import summary_line, write_report
+    from blackbox_wd.batch import check_output_path  # torch: as score's
+    from blackbox_wd.calibration import (  # scikit-learn and matplotlib: seconds more on `bbwd --help`
+        combine,
+        fit,
+        report,
+    )
 
     check_output_path(output)
-    fit = fit_files(
+    fitted = fit.fit_files(
         results,
         label=label,
         settings_from=settings_from,
-        folds=folds,
-        target_fpr=target_fpr,
         samples=samples,
-        combiner=combiner,
+        cv=combine.CrossValidation(combiner=combiner, folds=folds, target_fpr=target_fpr),
     )
-    fit.calibration.save(output)
-    paths = write_report(fit, output)
-    typer.echo(f"wrote {output}, {paths['report']}, {paths['reliability']}: {summary_line(fit)}", err=True)
+    fitted.calibration.save(output)
+    paths = report.write_report(fitted, output)
+    typer.echo(f"wrote {output}, {paths['report']}, {paths['reliability']}: {report.summary_line(fitted)}", err=True)
 
 
 SERVE_MODULES = {"fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic"}
@@ -727,7 +718,7 @@ def serve(
 ) -> None:
     """Serve an OpenAI-compatible /v1/chat/completions that answers every call and adds its bbwd verdict."""
     try:
-        from blackbox_wd.serve.app import ServeOptions, run
+        from blackbox_wd.serve.app import ServeOptions, run  # the 'serve' extra, and torch as score's
     except ModuleNotFoundError as exc:
         if exc.name not in SERVE_MODULES:
             raise

@@ -8,7 +8,7 @@ which are spread into the row) and adds only its own keys (ids, labels, errors) 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -128,15 +128,15 @@ class RowFields:
 EVERY_FIELD = RowFields((*(f.name for f in fields(Result)), "n_samples", "target_tokens"))  # ``Result.to_dict``
 
 
-def result_row(result: Result | None, selection: RowFields | Sequence[str]) -> dict[str, Any]:
+def result_row(result: Result | None, selection: RowFields) -> dict[str, Any]:
     """The JSON-ready values of a door's fields for a result; for None (a record that failed or did not parse)
     each field's empty value.
 
     Parameters
     ----------
     result : Result or None
-    selection : RowFields or sequence of str
-        The door's fields; a plain sequence of names: each written as it is.
+    selection : RowFields
+        The door's fields.
 
     Returns
     -------
@@ -144,14 +144,13 @@ def result_row(result: Result | None, selection: RowFields | Sequence[str]) -> d
         ``{name: value}`` in the order of the names (a spread field's items in its place), without the optional
         fields that have no value.
     """
-    chosen = selection if isinstance(selection, RowFields) else RowFields(tuple(selection))
     row: dict[str, Any] = {}
-    for name in chosen.names:
+    for name in selection.names:
         get, empty = ROW_FIELDS[name]
         value = empty if result is None else get(result)
-        if name in chosen.optional and (value is None or value == {}):
+        if name in selection.optional and (value is None or value == {}):
             continue
-        if name in chosen.spread:
+        if name in selection.spread:
             row.update(value)
         else:
             row[name] = value

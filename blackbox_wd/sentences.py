@@ -58,7 +58,7 @@ def sentence_dicts(sentences: Sequence[SentenceScore] | None) -> list[dict[str, 
 @cache
 def _sentencizer() -> Any:
     """spaCy's blank English pipeline with the rule-based sentencizer, built once per process."""
-    import spacy
+    import spacy  # seconds more on every process that imports the pipeline (-X importtime), for a passage only
 
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")

@@ -10,10 +10,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from blackbox_wd.adaptive import RULE
+from blackbox_wd.adaptive import stages as adaptive_stages
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
 from blackbox_wd.scores import DEFAULT_ALPHA, P_NORM
-from blackbox_wd.teachers.registry import EMBEDDED
+from blackbox_wd.teachers.registry import EMBEDDED, default_norm
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 NORMS = ("auto", "none", "unit")  # the teacher's own, token states as the layer gives them, or each of unit length
@@ -143,8 +144,6 @@ class Settings:
     @property
     def resolved_norm(self) -> str:
         """The norm the transport uses: ``norm``, or for "auto" the teacher's own."""
-        from blackbox_wd.teachers.registry import default_norm
-
         return default_norm(self.teacher) if self.norm == "auto" else self.norm
 
     @property
@@ -160,9 +159,7 @@ class Settings:
     def stages(self) -> tuple[int, ...]:
         """The sample counts at which a prompt's verdict is looked at: ``adaptive.stages(k)`` with ``stop``, else
         (k,)."""
-        from blackbox_wd.adaptive import stages
-
-        return stages(self.k) if self.stop is not None else (self.k,)
+        return adaptive_stages(self.k) if self.stop is not None else (self.k,)
 
 
 class TeacherShape(Protocol):

@@ -1,9 +1,9 @@
 """Re-record the API replay fixtures in fixtures/ from real OpenAI-compatible servers on 127.0.0.1.
 
-    python scripts/record_fixtures.py            # both servers
-    python scripts/record_fixtures.py transformers
-    python scripts/record_fixtures.py llamacpp   # needs: pip install xllamacpp
-    python scripts/record_fixtures.py auto       # -k auto: a batch drawn in stages from llama.cpp
+    python -m scripts.record_fixtures            # both servers
+    python -m scripts.record_fixtures transformers
+    python -m scripts.record_fixtures llamacpp   # needs: pip install xllamacpp
+    python -m scripts.record_fixtures auto       # -k auto: a batch drawn in stages from llama.cpp
 
 ``transformers serve`` runs the embedded model's HF folder (it ignores ``n`` and sends no
 logprobs); llama.cpp (xllamacpp) runs the embedded GGUF, honours ``n`` and sends logprobs, and is
@@ -18,10 +18,10 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from bench.common import LlamaCppServer, TransformersServer, sampling_folder
 from blackbox_wd.clients.api import APISampler
 from blackbox_wd.clients.presets import Endpoint
 from blackbox_wd.clients.replay import RECORDING_KEY, Cassette, RecordingTransport
-from blackbox_wd.clients.servers import LlamaCppServer, TransformersServer, sampling_folder
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
 
@@ -120,7 +120,8 @@ def main() -> None:
     ap.add_argument("which", nargs="*", default=["transformers", "llamacpp"])
     ap.add_argument("--out", type=Path, default=ROOT / "fixtures")
     args = ap.parse_args()
-    from blackbox_wd.teachers.embedded import ensure_gguf, ensure_hf_folder
+    from blackbox_wd.teachers.embedded import ensure_gguf
+    from blackbox_wd.teachers.gguf import ensure_hf_folder
 
     if "transformers" in args.which:
         import transformers

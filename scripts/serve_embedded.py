@@ -1,6 +1,6 @@
 """Serve the embedded SmolLM2 GGUF with llama.cpp (xllamacpp) on 127.0.0.1 until interrupted.
 
-    python scripts/serve_embedded.py [--parallel 4] [--threads 1] [--port 0]
+    python -m scripts.serve_embedded [--parallel 4] [--threads 1] [--port 0]
 
 Prints the base URL; then, e.g.:
     bbwd score --target smollm2-135m --base-url <URL> --teacher gemma3-270m "..."
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from blackbox_wd.clients.servers import LlamaCppServer
+from bench.common import LlamaCppServer
 from blackbox_wd.teachers.embedded import ensure_gguf
 
 

@@ -15,7 +15,7 @@ import httpx
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
-from blackbox_wd.clients.servers import HOST, free_port, wait_healthy
+from bench.common import HOST, free_port, wait_healthy
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN_ENV = "BBWD_TEST_SERVER_TOKEN"

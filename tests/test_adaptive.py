@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blackbox_wd.adaptive import Settle, fit_settle, fit_settles, stages, stop_stage
+from blackbox_wd.adaptive import Settle, stages, stop_stage
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Head, Verdict
+from blackbox_wd.calibration.settle import fit_settle, fit_settles
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Sample, SampleSet
 from blackbox_wd.settings import Settings

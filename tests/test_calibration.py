@@ -85,7 +85,7 @@ def test_json_round_trips_exactly(tmp_path, calibrator):
     loaded = Calibration.load(tmp_path / "c.json")
     assert loaded == cal and loaded.origin == str(tmp_path / "c.json") and loaded.id == cal.id
     row = {"avg_wd": 75.07, "eigen_wd": 1.17e8}
-    assert loaded.predict(row) == cal.predict(row)
+    assert loaded.verdict(row).p == cal.verdict(row).p
     body = json.loads(text)  # plain JSON: numbers, strings, lists, objects
     assert body["format"] == "bbwd-calibration/1" and body["model"]["calibrator"]["method"] == calibrator.method
     assert "origin" not in body and body["settings"]["k"] == 10 and "seed" not in body["settings"]
@@ -94,12 +94,14 @@ def test_json_round_trips_exactly(tmp_path, calibrator):
 def test_predict_is_the_documented_formula():
     cal = make()
     z = (75.07 - 60) / 15 + (math.log(1.17e8) - 18) / 2
-    assert cal.predict({"avg_wd": 75.07, "eigen_wd": 1.17e8}) == pytest.approx(1 / (1 + math.exp(-z)), abs=1e-15)
+    assert cal.verdict({"avg_wd": 75.07, "eigen_wd": 1.17e8}).p == pytest.approx(1 / (1 + math.exp(-z)), abs=1e-15)
     iso = make(calibrator=Isotonic((-1.0, 1.0), (0.2, 0.8)))
-    assert iso.predict({"avg_wd": 60.0, "eigen_wd": math.exp(18.5)}) == pytest.approx(0.575)  # z = 0.25
-    assert cal.flag(0.5) and not cal.flag(0.4999)
+    assert iso.verdict({"avg_wd": 60.0, "eigen_wd": math.exp(18.5)}).p == pytest.approx(0.575)  # z = 0.25
+    row = {"avg_wd": 75.07, "eigen_wd": 1.17e8}  # flagged from p = threshold on, not below it
+    p = cal.verdict(row).p
+    assert make(threshold=p).verdict(row).flag and not make(threshold=math.nextafter(p, 1.0)).verdict(row).flag
     with pytest.raises(BBWDError, match="cannot calibrate: no finite avg_wd"):
-        cal.predict({"avg_wd": None, "eigen_wd": 1e8})
+        cal.verdict({"avg_wd": None, "eigen_wd": 1e8})
 
 
 @pytest.mark.parametrize(
@@ -217,7 +219,7 @@ def test_the_shipped_calibration_is_valid_for_scores_default_settings():
         }
     )
     assert cal.fitted_on.n >= 300 and 0.15 <= cal.fitted_on.base_rate <= 0.85
-    assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.threshold < 1
+    assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.operating_point.threshold < 1
 
 
 def test_the_shipped_calibration_serves_score_k_auto_on_the_embedded_model():
@@ -267,7 +269,7 @@ def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
     assert cal.ks == (3, 5, 10, 20) and cal.operating_point.rule == "target_fpr_by_set"  # every K, one file
     cal.check({**run, "k": 20})
     cal.check({**run, "stop": "settle"})
-    assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.threshold < 1
+    assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.operating_point.threshold < 1
     assert "temperature 0.5" in cal.sampling_note(run)
 
 
@@ -307,7 +309,7 @@ def test_detector_adds_probability_and_flag_and_refuses_other_settings(tiny_llam
     cal = make(plain.reported_settings(), threshold=0.3)
     detector = plain.with_calibration(cal)
     result = detector.score("what is the capital of france", responses=["paris", "it is rome"])
-    assert result.p_hallucination == cal.predict({"avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd})
+    assert result.p_hallucination == cal.verdict({"avg_wd": result.avg_wd, "eigen_wd": result.eigen_wd}).p
     assert 0 < result.p_hallucination < 1 and result.flag == (result.p_hallucination >= 0.3)
     assert result.calibration["fingerprint"] == cal.fingerprint and result.calibration["n"] == 600
     assert result.to_dict()["p_hallucination"] == result.p_hallucination
@@ -334,7 +336,7 @@ def test_batch_rows_carry_probability_flag_and_calibration(tiny_llama, tmp_path)
     asyncio.run(BatchRunner(replace(detector.with_calibration(cal), group_size=2), sample_missing=False).run(src, dst))
     rows = [json.loads(line) for line in dst.read_text().splitlines()]
     for row in (rows[0], rows[2]):
-        assert row["p_hallucination"] == cal.predict(row) and row["flag"] == (row["p_hallucination"] >= 0.3)
+        assert row["p_hallucination"] == cal.verdict(row).p and row["flag"] == (row["p_hallucination"] >= 0.3)
         assert row["calibration"] == cal.id
     assert rows[1]["error"] and rows[1]["p_hallucination"] is None and rows[1]["flag"] is None
     other = make(detector.reported_settings(), threshold=0.9)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,17 @@ import pytest
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
-from blackbox_wd.calibration.combine import Table, fit_head, group_folds, head_sets, per_source_auroc, table_from
+from blackbox_wd.calibration.combine import (
+    CrossValidation,
+    Table,
+    fit_head,
+    group_folds,
+    head_sets,
+    per_source_auroc,
+    table_from,
+)
 from blackbox_wd.calibration.fit import (
+    CV,
     expected_calibration_error,
     fit_calibration,
     prompt_of,
@@ -82,7 +92,7 @@ def test_fit_recovers_the_logistic_coefficients():
 
 def test_the_mean_combiner_weighs_standardised_members_equally():
     X, y, _ = draw(300, seed=2)
-    m = fit_head(table(X, y), FEATURES, combiner="mean", methods=("platt",)).head.model
+    m = fit_head(table(X, y), FEATURES, CrossValidation(combiner="mean"), methods=("platt",)).head.model
     assert m.coef == (0.5, 0.5) and m.intercept == 0.0
     assert m.mean == pytest.approx(tuple(X.mean(axis=0))) and m.scale == pytest.approx(tuple(X.std(axis=0)))
 
@@ -100,7 +110,7 @@ def test_the_select_combiner_keeps_the_members_that_help_in_each_data_set():
     t = table_from(
         {"a": a, "b": b, "noise": noise}, y, [str(i) for i in range(n)], np.where(first, "one", "two").tolist()
     )
-    m = fit_head(t, ("a", "b", "noise"), combiner="select", methods=("platt",)).head.model
+    m = fit_head(t, ("a", "b", "noise"), CrossValidation(combiner="select"), methods=("platt",)).head.model
     assert m.coef == (0.5, 0.5, 0.0) and m.intercept == 0.0
     score = lambda x: per_source_auroc(x, y, np.ones(n), t.source[:n])  # noqa: E731
     assert score((a + b) / 2) > max(score(a), score(b), score((a + b + noise) / 3))
@@ -167,7 +177,7 @@ def test_ece_and_brier_match_a_hand_worked_example():
 @pytest.mark.parametrize("target", [0.05, 0.1, 0.2])
 def test_threshold_meets_the_target_fpr_on_the_fitting_data(target):
     X, y, _ = draw(500, seed=6)
-    fit = fit_head(table(X, y), FEATURES, target_fpr=target)
+    fit = fit_head(table(X, y), FEATURES, CrossValidation(target_fpr=target))
     op = fit.head.operating_point
     flagged = fit.p >= op.threshold
     assert op.fpr == pytest.approx(flagged[y == 0].mean()) and op.fpr <= target
@@ -190,7 +200,7 @@ def test_fit_calibration_records_where_and_how_it_was_fitted(tmp_path):
     X, y, _ = draw(200, seed=6)
     write_rows(tmp_path / "r.jsonl", X, y, extra={"ls": 0.5})
     labelled = read_labelled([tmp_path / "r.jsonl"])
-    fit = fit_calibration(labelled, SETTINGS, source="r.jsonl", folds=4)
+    fit = fit_calibration(labelled, SETTINGS, source="r.jsonl", cv=replace(CV, folds=4))
     cal = fit.calibration
     on = cal.fitted_on
     assert (on.n, on.positives, on.folds, on.protocol, on.label) == (200, int(y.sum()), 4, "zero-shot", "label")
@@ -259,7 +269,7 @@ def test_passages_and_their_sentences_fit_a_sentence_head(tmp_path):
     write_passages(path)
     labelled = read_labelled([path])
     assert labelled.sentences is not None and labelled.sentences.y.size == 320
-    fit = fit_calibration(labelled, SETTINGS, folds=4)
+    fit = fit_calibration(labelled, SETTINGS, cv=replace(CV, folds=4))
     cal = fit.calibration
     assert cal.sentence is not None and cal.sentence.members == ("score", "unigram")
     assert all(c > 0 for c in cal.sentence.model.coef)  # both parts point to inaccurate sentences
@@ -272,7 +282,7 @@ def test_passages_and_their_sentences_fit_a_sentence_head(tmp_path):
 def test_each_answer_gets_the_mean_of_its_sentences_z_before_the_answer_heads_are_fitted(tmp_path):
     path = tmp_path / "r.jsonl"
     write_passages(path)
-    fit = fit_calibration(read_labelled([path]), SETTINGS, folds=4)
+    fit = fit_calibration(read_labelled([path]), SETTINGS, cv=replace(CV, folds=4))
     cal = fit.calibration
     model = cal.sentence.model
     rows = [json.loads(line) for line in path.read_text().splitlines()]
@@ -410,7 +420,7 @@ def test_rows_mixing_short_answers_and_passages_fit_a_head_without_the_short_onl
         np.isnan(labelled.answers.members["es"][passage]).all()
         and np.isfinite(labelled.answers.members["es"][~passage]).all()
     )
-    fit = fit_calibration(labelled, SETTINGS, folds=4)
+    fit = fit_calibration(labelled, SETTINGS, cv=replace(CV, folds=4))
     cal = fit.calibration
     assert cal.short_only == ("log_eigen_wd", "es", "er")
     assert fit.heads[0].head.members == ("avg_wd", "log_eigen_wd", "ls", "es", "er") and fit.heads[0].rows.sum() == 80

@@ -7,13 +7,14 @@ import math
 import re
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration import model as calibration_module
-from blackbox_wd.calibration.fit import fit_calibration, read_labelled
+from blackbox_wd.calibration.fit import CV, fit_calibration, read_labelled
 from blackbox_wd.cli import main
 from blackbox_wd.settings import fingerprint
 
@@ -230,7 +231,9 @@ def embedded_calibration_file(tmp_path_factory, smollm_teacher):
     reported = Detector(smollm_teacher, local_sampler_for(settings, smollm_teacher), settings).reported_settings()
     folder = tmp_path_factory.mktemp("embedded")
     labelled_rows(folder / "rows.jsonl", reported)
-    fit = fit_calibration(read_labelled([folder / "rows.jsonl"], "label_em"), reported, label="label_em", folds=4)
+    fit = fit_calibration(
+        read_labelled([folder / "rows.jsonl"], "label_em"), reported, label="label_em", cv=replace(CV, folds=4)
+    )
     path = folder / "smollm2-135m.json"
     fit.calibration.save(path)
     return path
@@ -247,8 +250,9 @@ def test_score_with_calibration_end_to_end(embedded_calibration_file):
     )
     assert run.returncode == 0, run.stderr
     result = json.loads(run.stdout)
-    assert result["p_hallucination"] == pytest.approx(cal.predict(result), abs=1e-12)
-    assert result["flag"] == (result["p_hallucination"] >= cal.threshold)
+    judged = cal.verdict(result)
+    assert result["p_hallucination"] == pytest.approx(judged.p, abs=1e-12)
+    assert result["flag"] == (result["p_hallucination"] >= judged.threshold)
     assert result["calibration"]["fingerprint"] == cal.fingerprint and result["calibration"]["n"] == 120
     table = subprocess.run(
         [*BBWD, "score", *RUN, "--calibration", str(embedded_calibration_file), PROMPT],
@@ -259,7 +263,7 @@ def test_score_with_calibration_end_to_end(embedded_calibration_file):
     assert table.returncode == 0, table.stderr
     verdict = "flagged" if result["flag"] else "not flagged"
     line = (
-        f"risk {result['p_hallucination']:.2f} - {verdict} (threshold {cal.threshold:.2f} at "
+        f"risk {result['p_hallucination']:.2f} - {verdict} (threshold {judged.threshold:.2f} at "
         f"FPR {cal.operating_point.fpr:.0%} on 120 labelled prompts; p at base rate 0.48 of its data (--base-rate"
     )
     assert line in " ".join(table.stdout.split()), table.stdout

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from serve_support import bbwd_score
 
+from bench.common import LlamaCppServer, TransformersServer, sampling_folder
 from blackbox_wd.clients.api import APISampler
 from blackbox_wd.clients.cache import SampleCache
 from blackbox_wd.clients.presets import Endpoint
-from blackbox_wd.clients.servers import LlamaCppServer, TransformersServer, sampling_folder
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def transformers_server(tmp_path_factory):
     """``transformers serve`` on the embedded model's HF folder (weights symlinked, sampling on)."""
-    from blackbox_wd.teachers.embedded import ensure_hf_folder
+    from blackbox_wd.teachers.gguf import ensure_hf_folder
 
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with TransformersServer(sampling_folder(ensure_hf_folder()), log_path=log) as server:

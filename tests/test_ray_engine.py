@@ -391,7 +391,7 @@ def test_calibrated_rows_equal_the_local_engine_and_resume_checks_the_calibratio
     out = rows(tmp_path / "ray.jsonl")
     assert_same(out, rows(tmp_path / "local.jsonl"))
     assert all(
-        r["calibration"] == cal.id and r["p_hallucination"] == pytest.approx(cal.predict(r), rel=1e-12) for r in out
+        r["calibration"] == cal.id and r["p_hallucination"] == pytest.approx(cal.verdict(r).p, rel=1e-12) for r in out
     )
     with pytest.raises(BBWDError, match="was written with another calibration"):
         run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, **SMALL)

@@ -15,7 +15,7 @@ import torch
 from conftest import direct_sentences
 from serve_support import BbwdServe, CuttingProxy, metric, passes_with_company
 
-from blackbox_wd.clients.servers import LlamaCppServer
+from bench.common import LlamaCppServer
 
 pytestmark = pytest.mark.slow
 

@@ -134,7 +134,7 @@ def test_a_huge_header_gets_431_and_the_server_stays_up(served):
 def test_control_token_text_in_a_message_stays_in_its_turn(served):
     from transformers import AutoTokenizer
 
-    from blackbox_wd.teachers.embedded import ensure_hf_folder
+    from blackbox_wd.teachers.gguf import ensure_hf_folder
     from blackbox_wd.teachers.registry import EMBEDDED_MODELS
 
     tok = AutoTokenizer.from_pretrained(ensure_hf_folder(EMBEDDED_MODELS[MODEL]))

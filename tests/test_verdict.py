@@ -130,7 +130,7 @@ def test_a_format_2_calibration_round_trips_and_a_format_1_file_keeps_its_bytes(
     m = first.model
     avg, log_eig = 40.0, math.log(3e7)
     z = (avg - m.mean[0]) / m.scale[0] * m.coef[0] + (log_eig - m.mean[1]) / m.scale[1] * m.coef[1] + m.intercept
-    assert first.predict({"avg_wd": avg, "eigen_wd": 3e7}) == pytest.approx(
+    assert first.verdict({"avg_wd": avg, "eigen_wd": 3e7}).p == pytest.approx(
         float(np.interp(z, m.calibrator.x, m.calibrator.y))
     )
 

@@ -5,7 +5,7 @@ from one ``bbwd eval`` run per stage (``-k 3``, ``-k 5``, ...: a recorded run ta
 or from one ``bbwd eval -k auto`` run, whose rows hold every stage's scores (a white-box run's samples).
 Everything is fitted out of fold, 5 folds grouped by prompt: on the training prompts, each stage's answer head
 (``calibration.combine.fit_head``, the shipped combiner, over the members every API row has) and each stage's
-band (``adaptive.fit_settles`` on the heads' nested out-of-fold p, ``DELTA`` = 0.05); on the held-out prompts,
+band (``calibration.settle.fit_settles`` on the heads' nested out-of-fold p, ``DELTA`` = 0.05); on the held-out prompts,
 the rule is replayed and the prompt's verdict is p at the stage where it stopped. The fixed-K verdict is p of the
 same folds' last-stage head, so the two are paired. When some rows carry labelled sentences (WikiBio), the last
 stage also has ``sentence_verdict`` (the ``mean`` sentence head's z over each answer's sentences, with the scales of
@@ -32,10 +32,19 @@ import numpy as np
 
 from bench.common import table
 from bench.verdicts import API_MEMBERS, SEED, members_of, pearson_diff, read_rows, sentence_head
-from blackbox_wd.adaptive import DELTA, fit_settles, stages, stop_stage
-from blackbox_wd.calibration.combine import Table, first_by_prompt, fit_head, group_folds, heads_on, table_from
+from blackbox_wd.adaptive import DELTA, stages, stop_stage
+from blackbox_wd.calibration.combine import (
+    CrossValidation,
+    Table,
+    first_by_prompt,
+    fit_head,
+    group_folds,
+    heads_on,
+    table_from,
+)
 from blackbox_wd.calibration.fit import COMBINER, leave_out, short_only_members, verdicts_by_prompt
 from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Head, is_passage, sentence_verdict
+from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff
 from blackbox_wd.teachers.registry import reference_bandwidth
 
@@ -112,7 +121,7 @@ def replay(
             rows = np.array([g in tr for g in t.groups])
             cols = {n: v[rows] for n, v in t.members.items()}
             sub = Table(cols, t.y[rows], t.w[rows], t.groups[rows], t.source[rows])
-            fits = [fit_head(sub, h, combiner=combiner, folds=FOLDS, seed=SEED) for h in heads_on(sub, heads)]
+            fits = [fit_head(sub, h, CrossValidation(combiner, FOLDS, SEED)) for h in heads_on(sub, heads)]
             oof = verdicts_by_prompt(sub, fits)
             p_train[s] = [oof[g][0] for g in prompts[train]]
             f_train[s] = [oof[g][1] for g in prompts[train]]

@@ -18,7 +18,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from bench.common import table
-from blackbox_wd.calibration.combine import COMBINERS, fit_head, head_sets
+from blackbox_wd.calibration.combine import COMBINERS, CrossValidation, fit_head, head_sets
 from blackbox_wd.calibration.fit import OPTIONAL, read_labelled
 from blackbox_wd.calibration.model import MEMBERS
 
@@ -35,7 +35,7 @@ def main() -> None:
     for combiner in COMBINERS:
         aurocs = []
         for seed in range(args.seeds):
-            fit = fit_head(t, head, combiner=combiner, folds=args.folds, seed=seed)
+            fit = fit_head(t, head, CrossValidation(combiner, args.folds, seed))
             aurocs.append(roc_auc_score(t.y[fit.rows], fit.z, sample_weight=t.w[fit.rows]))
         a = np.array(aurocs)
         kept = [n for n, c in zip(head, fit.head.model.coef, strict=True) if c]

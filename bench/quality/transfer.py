@@ -27,6 +27,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from blackbox_wd.adaptive import stages
+from blackbox_wd.calibration.combine import CrossValidation
 from blackbox_wd.calibration.fit import expected_calibration_error, fit_files, row_label
 from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Calibration, is_passage, member_value
 
@@ -169,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for k, path in runs[s].items()
                 if args.fit_ks is None or k in args.fit_ks
             ]
-            fit = fit_files(train, samples=SAMPLES, combiner=combiner, folds=args.folds)
+            fit = fit_files(train, samples=SAMPLES, cv=CrossValidation(combiner=combiner, folds=args.folds))
             cal = fit.calibration
             if args.save:
                 args.save.mkdir(parents=True, exist_ok=True)

@@ -62,7 +62,7 @@ from bench.verdicts import (
     sentence_head,
     sentence_table,
 )
-from blackbox_wd.calibration.combine import COMBINERS, Table, first_by_prompt, fit_head
+from blackbox_wd.calibration.combine import COMBINERS, CrossValidation, Table, first_by_prompt, fit_head
 from blackbox_wd.calibration.model import PASSAGE_TOKENS, SHORT_ONLY, is_passage, sentence_verdict
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr
 
@@ -92,7 +92,7 @@ def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: 
     t = pooled_table(sac3, wiki, m_s, m_w, members)
     vrows = []
     for combiner in COMBINERS:
-        fit = fit_head(t, members, combiner=combiner, folds=folds, seed=SEED)
+        fit = fit_head(t, members, CrossValidation(combiner, folds, SEED))
         ps, pw = per_set(out_of_fold(t, fit), sac3, wiki)
         a = auroc_with_ci(y_s, ps)
         d = paired_auroc_diff(y_s, ps, column(m_s, best_s[0]))
@@ -165,11 +165,9 @@ def scale_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: i
     per_kind = scaled_by_kind(t, sac3 + wiki)
     best_s = max(members, key=lambda n: auroc_with_ci(y_s, column(m_s, n)).auroc)
     best_w = max(members, key=lambda n: correlation_with_ci(h_w, column(m_w, n)).r)
-    pooled = fit_head(t, members, combiner="select", folds=folds, seed=SEED)
+    pooled = fit_head(t, members, CrossValidation("select", folds, SEED))
     fits = {"pooled scales, select": pooled}
-    fits |= {
-        f"scales per kind, {c}": fit_head(per_kind, members, combiner=c, folds=folds, seed=SEED) for c in COMBINERS
-    }
+    fits |= {f"scales per kind, {c}": fit_head(per_kind, members, CrossValidation(c, folds, SEED)) for c in COMBINERS}
     ref_s, ref_w = per_set(out_of_fold(t, pooled), sac3, wiki)
     rows = []
     for label, fit in fits.items():
@@ -221,7 +219,7 @@ def seed_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
     for (scales, tab), combiner in ((x, c) for x in tables.items() for c in COMBINERS):
         got = []
         for seed in range(seeds):
-            fit = fit_head(tab, members, combiner=combiner, folds=folds, seed=seed)
+            fit = fit_head(tab, members, CrossValidation(combiner, folds, seed))
             ps, pw = per_set(out_of_fold(tab, fit), sac3, wiki)
             got.append((auroc_with_ci(y_s, ps).auroc, 100 * np.corrcoef(pw, h_w)[0, 1]))
         a, c = np.array(got).T
@@ -246,7 +244,7 @@ def head_ps(t: Table, heads: list[list[str]], combiner: str, folds: int, seed: i
     """(nested out-of-fold p, deployed p) by prompt, from the first of ``heads`` whose members the prompt has. The
     deployed p is the calibrator the head ships with applied to the prompt's out-of-fold z: one calibrator for
     every prompt, as a shipped head has."""
-    fits = [fit_head(t, members, combiner=combiner, folds=folds, seed=seed) for members in heads]
+    fits = [fit_head(t, members, CrossValidation(combiner, folds, seed)) for members in heads]
     return first_by_prompt(
         (t.groups[f.rows], [(float(p), float(d)) for p, d in zip(f.p, f.head.model.calibrator(f.z), strict=True)])
         for f in fits
@@ -382,13 +380,13 @@ def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: in
     else:
         kind = {r["id"]: "passage" if len(r.get("sentences") or []) >= 2 else "short" for r in sac3 + wiki}
     t = pooled_table(sac3, wiki, m_s, m_w, members)
-    pooled = fit_head(t, members, combiner="select", folds=folds, seed=SEED)
+    pooled = fit_head(t, members, CrossValidation("select", folds, SEED))
     p_pooled = out_of_fold(t, pooled)
     p_kind: dict[str, float] = {}
     used = []
     for name in ("short", "passage"):
         part = subset(t, np.array([kind[g] == name for g in t.groups]))
-        fit = fit_head(part, members, combiner="select", folds=folds, seed=SEED)
+        fit = fit_head(part, members, CrossValidation("select", folds, SEED))
         p_kind.update(zip(part.groups[fit.rows], fit.p, strict=True))
         chosen = [n for n, c in zip(members, fit.head.model.coef, strict=True) if c]
         used.append(f"{name} ({len(np.unique(part.groups))} prompts): {', '.join(chosen)}")
@@ -418,7 +416,7 @@ def sentence_section(wiki: list[dict], folds: int) -> list[str]:
     lines = ["## Sentence verdict (WikiBio sentences; AUC-PR x100 with the CI over passages)", ""]
     cols = {"OT score (sentence)": np.array(score), "lexical surprise (unigram max)": np.array(unigram)}
     for combiner in COMBINERS:
-        fit = fit_head(t, ["score", "unigram"], combiner=combiner, folds=folds, seed=SEED)
+        fit = fit_head(t, ["score", "unigram"], CrossValidation(combiner, folds, SEED))
         p, deployed = np.full(sev.size, np.nan), np.full(sev.size, np.nan)
         p[fit.rows], deployed[fit.rows] = fit.p, fit.head.model.calibrator(fit.z)
         coefs = ", ".join(f"{v:+.2f}" for v in fit.head.model.coef)

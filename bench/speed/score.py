@@ -27,9 +27,8 @@ import time
 
 import httpx
 
-from bench.common import ROOT, table
+from bench.common import ROOT, LlamaCppServer, table
 from blackbox_wd.clients.llamacpp import NEUTRAL, threads
-from blackbox_wd.clients.servers import LlamaCppServer
 from blackbox_wd.teachers.embedded import ensure_gguf
 
 PROMPTS = ("What is the capital of Australia?", "Who won the 1987 Tour de France?")

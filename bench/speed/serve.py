@@ -44,8 +44,7 @@ import uvicorn
 from fastapi import FastAPI, Request  # module level: FastAPI resolves the handlers' annotations here
 from fastapi.responses import JSONResponse
 
-from bench.common import API_SERVER, ROOT, command, dataset, table
-from blackbox_wd.clients.servers import HOST, free_port, wait_healthy
+from bench.common import API_SERVER, HOST, ROOT, command, dataset, free_port, table, wait_healthy
 from blackbox_wd.settings import Settings
 
 TARGET = "smollm2-135m"

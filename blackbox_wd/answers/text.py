@@ -11,14 +11,15 @@ import string
 from collections.abc import Sequence
 from functools import lru_cache
 
+from rapidfuzz.distance import LCSseq
+from rouge_score.tokenize import tokenize
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
 
 def rouge_tokens(text: str) -> tuple[str, ...]:
     """rouge-score's tokens of ``text``: its default tokenizer, no stemming (lowercase [a-z0-9] runs)."""
-    from rouge_score.tokenize import tokenize  # imported on first use: off the path of `bbwd --help`
-
     return tuple(tokenize(text, None))
 
 
@@ -29,8 +30,6 @@ def token_rouge_l_f1(reference: Sequence[str], response: Sequence[str]) -> float
     >>> round(token_rouge_l_f1("the cat sat on the mat".split(), "a cat sat the mat".split()), 4)  # LCS 4 of 6, 5
     0.7273
     """
-    from rapidfuzz.distance import LCSseq  # imported on first use: off the path of `bbwd --help`
-
     lcs = LCSseq.similarity(reference, response)
     if lcs == 0:
         return 0.0
@@ -59,8 +58,6 @@ def max_rouge_l(response: str, answers: Sequence[str]) -> float:
 
 def has_rouge_tokens(text: str) -> bool:
     """rouge-score keeps only [a-z0-9] runs: '---' or Japanese text have no tokens at all."""
-    from rouge_score.tokenize import tokenize
-
     return bool(tokenize(text, None))
 
 

@@ -34,8 +34,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
+from blackbox_wd.answers.mathcheck import same_final_answer
 from blackbox_wd.answers.text import em_key
+from blackbox_wd.teachers.pad import pad_batch
 
 Entails = Callable[[str, str], bool]
 
@@ -93,8 +96,6 @@ def final_answer_entails(premise: str, hypothesis: str) -> bool:
     The final answer is the last ``\\boxed{}`` first (math-verify's extraction), compared by
     ``answers.mathcheck.same_final_answer``; a solution without one means the same only as an equal string.
     """
-    from blackbox_wd.answers.mathcheck import same_final_answer
-
     return same_final_answer(premise, hypothesis)
 
 
@@ -151,10 +152,6 @@ class TeacherEntailment:
 
     def prefetch(self, pairs: Sequence[tuple[str, str]], batch_size: int = 16) -> None:
         """Margins of (premise, hypothesis) pairs not yet cached, in left-padded batched forwards."""
-        import torch
-
-        from blackbox_wd.teachers.pad import pad_batch
-
         todo = list(dict.fromkeys(p for p in pairs if p not in self.cache))
         pad = getattr(self.teacher.tokenizer, "pad_token_id", None) or 0
         for start in range(0, len(todo), batch_size):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from blackbox_wd.errors import BBWDError
 
@@ -49,8 +50,6 @@ def entailment_id(id2label: Mapping[int, str]) -> int:
 
 def load_nli(name: str, device: torch.device | str = "cpu") -> NLIModel:
     """Load an NLI model (hub id or local folder) for inference on ``device``: fp16 on CUDA, else fp32."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
     device = torch.device(device)
     dtype = torch.float16 if device.type == "cuda" else torch.float32
     try:

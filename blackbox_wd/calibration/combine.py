@@ -42,6 +42,28 @@ RANGE_ROWS = 20  # a set's FPR enters the printed range when it has this weight 
 C = 1.0  # inverse L2 strength of the logistic combiner, on standardised members
 
 
+@dataclass(frozen=True)
+class CrossValidation:
+    """How a head is fitted and checked: its combiner, and the folds (grouped by prompt) of every cross-validation.
+
+    Parameters
+    ----------
+    combiner : {"logistic", "mean", "select"}, default="logistic"
+        How the head combines its standardised members (``fit_linear``).
+    folds : int, default=5
+        Folds of every cross-validation, >= 2; each class needs rows in at least ``2 * folds`` prompts.
+    seed : int, default=0
+        The folds' shuffle seed.
+    target_fpr : float, default=0.1
+        The threshold is the smallest whose out-of-fold false-positive rate is at most this.
+    """
+
+    combiner: str = "logistic"
+    folds: int = 5
+    seed: int = 0
+    target_fpr: float = 0.1
+
+
 @dataclass
 class Table:
     """Rows to fit on: members (n,) each (NaN: missing), labels, weights, prompt ids and data sets."""
@@ -178,16 +200,26 @@ class HeadFit:
 
 
 def fit_head(
-    table: Table,
-    members: Sequence[str],
-    *,
-    combiner: str = "logistic",
-    folds: int = 5,
-    seed: int = 0,
-    target_fpr: float = 0.1,
-    methods: Sequence[str] = METHODS,
+    table: Table, members: Sequence[str], cv: CrossValidation = CrossValidation(), methods: Sequence[str] = METHODS
 ) -> HeadFit:
-    """Fit one head over ``members`` on the rows that have them (see the module docstring)."""
+    """Fit one head over ``members`` on the rows that have them (see the module docstring).
+
+    Parameters
+    ----------
+    table : Table
+        The rows.
+    members : sequence of str
+        The head's members.
+    cv : CrossValidation, default=CrossValidation()
+        Its combiner and folds.
+    methods : sequence of str, default=METHODS
+        The calibrators tried; the one of lower nested out-of-fold log-loss is kept.
+
+    Returns
+    -------
+    fit : HeadFit
+    """
+    combiner, folds, seed, target_fpr = cv.combiner, cv.folds, cv.seed, cv.target_fpr
     rows = table.rows(members)
     X, y, w, g = table.matrix(members)[rows], table.y[rows], table.w[rows], table.groups[rows]
     src = table.source[rows]
@@ -203,7 +235,7 @@ def fit_head(
     z = out_of_fold_z(X, y, w, g, combiner, folds, seed, src)
     point = operating_point(y, probs[best], w, target_fpr)
     if np.unique(src).size >= MIN_SETS:  # the threshold where the FPR holds on a set left out, not in-fold
-        unseen = by_set_p(X, y, w, g, src, combiner, best, folds, seed)
+        unseen = by_set_p(X, y, w, g, src, best, cv)
         point = operating_point(y, unseen, w, target_fpr, src)
     mean, scale, coef, intercept = fit_linear(X, y, w, combiner, src)
     model = ScoreModel(
@@ -218,18 +250,11 @@ def fit_head(
 
 
 def by_set_p(
-    X: np.ndarray,
-    y: np.ndarray,
-    w: np.ndarray,
-    g: np.ndarray,
-    src: np.ndarray,
-    combiner: str,
-    method: str,
-    folds: int,
-    seed: int,
+    X: np.ndarray, y: np.ndarray, w: np.ndarray, g: np.ndarray, src: np.ndarray, method: str, cv: CrossValidation
 ) -> np.ndarray:
     """Each row's p from the head fitted without its data set (leave one set out): the linear part on the other
-    sets, the calibrator on their out-of-fold z (folds grouped by prompt)."""
+    sets (``cv.combiner``), the calibrator ``method`` on their out-of-fold z (``cv.folds`` grouped by prompt)."""
+    combiner, folds, seed = cv.combiner, cv.folds, cv.seed
     p = np.empty(y.size)
     for s in np.unique(src):
         test, train = src == s, src != s

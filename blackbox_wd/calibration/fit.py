@@ -33,8 +33,17 @@ import numpy as np
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from blackbox_wd import __version__
-from blackbox_wd.adaptive import Settle, fit_settles
-from blackbox_wd.calibration.combine import HeadFit, Table, first_by_prompt, fit_head, head_sets, heads_on, table_from
+from blackbox_wd.adaptive import Settle
+from blackbox_wd.calibration.combine import (
+    CrossValidation,
+    HeadFit,
+    Table,
+    first_by_prompt,
+    fit_head,
+    head_sets,
+    heads_on,
+    table_from,
+)
 from blackbox_wd.calibration.model import (
     ANSWER_LOGPROB_MEMBERS,
     ANSWER_MEMBERS,
@@ -53,6 +62,7 @@ from blackbox_wd.calibration.model import (
     member_value,
     sentence_verdict,
 )
+from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.checks import is_finite_number
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.eval.data import PASSAGE_LABELS
@@ -64,6 +74,7 @@ ECE_BINS = 10
 # of its NonFact and Factual AUC-PR
 COMBINER = "select"
 SENTENCE_COMBINER = "mean"
+CV = CrossValidation(combiner=COMBINER)  # the calibration's: 5 folds, seed 0, target FPR 0.1
 # members a result may lack, each group at once; the heads that keep the most come first (``head_sets``), so a
 # result with a judged answer but no teacher log-probs is judged by a head with the answer's other members
 OPTIONAL = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
@@ -313,11 +324,8 @@ def fit_calibration(
     *,
     source: str = "",
     label: str = "label",
-    folds: int = 5,
-    target_fpr: float = 0.1,
-    seed: int = 0,
     samples: str | None = None,
-    combiner: str = COMBINER,
+    cv: CrossValidation = CV,
     sentence_combiner: str = SENTENCE_COMBINER,
 ) -> CalibrationFit:
     """Fit the heads and the sentence head, cross-validated by prompt (the module's docstring).
@@ -333,19 +341,14 @@ def fit_calibration(
         The labelled results files, as stored in ``fitted_on.source``.
     label : str, default="label"
         The 0/1 label's field name, as stored.
-    folds : int, default=5
-        Folds of every cross-validation, >= 2; each class needs rows in at least ``2 * folds`` prompts.
-    target_fpr : float, default=0.1
-        Each head's threshold is the smallest whose out-of-fold false-positive rate is at most this.
-    seed : int, default=0
-        The folds' shuffle seed.
     samples : str or None, default=None
         Who drew the rows' samples; required when ``settings["target"]`` is ``"recorded"``.
-    combiner : {"logistic", "mean", "select"}, default=COMBINER
-        How each head combines its standardised members (``combine.fit_linear``); the default was chosen on
-        the recorded dev sets (bench/RESULTS.md, "The combined verdict").
+    cv : CrossValidation, default=CV
+        Every head's combiner (``COMBINER`` by default, chosen on the recorded dev sets: bench/RESULTS.md, "The
+        combined verdict"), its folds (each class needs rows in at least ``2 * folds`` prompts), their seed and
+        the target false-positive rate of each threshold.
     sentence_combiner : {"logistic", "mean", "select"}, default=SENTENCE_COMBINER
-        The same for the sentence head.
+        The sentence head's combiner (its folds are ``cv``'s).
 
     Returns
     -------
@@ -355,7 +358,7 @@ def fit_calibration(
     Raises
     ------
     BBWDError
-        Too few prompts of a class for ``folds``, a bad ``folds`` or ``target_fpr``, or recorded samples
+        Too few prompts of a class for ``cv.folds``, a bad ``cv.folds`` or ``cv.target_fpr``, or recorded samples
         without ``samples``.
     """
     if settings.get("target") == RECORDED and not samples:
@@ -363,18 +366,11 @@ def fit_calibration(
             "the rows' samples were recorded in the data (target \"recorded\"), so their settings do not "
             "say who drew them: name it with --samples, e.g. --samples 'gpt-3.5-turbo at T=1.0'"
         )
-    if not isinstance(folds, int) or folds < 2:
-        raise BBWDError(f"folds must be an integer >= 2 (got {folds})")
+    if not isinstance(cv.folds, int) or cv.folds < 2:
+        raise BBWDError(f"folds must be an integer >= 2 (got {cv.folds})")
     sentence = None
     if labelled.sentences is not None:
-        sentence = fit_head(
-            labelled.sentences,
-            SENTENCE_MEMBERS,
-            combiner=sentence_combiner,
-            folds=folds,
-            seed=seed,
-            target_fpr=target_fpr,
-        )
+        sentence = fit_head(labelled.sentences, SENTENCE_MEMBERS, replace(cv, combiner=sentence_combiner))
     if sentence is not None:  # the fit's report reads the member from the tables
         labelled = replace(
             labelled,
@@ -385,12 +381,12 @@ def fit_calibration(
             },
         )
     t = labelled.answers
-    short_only = fittable(t, labelled.short_only, folds)
+    short_only = fittable(t, labelled.short_only, cv.folds)
     members = [m for m in MEMBERS if t.rows([m]).all() or m in short_only]
     sets = head_sets(members, (*OPTIONAL, short_only) if short_only else OPTIONAL)
     if FEATURES not in sets:
         sets.append(FEATURES)
-    heads = [fit_head(t, head, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr) for head in sets]
+    heads = [fit_head(t, head, cv) for head in sets]
     first = heads[0]
     applied = used_heads([h.head for h in heads])
     y, w = t.y[first.rows], t.w[first.rows]
@@ -402,8 +398,8 @@ def fit_calibration(
         n=len(set(t.groups.tolist())),
         positives=int(round(float(np.sum(t.w * t.y)))),
         base_rate=float(np.sum(t.w * t.y) / np.sum(t.w)),
-        folds=folds,
-        seed=seed,
+        folds=cv.folds,
+        seed=cv.seed,
         cv={
             "auroc": float(roc_auc_score(y, first.z, sample_weight=w)),
             "log_loss": first.log_loss[first.head.model.method],
@@ -414,7 +410,7 @@ def fit_calibration(
         sentence_base_rate=None if sentence is None else float(np.mean(labelled.sentences.y)),  # type: ignore[union-attr]
         sentence_n=None if sentence is None else int(labelled.sentences.y.size),  # type: ignore[union-attr]
     )
-    stages = fit_stages(labelled, sets, heads, combiner, folds, seed, target_fpr)
+    stages = fit_stages(labelled, sets, heads, cv)
     calibration = Calibration(
         model=applied[0].model,
         operating_point=applied[0].operating_point,
@@ -454,24 +450,15 @@ def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[flo
 
 
 def fit_stages(
-    labelled: Labelled,
-    sets: Sequence[Sequence[str]],
-    final_fits: Sequence[HeadFit],
-    combiner: str,
-    folds: int,
-    seed: int,
-    target_fpr: float,
+    labelled: Labelled, sets: Sequence[Sequence[str]], final_fits: Sequence[HeadFit], cv: CrossValidation
 ) -> tuple[Stage, ...]:
     """The heads of every other sample count (the same member sets less the members no row of it has; fitted on its
-    rows) and, for each below the main K, its ``-k auto`` band (``adaptive.fit_settles`` over each prompt's nested
+    rows) and, for each below the main K, its ``-k auto`` band (``settle.fit_settles`` over each prompt's nested
     out-of-fold p and flag from the head that judges it, at every stage below K and at K, on the prompts scored at
     all of them); above K, no band."""
     if not labelled.stages:
         return ()
-    fits = {
-        k: [fit_head(t, h, combiner=combiner, folds=folds, seed=seed, target_fpr=target_fpr) for h in heads_on(t, sets)]
-        for k, t in labelled.stages.items()
-    }
+    fits = {k: [fit_head(t, h, cv) for h in heads_on(t, sets)] for k, t in labelled.stages.items()}
     below = [k for k in fits if labelled.k is None or k < labelled.k]
     settles = dict.fromkeys(fits, Settle())
     if below:
@@ -510,11 +497,8 @@ def fit_files(
     *,
     label: str = "label",
     settings_from: Path | None = None,
-    folds: int = 5,
-    target_fpr: float = 0.1,
-    seed: int = 0,
     samples: str | None = None,
-    combiner: str = COMBINER,
+    cv: CrossValidation = CV,
 ) -> CalibrationFit:
     """Read labelled results files and their settings, and fit a calibration on them.
 
@@ -528,7 +512,7 @@ def fit_files(
     settings_from : Path or None, default=None
         The reported settings (JSON) the rows were scored with; None: ``settings.json`` beside the first file.
         Its fingerprint must be the rows'.
-    folds, target_fpr, seed, samples, combiner
+    samples, cv
         As in :func:`fit_calibration`.
 
     Returns
@@ -543,14 +527,4 @@ def fit_files(
                 f"the rows of K = {k} were scored under other settings than those of K = {labelled.k} "
                 f"(fingerprint {fp}, not {fingerprint({**settings, 'k': k})}): calibrate runs that differ only in -k"
             )
-    return fit_calibration(
-        labelled,
-        settings,
-        source=", ".join(map(str, results)),
-        label=label,
-        folds=folds,
-        target_fpr=target_fpr,
-        seed=seed,
-        samples=samples,
-        combiner=combiner,
-    )
+    return fit_calibration(labelled, settings, source=", ".join(map(str, results)), label=label, samples=samples, cv=cv)

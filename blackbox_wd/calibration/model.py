@@ -365,8 +365,8 @@ class Calibration:
     Examples
     --------
     >>> cal = Calibration.load(PACKAGE_CALIBRATIONS / "smollm2-135m.json")
-    >>> p = cal.predict({"avg_wd": 40.0, "eigen_wd": 3.0})
-    >>> 0.0 <= p <= 1.0 and cal.flag(p) == (p >= cal.threshold)
+    >>> v = cal.verdict({"avg_wd": 40.0, "eigen_wd": 3.0})
+    >>> 0.0 <= v.p <= 1.0 and v.flag == (v.p_fitted >= v.threshold)
     True
     """
 
@@ -505,36 +505,6 @@ class Calibration:
         """16 hex digits of sha256 over the JSON document: which calibration scored a batch row (computed once)."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
-    @property
-    def threshold(self) -> float:
-        """Flag a prompt when its p is at least this."""
-        return self.operating_point.threshold
-
-    def predict(self, result: Any) -> float:
-        """Probability of hallucination of a ``Result`` or a row dict with ``avg_wd`` and ``eigen_wd``.
-
-        Parameters
-        ----------
-        result : Result or mapping
-            Anything with the members of one of the heads (the last needs ``avg_wd``, a finite number,
-            and ``eigen_wd``, a finite number > 0), as attributes or keys.
-
-        Returns
-        -------
-        p : float
-            The calibrated probability of hallucination, in [0, 1].
-
-        Raises
-        ------
-        BBWDError
-            No head's members are all there (``avg_wd`` or ``eigen_wd`` missing, not finite, or ``eigen_wd <= 0``).
-        """
-        return self.verdict(result).p
-
-    def flag(self, p: float) -> bool:
-        """True when ``p`` reaches the threshold."""
-        return bool(p >= self.threshold)
-
     def _differing(self, reported: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
         """The run's value of each of ``names`` that differs from the calibration's."""
         run, own = covered_settings(reported), covered_settings(self.settings)
@@ -598,7 +568,7 @@ class Calibration:
             "origin": self.origin,
             "id": self.id,
             "fingerprint": self.fingerprint,
-            "threshold": self.threshold,
+            "threshold": self.operating_point.threshold,
             "operating_point": asdict(self.operating_point),
             "n": self.fitted_on.n,
             "label": self.fitted_on.label,

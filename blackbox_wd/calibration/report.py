@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss
 
@@ -169,8 +170,6 @@ def report_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
 
 def plot_reliability(fit: CalibrationFit, path: Path, bins: int = ECE_BINS) -> None:
     """Reliability diagram of each head's out-of-fold probabilities, and the first head's histogram."""
-    from matplotlib.figure import Figure
-
     fig = Figure(figsize=(5.5, 6.5))
     top, bottom = fig.subplots(2, 1, height_ratios=[3, 1], sharex=True)
     top.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1, label="perfectly calibrated")
@@ -195,7 +194,9 @@ def plot_reliability(fit: CalibrationFit, path: Path, bins: int = ECE_BINS) -> N
     top.legend(loc="upper left", fontsize="small")
     first = fit.heads[0]
     bottom.hist(first.p, bins=np.linspace(0, 1, bins + 1), color="C0", weights=t.w[first.rows])
-    bottom.axvline(fit.calibration.threshold, color="C3", linestyle="--", linewidth=1, label="threshold")
+    bottom.axvline(
+        fit.calibration.operating_point.threshold, color="C3", linestyle="--", linewidth=1, label="threshold"
+    )
     bottom.set_xlabel("predicted p (head 1)")
     bottom.set_ylabel("prompts")
     bottom.legend(loc="upper right", fontsize="small")

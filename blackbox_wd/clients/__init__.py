@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from blackbox_wd.clients.api import APIOptions, APISampler, api_endpoint, make_api_sampler
+from blackbox_wd.clients.llamacpp import LlamaCppSampler
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.clients.presets import PRESETS
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.sampling import BatchSampler
 from blackbox_wd.settings import Settings
-from blackbox_wd.teachers.registry import known_names, resolve
-
-if TYPE_CHECKING:
-    from blackbox_wd.clients.api import APIOptions, APISampler
-    from blackbox_wd.sampling import BatchSampler
-    from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.embedded import ensure_gguf
+from blackbox_wd.teachers.hf import HFTeacher, load_teacher
+from blackbox_wd.teachers.registry import EMBEDDED_MODELS, known_names, resolve
 
 __all__ = ["LocalSampler", "api_host", "api_sampler_for", "local_sampler_for", "local_sampler_name", "target_kind"]
 
@@ -62,8 +61,6 @@ def api_sampler_for(settings: Settings, options: APIOptions | None = None) -> AP
     """
     if target_kind(settings) != "api":
         return None
-    from blackbox_wd.clients.api import make_api_sampler
-
     return make_api_sampler(settings, options=options)
 
 
@@ -71,8 +68,6 @@ def api_host(settings: Settings) -> str | None:
     """The host of the settings' API endpoint (a reported setting); None for a local target."""
     if target_kind(settings) != "api":
         return None
-    from blackbox_wd.clients.api import api_endpoint
-
     return api_endpoint(settings).host
 
 
@@ -96,23 +91,16 @@ def drawn_by(model: str, device: str) -> str:
 
 def gguf_of(name: str) -> Path:
     """The GGUF file of a bundled model (fetched on first use) or of a .gguf path."""
-    from blackbox_wd.teachers.embedded import ensure_gguf
-    from blackbox_wd.teachers.registry import EMBEDDED_MODELS
-
     spec = resolve(name)
     return ensure_gguf(EMBEDDED_MODELS[spec.source]) if spec.kind == "embedded" else Path(spec.source)
 
 
 def local_sampler_for(settings: Settings, teacher: HFTeacher) -> BatchSampler:
     """The sampler of a local target (``local_sampler_name``): of the teacher itself (white-box) or of another model."""
-    from blackbox_wd.teachers.hf import load_teacher
-
     name = local_model(settings)
     if name is None:
         raise BBWDError(f"target '{settings.target}' is an API model: it has no local sampler")
     model = teacher if settings.white_box else load_teacher(name, settings.device, settings.dtype)
     if drawn_by(name, model.device.type) == "transformers":
         return LocalSampler(model)
-    from blackbox_wd.clients.llamacpp import LlamaCppSampler
-
     return LlamaCppSampler(model, gguf_of(name))

@@ -19,9 +19,9 @@ with the prompt's usage so far, ``transient`` when the last failure was of a ret
 
 Environment: ``BBWD_API_RECORD=<file>`` records every exchange to a scrubbed fixture,
 ``BBWD_API_REPLAY=<file>`` serves a fixture instead of the network; ``BBWD_API_TIMEOUT`` (seconds
-per request), ``BBWD_API_RETRY_BUDGET`` (seconds, over ``settings.retry_budget``),
-``BBWD_API_ATTEMPTS`` and ``BBWD_API_BACKOFF_CAP`` tune timeouts and retries. :func:`api_options` reads
-them (with the API key and the cache folder) once, into an :class:`APIOptions` value that
+per request), ``BBWD_API_ATTEMPTS`` and ``BBWD_API_BACKOFF_CAP`` tune timeouts and retries (the retry
+budget is ``--retry-budget``'s alone). :func:`api_options` reads them (with the API key and the cache
+folder) once, into an :class:`APIOptions` value that
 :func:`make_api_sampler` builds from, so that another process (a Ray actor) builds the same sampler
 from the value alone: nothing read from its environment, the key never written into one.
 """
@@ -379,7 +379,7 @@ class APIOptions:
     timeout : float
         Seconds a request may take (``BBWD_API_TIMEOUT``).
     retry : RetryPolicy
-        The retry budget (``settings.retry_budget``, ``BBWD_API_RETRY_BUDGET``), attempts and backoff cap.
+        The retry budget (``settings.retry_budget``: ``--retry-budget``), attempts and backoff cap.
     cache_dir : Path or None
         The API cache's folder (``--cache-dir``, else ``<bbwd cache>/api``); None: no cache.
     shared_slot : callable or None
@@ -413,9 +413,8 @@ def api_options(settings: Settings) -> APIOptions:
     APIOptions
     """
     endpoint = api_endpoint(settings)
-    budget = getattr(settings, "retry_budget", RetryPolicy.budget)
     retry = RetryPolicy(
-        budget=_env_float("BBWD_API_RETRY_BUDGET", budget),
+        budget=getattr(settings, "retry_budget", RetryPolicy.budget),
         attempts=int(_env_float("BBWD_API_ATTEMPTS", RetryPolicy.attempts)),
         cap=_env_float("BBWD_API_BACKOFF_CAP", RetryPolicy.cap),
     )

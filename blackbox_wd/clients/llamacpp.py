@@ -46,11 +46,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import xllamacpp as xlc
 from filelock import FileLock, Timeout
 from jinja2 import TemplateError
 
 from blackbox_wd.clients.local import sample_seed
-from blackbox_wd.clients.servers import llamacpp_server
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.sampling import BatchSampler
@@ -106,6 +106,41 @@ class Host:
     saved: OrderedDict[str, None] = field(default_factory=OrderedDict)
 
 
+def llamacpp_params(gguf: Path, *, slots: int, context: int, threads: int, unified: bool = False) -> Any:
+    """The parameters of llama.cpp's server (xllamacpp) on ``gguf`` at 127.0.0.1, port 0 (a free one), quiet and
+    without warm-up.
+
+    Parameters
+    ----------
+    gguf : Path
+        The model file.
+    slots : int
+        Sequences decoded together.
+    context : int
+        KV cells: one cache shared by all sequences when ``unified``, else split evenly.
+    threads : int
+        CPU threads.
+    unified : bool, default=False
+        One KV cache for all sequences.
+
+    Returns
+    -------
+    xllamacpp.CommonParams
+        To change further (an alias, an API key, a port, a slot folder) before ``xllamacpp.Server(params)``.
+    """
+    p = xlc.CommonParams()
+    p.model.path = str(gguf)
+    p.n_parallel = slots
+    p.n_ctx = context
+    p.kv_unified = unified
+    p.warmup = False
+    p.verbosity = -1
+    p.hostnames = ["127.0.0.1"]
+    p.port = 0
+    p.cpuparams.n_threads = p.cpuparams_batch.n_threads = threads
+    return p
+
+
 @functools.cache
 def server_for(gguf: Path) -> Host:
     """llama.cpp's server in process on ``gguf``, with the folder its slots are saved to: ``SLOTS`` sequences, one
@@ -116,7 +151,11 @@ def server_for(gguf: Path) -> Host:
     carries every generated token id (the OpenAI-style ones leave out tokens ending inside a UTF-8 character).
     """
     slot_dir, owner = new_slot_dir()
-    server = llamacpp_server(gguf, slots=SLOTS, context=CONTEXT, threads=threads(), unified=True, slot_dir=slot_dir)
+    params = llamacpp_params(gguf, slots=SLOTS, context=CONTEXT, threads=threads(), unified=True)
+    params.slot_save_path = os.path.join(slot_dir, "")  # llama.cpp appends the file name to it as it is
+    params.cache_ram_mib = 0  # no host-memory prompt cache: a slot holds only what its requests or a restore left
+    params.cache_idle_slots = False
+    server = xlc.Server(params)
     return Host(server, slot_dir, threading.Lock(), owner)
 
 

@@ -38,6 +38,8 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import numpy as np
+from matplotlib.figure import Figure
+from sklearn.metrics import precision_recall_curve, roc_auc_score, roc_curve
 
 from blackbox_wd.answers.mathcheck import has_boxed
 from blackbox_wd.baselines import BASELINES
@@ -521,8 +523,6 @@ def write_summary(
 
 def plot_roc(results: Rows, path: Path, methods: Sequence[str] = METHODS, label_key: str = "label") -> None:
     """ROC curves of every method with a finite score (label ``label_key``)."""
-    from matplotlib.figure import Figure
-    from sklearn.metrics import roc_auc_score, roc_curve
 
     y_all = label_array(results, label_key)
     fig = Figure(figsize=(5.5, 5.0))
@@ -552,8 +552,6 @@ def save_figure(fig: Any, ax: Any, path: Path, legend: str) -> None:
 
 def plot_sentence_pr(results: Rows, path: Path) -> None:
     """Precision-recall curves of the sentence score for NonFact and Factual, each with its random rate."""
-    from matplotlib.figure import Figure
-    from sklearn.metrics import precision_recall_curve
 
     rows = labelled(results, "sentence_labels")
     arrays = sentence_arrays(rows)
@@ -590,7 +588,6 @@ def pick_extremes(results: Rows, by: str = "eigen_wd", n: int = 2) -> tuple[list
 
 def plot_heatmaps(results: Rows, path: Path, by: str = "eigen_wd", n: int = 2, label_key: str = "label") -> None:
     """D of the n most- and n least-likely hallucinations under ``by``, on one colour scale."""
-    from matplotlib.figure import Figure
 
     top, bottom = pick_extremes(results, by, n)
     panels = [(i, "most likely") for i in top] + [(i, "least likely") for i in bottom]
@@ -626,30 +623,43 @@ def write_report(
     out_dir: str | Path,
     *,
     settings: Mapping[str, Any] | None = None,
-    methods: Sequence[str] = METHODS,
-    label_keys: Sequence[str] = LABEL_KEYS,
-    heatmap_by: str = "eigen_wd",
-    n_heat: int = 2,
     title: str = "Hallucination detection",
     n_boot: int = N_BOOTSTRAP,
-    seed: int = SEED,
 ) -> dict[str, Path]:
-    """Write summary.md, roc.png and heatmaps.png (and sentence_pr.png with sentence labels) into ``out_dir``;
-    return their paths."""
+    """Write summary.md, roc.png and heatmaps.png (and sentence_pr.png with sentence labels) into ``out_dir``.
+
+    Parameters
+    ----------
+    results : Rows
+        The scored rows (none with an ``error``).
+    out_dir : str or Path
+        The report folder (made if missing).
+    settings : mapping of str to Any or None, default=None
+        The reported settings, printed in summary.md.
+    title : str, default="Hallucination detection"
+        summary.md's title.
+    n_boot : int, default=N_BOOTSTRAP
+        Bootstrap resamples of every confidence interval (seed ``SEED``).
+
+    Returns
+    -------
+    paths : dict of str to Path
+        Each file written, by its kind (summary, roc, heatmaps, sentence_pr).
+    """
     if not results:
         raise ValueError("no results to report")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"summary": out / "summary.md", "roc": out / "roc.png", "heatmaps": out / "heatmaps.png"}
-    write_summary(results, paths["summary"], methods, label_keys, settings, title, n_boot, seed)
+    write_summary(results, paths["summary"], METHODS, LABEL_KEYS, settings, title, n_boot, SEED)
     # the first label with both classes, else the first present, on the results that carry it
-    present = [k for k in label_keys if labelled(results, k)]
+    present = [k for k in LABEL_KEYS if labelled(results, k)]
     key = next((k for k in present if len({r[k] for r in labelled(results, k)}) == 2), present[0] if present else None)
     if key is None:  # continuous labels only (e.g. WikiBio's human_score): no ROC to draw
         del paths["roc"]
     else:
-        plot_roc(labelled(results, key), paths["roc"], methods, key)
-    plot_heatmaps(results, paths["heatmaps"], heatmap_by, n_heat, key or label_keys[0])
+        plot_roc(labelled(results, key), paths["roc"], METHODS, key)
+    plot_heatmaps(results, paths["heatmaps"], "eigen_wd", 2, key or LABEL_KEYS[0])
     if labelled(results, "sentence_labels"):
         paths["sentence_pr"] = out / "sentence_pr.png"
         plot_sentence_pr(results, paths["sentence_pr"])

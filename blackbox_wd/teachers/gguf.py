@@ -1,12 +1,19 @@
-"""Dequantising a GGUF file into a plain transformers model (needs the ``gguf`` and ``accelerate`` packages)."""
+"""Dequantising a GGUF file into a plain transformers model (needs the ``gguf`` and ``accelerate`` packages), and
+the Hugging Face folder saved once from a bundled model's."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+from filelock import FileLock
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from blackbox_wd.teachers.embedded import SMOLLM2, WheelModel, ensure_gguf, models_dir
 
 
 def strip_quantizer(model: PreTrainedModel) -> PreTrainedModel:
@@ -25,3 +32,24 @@ def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTraine
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
     return strip_quantizer(model), tokenizer
+
+
+def ensure_hf_folder(model: WheelModel = SMOLLM2) -> Path:
+    """A regular Hugging Face folder saved once from the dequantised GGUF; built on first use."""
+    folder = models_dir() / f"{model.name}-hf"
+    if (folder / "config.json").exists():
+        return folder
+    gguf = ensure_gguf(model)
+    with FileLock(models_dir() / ".lock"):
+        if (folder / "config.json").exists():
+            return folder
+        hf_model, tokenizer = load_gguf(gguf)
+        tmp = Path(tempfile.mkdtemp(dir=models_dir()))
+        try:
+            hf_model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(tmp, folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
