@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from rapidfuzz.distance import LCSseq
-from rouge_score.tokenize import tokenize
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
@@ -20,6 +19,8 @@ _PUNCT = set(string.punctuation)
 
 def rouge_tokens(text: str) -> tuple[str, ...]:
     """rouge-score's tokens of ``text``: its default tokenizer, no stemming (lowercase [a-z0-9] runs)."""
+    from rouge_score.tokenize import tokenize  # rouge_score loads nltk: kept off the scoring path (test_startup)
+
     return tuple(tokenize(text, None))
 
 
@@ -58,7 +59,7 @@ def max_rouge_l(response: str, answers: Sequence[str]) -> float:
 
 def has_rouge_tokens(text: str) -> bool:
     """rouge-score keeps only [a-z0-9] runs: '---' or Japanese text have no tokens at all."""
-    return bool(tokenize(text, None))
+    return bool(rouge_tokens(text))
 
 
 @lru_cache(maxsize=4096)
