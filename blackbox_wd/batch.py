@@ -49,6 +49,7 @@ FIELDS = (
     "eigen_wd_fixed",
     "answer_wd",
     "sentences",
+    "claims",
     "sentence_wd",
     "answer_unigram",
     "answer_nll",

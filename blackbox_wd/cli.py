@@ -246,6 +246,7 @@ def render(result: Result, console: Console) -> None:
     if result.baselines:
         console.print("baselines: " + ", ".join(f"{k.upper()} {v:.4g}" for k, v in result.baselines.items()))
     render_answer(result, console)
+    render_claims(result, console)
     drawn = f" sampler={s['sampler']}" if s.get("sampler") else ""
     console.print(
         f"target={s['target']}{drawn} teacher={s['teacher']} layer={s['layer']}/{s['n_layers']} K={s['k']} "
@@ -354,6 +355,24 @@ def render_answer(result: Result, console: Console) -> None:
     console.print(f"[bold]SentenceWD[/bold] {result.sentence_wd:.6g}   (mean of the sentence scores)")
 
 
+def render_claims(result: Result, console: Console) -> None:
+    """The claims given, each with its risk (the claim head's p; flagged in red) and its score, or its error."""
+    if not result.claims:
+        return
+    console.print(
+        "[bold]Claims[/bold]: risk (the claim head's p; flagged in red), share of the samples that lack one of its "
+        "key words"
+    )
+    for claim in result.claims:
+        text = claim.text.replace("\n", " ")
+        if claim.error is not None:
+            console.print(Text(f"    -         -  {text}: {claim.error}", style="dim"))
+            continue
+        risk = "-" if claim.p_hallucination is None else f"{claim.p_hallucination:.2f}"
+        style = "red" if claim.flag else "green" if claim.flag is False else "dim"
+        console.print(Text(f"{risk:>5} {claim.score:>9.2f}  {text}", style=style))
+
+
 @app.command()
 @with_settings(skip=("token_budget",))
 def score(
@@ -362,6 +381,13 @@ def score(
         str | None,
         typer.Option(
             "--response", help="The answer to check: its AnswerWD and per-sentence risk against the K samples."
+        ),
+    ] = None,
+    claim: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--claim",
+            help="A statement about the answer to check (repeatable): its risk, from how many samples state it.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -383,7 +409,7 @@ def score(
     quiet_libraries()
     detector = Detector.from_settings(settings, choice)
     say_note(detector.calibration_note)
-    result = detector.score(messages, answer=response)
+    result = detector.score(messages, answer=response, claims=claim)
     if as_json:
         json.dump(result.to_dict(), sys.stdout)
         sys.stdout.write("\n")

@@ -21,6 +21,7 @@ import numpy as np
 from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy, exact_match_entails
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.model import ANSWER_LOGPROB_MEMBERS, MEMBERS
+from blackbox_wd.claims import ClaimScore, claim_dicts, score_claims
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.lexical import answer_unigram, unigram_surprise
 from blackbox_wd.records import Messages, Sample, SampleSet, TokenStates, Usage, as_messages
@@ -60,6 +61,7 @@ class Result:
     answer_error: str | None = None  # why a judged answer given has no AnswerWD (e.g. over the context)
     sentences: list[SentenceScore] | None = None  # with a judged answer: its sentences, each scored (``sentences``)
     sentence_wd: float | None = None  # with a judged answer: the mean of its sentences' scores that are not None
+    claims: list[ClaimScore] | None = None  # with claims given: each scored (``claims.score_claims``)
     answer_unigram: float | None = None  # with a judged answer: the mean of its sentences' lexical surprises
     answer_nll: float | None = None  # with a judged answer and the teacher's log-probs: its mean -log p of its tokens
     cocoa: float | None = None  # with answer_nll: answer_nll x answer_wd, confidence times consistency
@@ -96,6 +98,7 @@ ROW_FIELDS: dict[str, tuple[Callable[[Result], Any], Any]] = {
     "answer_error": (lambda r: r.answer_error, None),
     "sentences": (lambda r: sentence_dicts(r.sentences), None),
     "sentence_wd": (lambda r: r.sentence_wd, None),
+    "claims": (lambda r: claim_dicts(r.claims), None),
     "answer_unigram": (lambda r: r.answer_unigram, None),
     "answer_nll": (lambda r: r.answer_nll, None),
     "cocoa": (lambda r: r.cocoa, None),
@@ -427,9 +430,16 @@ class Detector:
             self.outcome(ps, judge=exact_match_entails if judges is None else judges[n]) for n, ps in enumerate(passed)
         ]
 
-    def score(self, prompt: str | Messages, responses: list[str] | None = None, answer: str | None = None) -> Result:
+    def score(
+        self,
+        prompt: str | Messages,
+        responses: list[str] | None = None,
+        answer: str | None = None,
+        claims: Sequence[str] | None = None,
+    ) -> Result:
         """Sample K responses (unless given), teacher-force them, and score; with ``answer`` (the answer to check)
-        also its AnswerWD and its sentences' scores. Raises BBWDError when the prompt cannot be scored.
+        also its AnswerWD and its sentences' scores; with ``claims`` (statements about the answer) each claim's
+        score, p and flag. Raises BBWDError when the prompt cannot be scored.
 
         On recorded samples (``from_settings(..., recorded=True)``) nothing is drawn: the first K ``responses``
         are scored, as ``batch`` and ``eval`` score a record's, and fewer than K (or none) raise BBWDError."""
@@ -437,7 +447,7 @@ class Detector:
         if isinstance(self.sampler, RecordedSamples):
             responses = self.sampler.first_k(responses, self.settings.k)
         if self.settings.stop is not None:
-            return self.score_staged(messages, responses, answer)
+            return self.score_staged(messages, responses, answer, claims)
         t0 = time.perf_counter()
         sample_set = (
             SampleSet([Sample(r) for r in responses])
@@ -446,9 +456,17 @@ class Detector:
         )
         if answer is not None:
             sample_set.answer = Sample(answer)
+        if claims is not None:
+            sample_set.claims = tuple(claims)
         return self.score_samples(messages, sample_set, {"sample": time.perf_counter() - t0})
 
-    def score_staged(self, messages: Messages, responses: list[str] | None = None, answer: str | None = None) -> Result:
+    def score_staged(
+        self,
+        messages: Messages,
+        responses: list[str] | None = None,
+        answer: str | None = None,
+        claims: Sequence[str] | None = None,
+    ) -> Result:
         """``-k auto``: the samples drawn (or given) in stages until the verdict is settled (``rounds``); raises
         BBWDError when the prompt cannot be scored."""
         import asyncio
@@ -456,7 +474,11 @@ class Detector:
         from blackbox_wd.rounds import sampler_draw, score_in_stages
 
         t0 = time.perf_counter()
-        given = SampleSet([Sample(r) for r in responses or []], answer=None if answer is None else Sample(answer))
+        given = SampleSet(
+            [Sample(r) for r in responses or []],
+            answer=None if answer is None else Sample(answer),
+            claims=None if claims is None else tuple(claims),
+        )
         draw = sampler_draw(self.sampler) if responses is None else None
         result = asyncio.run(score_in_stages(self, [(messages, given)], draw))[0]
         if isinstance(result, BBWDError):
@@ -701,6 +723,10 @@ def score_states(ps: PromptStates, detector: Detector, *, judge: Entails | None 
         sentence_wd=passage,
         answer_unigram=lexical,
     )
+    if ps.samples.claims is not None:
+        said = "" if ps.samples.answer is None else ps.samples.answer.text
+        asked = "\n".join(m.get("content", "") for m in ps.messages)
+        result.claims = score_claims(ps.samples.claims, result.responses, said, asked)
     if answer is not None and ps.answer is not None and ps.answer.logprobs is not None:
         result.answer_nll = answer_nll(ps.answer.logprobs)
         result.cocoa = result.answer_nll * answer
@@ -739,4 +765,10 @@ def judge_result(
         result.sentences = [
             x if v is None else replace(x, p_hallucination=v.p, flag=v.flag)
             for x, v in zip(result.sentences, judged, strict=True)
+        ]
+    if result.claims is not None and calibration.claim is not None:
+        claimed = calibration.claim_verdicts(result.claims, result)  # at the claims' own fitted base rate
+        result.claims = [
+            x if v is None else replace(x, p_hallucination=v.p, flag=v.flag)
+            for x, v in zip(result.claims, claimed, strict=True)
         ]

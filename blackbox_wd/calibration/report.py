@@ -145,6 +145,14 @@ def report_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
             "",
         ]
         lines += _head_lines(fit.sentence, labelled.sentences, "Sentences")
+    if fit.claim is not None and labelled.claims is not None:
+        lines += [
+            "## Claim head",
+            "",
+            f"{on.claim_n} claims, share unsupported {on.claim_base_rate:.3f} (`other` left out).",
+            "",
+        ]
+        lines += _head_lines(fit.claim, labelled.claims, "Claims")
     if cal.stages:
         lines += [
             "## Heads at other K, and the stages of `-k auto`",
@@ -216,6 +224,9 @@ def summary_line(fit: CalibrationFit) -> str:
     if fit.calibration.sentence is not None:
         sop = fit.calibration.sentence.operating_point
         line += f"; sentence head on {on.sentence_n} sentences: threshold {sop.threshold:.4f}, FPR {sop.fpr:.3f}"
+    if fit.calibration.claim is not None:
+        cop = fit.calibration.claim.operating_point
+        line += f"; claim head on {on.claim_n} claims: threshold {cop.threshold:.4f}, FPR {cop.fpr:.3f}"
     if fit.calibration.stages:
         line += "; heads at K = " + ", ".join(
             f"{s.k}"
