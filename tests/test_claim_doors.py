@@ -12,14 +12,7 @@ import numpy as np
 import pytest
 
 from blackbox_wd.calibration.fit import claim_table
-from blackbox_wd.calibration.model import (
-    PACKAGE_CALIBRATIONS,
-    Calibration,
-    Head,
-    OperatingPoint,
-    Platt,
-    ScoreModel,
-)
+from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration, Head, OperatingPoint, Platt, ScoreModel
 from blackbox_wd.claims import ClaimScore, claim_dicts, read_claims, score_claims
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.logs import parse_line
