@@ -15,6 +15,7 @@ from blackbox_wd.calibration.fit import claim_table
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration, Head, OperatingPoint, Platt, ScoreModel
 from blackbox_wd.claims import ClaimScore, claim_dicts, read_claims, score_claims
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.eval.claim_level import claim_columns, claim_lines
 from blackbox_wd.logs import parse_line
 from blackbox_wd.serve.protocol import ServeError, forwarded, parse_request
 
@@ -111,3 +112,31 @@ def test_serve_takes_claims_in_the_bbwd_object_and_does_not_forward_it() -> None
     assert info.value.status == 400 and "bbwd.claims" in info.value.body()["error"]["message"]
     with pytest.raises(ServeError):
         parse_request(json.dumps({**body, "bbwd": {"claim": ["x"]}}).encode(), "m")  # an unknown option
+
+
+def test_eval_reports_the_claim_auroc_grouped_by_answer_beside_the_authors_scores() -> None:
+    rows = [
+        {  # unsupported claims score higher: bbwd ranks all three pairs right; the authors' confidence two of three
+            "claims": [{"score": 0.9, "p_hallucination": None}, {"score": 0.1, "p_hallucination": None}],
+            "claim_labels": ["unsupported", "supported"],
+            "claim_scores": {"sc_score_4samples": [0.5, 1.0]},
+        },
+        {
+            "claims": [{"score": 0.2}, {"score": 0.8}, {"score": 0.5}],
+            "claim_labels": ["supported", "other", "supported"],
+            "claim_scores": {"sc_score_4samples": [0.25, 0.0, 1.0]},
+        },
+        {"claims": [{"score": 0.3}]},  # no labels: not read
+    ]
+    c = claim_columns(rows)
+    assert c["y"].tolist() == [1, 0, 0, 0] and c["answer"].tolist() == [0, 0, 1, 1]
+    assert c["sc_score_4samples"].tolist() == [-0.5, -1.0, -0.25, -1.0]
+    text = "\n".join(claim_lines(rows, n_boot=200))
+    assert "4 labelled claims (1 unsupported, `other` left out) of 2 judged answers" in text
+    assert "| bbwd claim score (share of samples lacking a key word) | 1.000 [" in text
+    assert (
+        "| authors' self-consistency, 4 samples, gpt-3.5 judge (SC) | 0.667 [" in text
+    )  # -0.5 above -1, -1, but not -0.25
+    assert "claim p" not in text  # no claim head: no p to report
+    assert "- self-consistency, 4 samples, gpt-3.5 judge (SC): +0.333 [" in text
+    assert claim_lines([{"claims": []}]) == []

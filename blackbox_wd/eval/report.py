@@ -41,6 +41,7 @@ import numpy as np
 
 from blackbox_wd.answers.mathcheck import has_boxed
 from blackbox_wd.baselines import BASELINES
+from blackbox_wd.eval.claim_level import claim_lines
 from blackbox_wd.eval.data import SENTENCE_LABELS
 from blackbox_wd.metrics import (
     N_BOOTSTRAP,
@@ -508,6 +509,7 @@ def write_summary(
             ]
             lines += _correlation_table(correlations(rows, methods, key, n_boot, seed), methods) + [""]
     lines += sentence_lines(results, n_boot, seed)
+    lines += claim_lines(results, n_boot, seed)
     lines += adaptive_lines(results, n_boot, seed)
     if settings is None and results:
         settings = results[0].get("settings")
