@@ -390,6 +390,13 @@ def score(
             help="A statement about the answer to check (repeatable): its risk, from how many samples state it.",
         ),
     ] = None,
+    claims_from: Annotated[
+        str | None,
+        typer.Option(
+            "--claims",
+            help="'target': ask the target to list the answer's claims (one request, cached), then score each.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     calibration: CalibrationFile = None,
     verdict: Verdict = True,
@@ -400,16 +407,24 @@ def score(
     settings = settings_from(options or {})  # a setting out of range fails here, before torch loads
     if response is not None and not response.strip():
         raise BBWDError("--response is empty")
+    if claims_from is not None and (claims_from != "target" or response is None or claim):
+        raise BBWDError("--claims takes 'target', with --response and without --claim")
     from blackbox_wd.records import as_messages
 
     messages = as_messages(prompt)  # an empty prompt fails here, before torch loads
+    from blackbox_wd.decompose import decompose
     from blackbox_wd.pipeline import Detector
 
     choice = calibration_choice(calibration, verdict)
     quiet_libraries()
     detector = Detector.from_settings(settings, choice)
     say_note(detector.calibration_note)
-    result = detector.score(messages, answer=response, claims=claim)
+    listed = None
+    if claims_from is not None and response is not None:
+        listed, cost = decompose(detector.sampler, response, settings.seed)
+    result = detector.score(messages, answer=response, claims=claim if listed is None else listed)
+    if listed is not None:
+        result.usage.add(cost)  # the request that listed the claims is part of what the verdict cost
     if as_json:
         json.dump(result.to_dict(), sys.stdout)
         sys.stdout.write("\n")
