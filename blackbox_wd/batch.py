@@ -50,6 +50,7 @@ BATCH_FIELDS = (
     "eigen_wd_fixed",
     "answer_wd",
     "sentences",
+    "claims",
     "sentence_wd",
     "answer_unigram",
     "answer_nll",

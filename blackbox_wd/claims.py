@@ -24,11 +24,18 @@ leaves none). With P(w, k) = 1 when sample k holds key word w:
 
 Every member is "higher = more likely unsupported". A claim with no key word has 0 for ``lex_absent``,
 ``lex_rarest`` and ``lex_share`` (nothing to find missing) and its support is the OT test alone.
+
+**What the doors score** (:func:`score_claims`): each claim's ``score`` is its ``lex_share``; a calibration's claim
+head (``Calibration.claim``) reads it with the answer's AvgWD (``CLAIM_MEMBERS``) and gives the claim its p and
+flag. That head was chosen by the second rule of bench/RESULTS.md, "Claim scores (#47)"; it needs no teacher pass
+of the claims, so a claim costs its words only. The OT members above are the study's, not a door's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import ot
@@ -309,3 +316,85 @@ def claim_members(
         "unigram": np.array([np.nan if u is None else u for u in surprise], dtype=float),
     }
     return {name: out[name] for name in MEMBERS}
+
+
+@dataclass
+class ClaimScore:
+    """A claim about the judged answer and its score (``lex_share``); None with its ``error`` when it cannot be read."""
+
+    text: str
+    score: float | None
+    p_hallucination: float | None = None  # with a calibration's claim head: its probability
+    flag: bool | None = None  # with a calibration's claim head: p_hallucination reaches its threshold
+    error: str | None = None  # why the claim has no score (the other claims keep theirs)
+
+
+def claim_dicts(claims: Sequence[ClaimScore] | None) -> list[dict[str, Any]] | None:
+    """Scored claims as JSON objects ``{"text", "score", "p_hallucination", "flag"}``, with ``error`` only where a
+    claim has one (None stays None)."""
+    if claims is None:
+        return None
+    return [{k: v for k, v in asdict(c).items() if k != "error" or v is not None} for c in claims]
+
+
+def read_claims(value: Any, field: str = "claims") -> tuple[str, ...]:
+    """A record's claims as texts: a list of strings, or of objects with a string ``text`` (other keys, such as a
+    ``label``, are not read here); ValueError naming the field and the claim otherwise. An empty claim is kept
+    (:func:`score_claims` gives it its own error).
+
+    Examples
+    --------
+    >>> read_claims(["Bob was born in Paris.", {"text": "He painted.", "label": "supported"}])
+    ('Bob was born in Paris.', 'He painted.')
+    >>> read_claims("Bob was born in Paris.")
+    Traceback (most recent call last):
+    ...
+    ValueError: 'claims' must be a list of strings or of objects with 'text' (got str)
+    """
+    if not isinstance(value, list):
+        raise ValueError(f"'{field}' must be a list of strings or of objects with 'text' (got {type(value).__name__})")
+    out = []
+    for i, claim in enumerate(value):
+        text = claim.get("text") if isinstance(claim, dict) else claim
+        if not isinstance(text, str):
+            raise ValueError(f"'{field}' item {i} must be a string or an object with a string 'text'")
+        out.append(text)
+    return tuple(out)
+
+
+def score_claims(claims: Sequence[str], samples: Sequence[str], answer: str, prompt: str) -> list[ClaimScore]:
+    """Each claim's score: its ``lex_share`` among the samples (the share of samples that lack one of its key words),
+    or an error for an empty claim, which does not stop the others.
+
+    Parameters
+    ----------
+    claims : sequence of str
+        Statements about the judged answer (they need not be spans of it).
+    samples : sequence of K str
+        The sampled responses.
+    answer : str
+        The judged answer ("" when there is none: a claim then keeps all its key words).
+    prompt : str
+        The prompt's text (its words are not key words).
+
+    Returns
+    -------
+    list of ClaimScore
+        In the order of ``claims``.
+
+    Examples
+    --------
+    >>> [c.score for c in score_claims(["Bob was born in Paris."], ["Bob, born in Paris.", "Bob: born in Lyon."],
+    ...                                 "Bob was born in Paris.", "Who is Bob?")]
+    [0.5]
+    >>> score_claims(["  "], ["a", "b"], "", "")[0].error
+    'claim 0 is empty'
+    """
+    texts = [c.strip() for c in claims]
+    kept = [i for i, t in enumerate(texts) if t]
+    members, _ = lexical_members([texts[i] for i in kept], samples, answer, prompt)
+    share = dict(zip(kept, members["lex_share"].tolist(), strict=True))
+    return [
+        ClaimScore(claims[i], share[i]) if i in share else ClaimScore(claims[i], None, error=f"claim {i} is empty")
+        for i in range(len(claims))
+    ]

@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from blackbox_wd.adaptive import RULE
+from blackbox_wd.decompose import decompose
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import as_messages
 from blackbox_wd.settings import GROUP_SIZE, Settings, check_group_size
@@ -247,6 +248,7 @@ def render(result: Result, console: Console) -> None:
     if result.baselines:
         console.print("baselines: " + ", ".join(f"{k.upper()} {v:.4g}" for k, v in result.baselines.items()))
     render_answer(result, console)
+    render_claims(result, console)
     drawn = f" sampler={s['sampler']}" if s.get("sampler") else ""
     console.print(
         f"target={s['target']}{drawn} teacher={s['teacher']} layer={s['layer']}/{s['n_layers']} K={s['k']} "
@@ -355,6 +357,24 @@ def render_answer(result: Result, console: Console) -> None:
     console.print(f"[bold]SentenceWD[/bold] {result.sentence_wd:.6g}   (mean of the sentence scores)")
 
 
+def render_claims(result: Result, console: Console) -> None:
+    """The claims given, each with its risk (the claim head's p; flagged in red) and its score, or its error."""
+    if not result.claims:
+        return
+    console.print(
+        "[bold]Claims[/bold]: risk (the claim head's p; flagged in red), share of the samples that lack one of its "
+        "key words"
+    )
+    for claim in result.claims:
+        text = claim.text.replace("\n", " ")
+        if claim.error is not None:
+            console.print(Text(f"    -         -  {text}: {claim.error}", style="dim"))
+            continue
+        risk = "-" if claim.p_hallucination is None else f"{claim.p_hallucination:.2f}"
+        style = "red" if claim.flag else "green" if claim.flag is False else "dim"
+        console.print(Text(f"{risk:>5} {claim.score:>9.2f}  {text}", style=style))
+
+
 @app.command()
 @with_settings(skip=("token_budget",))
 def score(
@@ -363,6 +383,20 @@ def score(
         str | None,
         typer.Option(
             "--response", help="The answer to check: its AnswerWD and per-sentence risk against the K samples."
+        ),
+    ] = None,
+    claim: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--claim",
+            help="A statement about the answer to check (repeatable): its risk, from how many samples state it.",
+        ),
+    ] = None,
+    claims_from: Annotated[
+        str | None,
+        typer.Option(
+            "--claims",
+            help="'target': ask the target to list the answer's claims (one request, cached), then score each.",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -375,6 +409,8 @@ def score(
     settings = settings_from(options or {})  # a setting out of range fails here, before torch loads
     if response is not None and not response.strip():
         raise BBWDError("--response is empty")
+    if claims_from is not None and (claims_from != "target" or response is None or claim):
+        raise BBWDError("--claims takes 'target', with --response and without --claim")
     messages = as_messages(prompt)  # an empty prompt fails here, before torch loads
     from blackbox_wd.pipeline import Detector  # torch and transformers: seconds more on `bbwd --help`
 
@@ -382,7 +418,12 @@ def score(
     quiet_libraries()
     detector = Detector.from_settings(settings, choice)
     say_note(detector.calibration_note)
-    result = detector.score(messages, answer=response)
+    listed = None
+    if claims_from is not None and response is not None:
+        listed, cost = decompose(detector.drawing_sampler, response, settings.seed)
+    result = detector.score(messages, answer=response, claims=claim if listed is None else listed)
+    if listed is not None:
+        result.usage.add(cost)  # the request that listed the claims is part of what the verdict cost
     if as_json:
         json.dump(result.to_dict(), sys.stdout)
         sys.stdout.write("\n")

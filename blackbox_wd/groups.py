@@ -95,6 +95,7 @@ async def sample_group(
             got.samples[:0] = [Sample(r) for r in rec.responses[: params.k]]
             got.answer = Sample(rec.response) if rec.response is not None else None  # for AnswerWD and its sentences
             got.answer_sentences = rec.sentences
+            got.claims = rec.claims
         out.append(got)
     return out
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blackbox_wd.claims import read_claims
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages
 from blackbox_wd.sentences import locate
@@ -35,6 +36,7 @@ class LogRecord:
     prompt_field: str = "prompt"  # the field the messages came from: 'prompt' or 'messages'
     response: str | None = None
     sentences: tuple[str, ...] | None = None  # the response's own sentences, in order (None: spaCy splits it)
+    claims: tuple[str, ...] | None = None  # statements about the response, each scored (``claims``)
 
 
 class NotJSON(ValueError):
@@ -135,6 +137,16 @@ def _sentences(obj: dict, where: str, response: str | None) -> tuple[str, ...] |
     return tuple(sentences)
 
 
+def _claims(obj: dict, where: str) -> tuple[str, ...] | None:
+    """The record's claims (``claims.read_claims``), or None; BBWDError naming the record and the claim."""
+    if obj.get("claims") is None:
+        return None
+    try:
+        return read_claims(obj["claims"])
+    except ValueError as exc:
+        raise BBWDError(f"{where}: field {exc}") from None
+
+
 def _label(obj: dict, where: str) -> int | None:
     """The record's label as 0/1, or None."""
     label = obj.get("label")
@@ -199,6 +211,7 @@ def parse_line(text: str, line: int, input_hash: str = "") -> LogRecord:
             prompt_field=field,
             response=response,
             sentences=_sentences(obj, where, response),
+            claims=_claims(obj, where),
         )
     except BBWDError as exc:
         label = obj.get("label")

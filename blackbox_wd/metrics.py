@@ -401,3 +401,56 @@ def sentence_auc_pr(
     return SentenceAucPr(
         *(auc_pr_with_ci(*sentence_task(v, s, p, task), n_boot, seed, level) for task in SENTENCE_TASKS)
     )
+
+
+def weighted_auroc(y: np.ndarray, s: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Row-wise AUROC of the items ``y``, ``s`` (n,) each counted ``w`` (B, n) times (ties count a half): the
+    weighted share of (positive, negative) pairs the score orders right; NaN for a row without both classes.
+
+    >>> float(weighted_auroc(np.array([1, 0, 1]), np.array([0.9, 0.5, 0.1]), np.ones((1, 3)))[0])
+    0.5
+    >>> float(weighted_auroc(np.array([1, 0, 1]), np.array([0.9, 0.5, 0.1]), np.array([[1, 1, 0]]))[0])
+    1.0
+    """
+    order = np.argsort(s, kind="stable")
+    y, s, w = y[order], s[order], np.atleast_2d(w)[:, order].astype(float)
+    group = np.concatenate([[0], np.cumsum(np.diff(s) != 0)])  # tie groups, lowest score first
+    n_groups = int(group[-1]) + 1 if s.size else 0
+    pos = np.zeros((w.shape[0], n_groups))
+    neg = np.zeros((w.shape[0], n_groups))
+    np.add.at(pos.T, group, (w * y).T)
+    np.add.at(neg.T, group, (w * (1 - y)).T)
+    below = np.cumsum(neg, axis=1) - neg  # negatives strictly below each group
+    pairs = pos.sum(axis=1) * neg.sum(axis=1)
+    right = (pos * (below + 0.5 * neg)).sum(axis=1)
+    return np.divide(right, pairs, out=np.full(pairs.shape, np.nan), where=pairs > 0)
+
+
+def grouped_auroc_ci(
+    labels: Ints, scores: Floats, groups: np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = SEED, level: float = LEVEL
+) -> AurocResult:
+    """AUROC of the finite scores with its percentile bootstrap CI over ``groups`` (an answer's claims resampled
+    together, ``passage_weights``)."""
+    keep = np.isfinite(np.asarray(scores, dtype=float))
+    y, s, g = np.asarray(labels, dtype=int)[keep], np.asarray(scores, dtype=float)[keep], np.asarray(groups)[keep]
+    if y.size == 0 or y.min() == y.max():
+        return AurocResult(float("nan"), float("nan"), float("nan"), int(y.size), int(y.sum()), 0)
+    boots = weighted_auroc(y, s, passage_weights(g, n_boot, seed))
+    boots = boots[np.isfinite(boots)]
+    return AurocResult(auroc(y, s), *_percentiles(boots, level), int(y.size), int(y.sum()), int(boots.size))
+
+
+def grouped_paired_diff(
+    labels: Ints, scores_a: Floats, scores_b: Floats, groups: np.ndarray, n_boot: int = N_BOOTSTRAP, seed: int = SEED
+) -> PairedDiff:
+    """AUROC(a) - AUROC(b) on the items both score, with its percentile CI over the same group resamples."""
+    a, b = np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float)
+    keep = np.isfinite(a) & np.isfinite(b)
+    y, a, b, g = np.asarray(labels, dtype=int)[keep], a[keep], b[keep], np.asarray(groups)[keep]
+    nan = float("nan")
+    if y.size == 0 or y.min() == y.max():
+        return PairedDiff(nan, nan, nan, int(y.size), 0)
+    w = passage_weights(g, n_boot, seed)
+    d = weighted_auroc(y, a, w) - weighted_auroc(y, b, w)
+    d = d[np.isfinite(d)]
+    return PairedDiff(auroc(y, a) - auroc(y, b), *_percentiles(d, LEVEL), int(y.size), int(d.size))

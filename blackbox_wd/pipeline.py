@@ -253,9 +253,16 @@ class Detector:
             self.outcome(ps, judge=exact_match_entails if judges is None else judges[n]) for n, ps in enumerate(passed)
         ]
 
-    def score(self, prompt: str | Messages, responses: list[str] | None = None, answer: str | None = None) -> Result:
+    def score(
+        self,
+        prompt: str | Messages,
+        responses: list[str] | None = None,
+        answer: str | None = None,
+        claims: Sequence[str] | None = None,
+    ) -> Result:
         """Sample K responses (unless given), teacher-force them, and score; with ``answer`` (the answer to check)
-        also its AnswerWD and its sentences' scores. Raises BBWDError when the prompt cannot be scored.
+        also its AnswerWD and its sentences' scores; with ``claims`` (statements about the answer) each claim's
+        score, p and flag. Raises BBWDError when the prompt cannot be scored.
 
         On recorded samples (``from_settings(..., recorded=True)``) nothing is drawn: the first K ``responses``
         are scored, as ``batch`` and ``eval`` score a record's, and fewer than K (or none) raise BBWDError."""
@@ -263,7 +270,7 @@ class Detector:
         if isinstance(self.sampler, RecordedSamples):
             responses = self.sampler.first_k(responses, self.settings.k)
         if self.settings.stop is not None:
-            return self.score_staged(messages, responses, answer)
+            return self.score_staged(messages, responses, answer, claims)
         t0 = time.perf_counter()
         sample_set = (
             SampleSet([Sample(r) for r in responses])
@@ -272,13 +279,25 @@ class Detector:
         )
         if answer is not None:
             sample_set.answer = Sample(answer)
+        if claims is not None:
+            sample_set.claims = tuple(claims)
         return self.score_samples(messages, sample_set, {"sample": time.perf_counter() - t0})
 
-    def score_staged(self, messages: Messages, responses: list[str] | None = None, answer: str | None = None) -> Result:
+    def score_staged(
+        self,
+        messages: Messages,
+        responses: list[str] | None = None,
+        answer: str | None = None,
+        claims: Sequence[str] | None = None,
+    ) -> Result:
         """``-k auto``: the samples drawn (or given) in stages until the verdict is settled (``rounds``); raises
         BBWDError when the prompt cannot be scored."""
         t0 = time.perf_counter()
-        given = SampleSet([Sample(r) for r in responses or []], answer=None if answer is None else Sample(answer))
+        given = SampleSet(
+            [Sample(r) for r in responses or []],
+            answer=None if answer is None else Sample(answer),
+            claims=None if claims is None else tuple(claims),
+        )
         draw = sampler_draw(self.drawing_sampler) if responses is None else None
         result = asyncio.run(score_in_stages(self, [(messages, given)], draw))[0]
         if isinstance(result, BBWDError):

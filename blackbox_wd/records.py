@@ -80,6 +80,7 @@ class SampleSet:
     seconds: float = 0.0
     answer: Sample | None = None  # the judged answer forced with them (a greedy one, a record's response, ...)
     answer_sentences: tuple[str, ...] | None = None  # the answer's own sentences, in order; None: spaCy splits it
+    claims: tuple[str, ...] | None = None  # statements about the judged answer, each scored (``claims``)
 
 
 @dataclass

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from blackbox_wd.claims import ClaimScore, claim_dicts
 from blackbox_wd.records import Messages, Usage
 from blackbox_wd.sentences import SentenceScore, sentence_dicts
 
@@ -41,6 +42,7 @@ class Result:
     answer_error: str | None = None  # why a judged answer given has no AnswerWD (e.g. over the context)
     sentences: list[SentenceScore] | None = None  # with a judged answer: its sentences, each scored (``sentences``)
     sentence_wd: float | None = None  # with a judged answer: the mean of its sentences' scores that are not None
+    claims: list[ClaimScore] | None = None  # with claims given: each scored (``claims.score_claims``)
     answer_unigram: float | None = None  # with a judged answer: the mean of its sentences' lexical surprises
     answer_nll: float | None = None  # with a judged answer and the teacher's log-probs: its mean -log p of its tokens
     cocoa: float | None = None  # with answer_nll: answer_nll x answer_wd, confidence times consistency
@@ -82,6 +84,7 @@ ROW_FIELDS: dict[str, tuple[Callable[[Result], Any], Any]] = {
     "answer_error": (lambda r: r.answer_error, None),
     "sentences": (lambda r: sentence_dicts(r.sentences), None),
     "sentence_wd": (lambda r: number(r.sentence_wd), None),
+    "claims": (lambda r: claim_dicts(r.claims), None),
     "answer_unigram": (lambda r: number(r.answer_unigram), None),
     "answer_nll": (lambda r: number(r.answer_nll), None),
     "cocoa": (lambda r: number(r.cocoa), None),

@@ -17,6 +17,7 @@ import numpy as np
 
 from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy, exact_match_entails
 from blackbox_wd.calibration import Calibration
+from blackbox_wd.claims import score_claims
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.lexical import answer_unigram, unigram_surprise
 from blackbox_wd.records import Messages, Sample, SampleSet, TokenStates
@@ -284,6 +285,10 @@ def score_states(
         sentence_wd=passage,
         answer_unigram=lexical,
     )
+    if ps.samples.claims is not None:
+        said = "" if ps.samples.answer is None else ps.samples.answer.text
+        asked = "\n".join(m.get("content", "") for m in ps.messages)
+        result.claims = score_claims(ps.samples.claims, result.responses, said, asked)
     if answer is not None and ps.answer is not None and ps.answer.logprobs is not None:
         result.answer_nll = answer_nll(ps.answer.logprobs)
         result.cocoa = result.answer_nll * answer
@@ -322,4 +327,10 @@ def judge_result(
         result.sentences = [
             x if v is None else replace(x, p_hallucination=v.p, flag=v.flag)
             for x, v in zip(result.sentences, judged, strict=True)
+        ]
+    if result.claims is not None and calibration.claim is not None:
+        claimed = calibration.claim_verdicts(result.claims, result)  # at the claims' own fitted base rate
+        result.claims = [
+            x if v is None else replace(x, p_hallucination=v.p, flag=v.flag)
+            for x, v in zip(result.claims, claimed, strict=True)
         ]

@@ -4,6 +4,7 @@
     python -m scripts.record_fixtures transformers
     python -m scripts.record_fixtures llamacpp   # needs: pip install xllamacpp
     python -m scripts.record_fixtures auto       # -k auto: a batch drawn in stages from llama.cpp
+    python -m scripts.record_fixtures claims     # score --claims target: the target lists an answer's claims
 
 ``transformers serve`` runs the embedded model's HF folder (it ignores ``n`` and sends no
 logprobs); llama.cpp (xllamacpp) runs the embedded GGUF, honours ``n`` and sends logprobs, and is
@@ -114,6 +115,36 @@ def record_auto(path: Path) -> None:
         path.write_text(json.dumps(body, indent=1) + "\n")
 
 
+CLAIMS_PROMPT = "Tell me a paragraph bio of Ada Lovelace."
+CLAIMS_ANSWER = "Ada Lovelace was born in London in 1815. She wrote the first program, for Babbage's Analytical Engine."
+CLAIMS_ARGS = ["-k", "3", "--temperature", "0.7", "--max-tokens", "48", "--seed", "0", "--no-cache", "--device", "cpu"]
+
+
+def record_claims(path: Path) -> None:
+    """``bbwd score --claims target`` against llama.cpp (no key), every exchange recorded: the K samples' request and
+    the one that lists the answer's claims."""
+    import json
+    import os
+    import subprocess
+
+    from blackbox_wd.teachers.embedded import ensure_gguf
+
+    with LlamaCppServer(ensure_gguf(), n_parallel=4) as srv:
+        path.unlink(missing_ok=True)
+        env = {**os.environ, "BBWD_API_RECORD": str(path)}
+        args = ["--target", srv.model, "--base-url", srv.base_url, *CLAIMS_ARGS]
+        cmd = [sys.executable, "-m", "blackbox_wd", "score", CLAIMS_PROMPT, *args, "--response", CLAIMS_ANSWER]
+        cmd += ["--claims", "target", "--json"]
+        out = subprocess.run(cmd, check=True, env=env, capture_output=True, text=True)
+        row = json.loads(out.stdout)
+        print(f"claims: {[c['text'] for c in row['claims']]}, {row['usage']['requests']} requests")
+        body = json.loads(path.read_text())
+        body["meta"].update(
+            prompt=CLAIMS_PROMPT, answer=CLAIMS_ANSWER, model=srv.model, args=CLAIMS_ARGS, claims=row["claims"]
+        )
+        path.write_text(json.dumps(body, indent=1) + "\n")
+
+
 def main() -> None:
     """Start each server on 127.0.0.1, record its fixture, stop it."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -152,6 +183,8 @@ def main() -> None:
             record_unauthorized(path, cassette, srv.model, srv.base_url)
     if "auto" in args.which:
         record_auto(args.out / "llamacpp_auto.json")
+    if "claims" in args.which:
+        record_claims(args.out / "llamacpp_claims.json")
 
 
 if __name__ == "__main__":

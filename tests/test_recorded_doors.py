@@ -44,6 +44,10 @@ RECORDS = [
             "Thomas Hardy.",
             "Jane Austen.",  # the 11th: every door scores the first K
         ],
+        "claims": [
+            {"text": "George Eliot wrote Middlemarch.", "label": "supported"},
+            {"text": "Middlemarch was published in 1871.", "label": "supported"},
+        ],
         "label": 0,
     },
     {
@@ -64,6 +68,7 @@ RECORDS = [
             "Sydney.",
             "Brisbane.",
         ],
+        "claims": [{"text": "Sydney is the capital of Australia.", "label": "unsupported"}],
         "label": 1,
     },
     {
@@ -130,7 +135,9 @@ def detector():
 def api(detector):
     """The Python API's result of each record that has K samples."""
     return [
-        detector.score(r["prompt"], responses=r["samples"], answer=r["response"]).to_dict()
+        detector.score(
+            r["prompt"], responses=r["samples"], answer=r["response"], claims=[c["text"] for c in r["claims"]]
+        ).to_dict()
         for r in RECORDS
         if len(r["samples"]) >= K
     ]
@@ -148,6 +155,7 @@ def shared(row: dict, baselines: dict) -> dict:
         **{name: row[name] for name in NUMBERS},
         "baselines": {name: baselines[name] for name in BASELINES},
         "sentences": row["sentences"],
+        "claims": row["claims"],
         "flag": row["flag"],
         "members": row["members"],
         "n_samples": row["n_samples"],
@@ -182,6 +190,14 @@ def test_batch_eval_and_the_api_give_the_same_row(batch, evaluated, api, detecto
     by_api = [shared({**r, "members": r["calibration"]["members"]}, r["baselines"]) for r in api]
     assert all(r["n_samples"] == K for r in by_batch)  # the first K of r1's 11
     assert all(r["p_hallucination"] is not None and len(r["sentences"]) == 2 for r in by_batch)
+    # each claim scored, and judged by the API file's claim head: "Sydney is the capital of Australia." has one key
+    # word, "sydney" (the others are the prompt's or function words), which 7 of the 10 samples lack
+    assert [[c["text"] for c in r["claims"]] for r in by_batch] == [
+        [c["text"] for c in r["claims"]] for r in RECORDS[:2]
+    ]
+    assert all(c["p_hallucination"] is not None and c["flag"] is not None for r in by_batch for c in r["claims"])
+    assert by_batch[1]["claims"][0]["score"] == pytest.approx(0.7)
+    assert [r["claim_labels"] for r in eval_rows if "error" not in r] == [["supported", "supported"], ["unsupported"]]
     assert_close(by_eval, by_batch, "eval")
     assert_close(by_api, by_batch, "api")
     assert [r["responses"] for r in eval_rows if "error" not in r] == [r["responses"] for r in api]

@@ -47,6 +47,7 @@ from blackbox_wd.calibration.combine import (
 from blackbox_wd.calibration.model import (
     ANSWER_LOGPROB_MEMBERS,
     ANSWER_MEMBERS,
+    CLAIM_MEMBERS,
     COVERED,
     FEATURES,
     MEMBERS,
@@ -75,6 +76,8 @@ ECE_BINS = 10
 COMBINER = "select"
 SENTENCE_COMBINER = "mean"
 CV = CrossValidation(combiner=COMBINER)  # the calibration's: 5 folds, seed 0, target FPR 0.1
+# the claim head's: rule 2 of bench/RESULTS.md, "Claim scores (#47)", the standardised mean of CLAIM_MEMBERS
+CLAIM_COMBINER = "mean"
 # members a result may lack, each group at once; the heads that keep the most come first (``head_sets``), so a
 # result with a judged answer but no teacher log-probs is judged by a head with the answer's other members
 OPTIONAL = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
@@ -97,6 +100,7 @@ class Labelled:
     answer_sentences: dict[int | None, dict[str, list[Any]]] = field(default_factory=dict)
     k: int | None = None  # the main K: the sample count of the most labelled prompts (of two, the larger)
     fingerprints: dict[int, str | None] = field(default_factory=dict)  # each sample count's rows' fingerprint
+    claims: Table | None = None  # the main K's labelled claims (``claim_table``), one row each
 
 
 @dataclass
@@ -107,6 +111,7 @@ class CalibrationFit:
     labelled: Labelled
     heads: list[HeadFit]  # one per head, in the calibration's order
     sentence: HeadFit | None
+    claim: HeadFit | None = None
 
 
 def read_rows(paths: Sequence[Path]) -> list[tuple[str, int, dict[str, Any]]]:
@@ -190,7 +195,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     tables: dict[int, Table] = {}
     sentences_of: dict[int | None, dict[str, list[Any]]] = {}
     short_only: tuple[str, ...] = ()
-    answers = sentences = None
+    answers = sentences = claims = None
     data: dict[str, int] = {}
     for k in [main, *sorted(set(by_k) - {main})]:
         rows = by_k[k]
@@ -211,6 +216,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
             short_only = short_only_members(members, passages)
             data = dict(Counter(source))
             sentences = sentence_table(rows, groups)
+            claims = claim_table(rows, groups, source)
         leave_out(members, short_only, passages)
         tables[k] = table_from(members, [y for *_, y in rows], groups, source)
         sentences_of[None if k == main else k] = {
@@ -229,6 +235,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
         sentences_of,
         main or None,
         {k: fp for k, fp in fingerprints.items() if k},
+        claims,
     )
 
 
@@ -253,6 +260,28 @@ def sentence_table(rows: Sequence[tuple[str, int, dict[str, Any], float]], group
     return table_from(
         {m: sentence[m] for m in SENTENCE_MEMBERS}, sentence["y"], sentence["group"], ["sentence"] * len(sentence["y"])
     )
+
+
+def claim_table(
+    rows: Sequence[tuple[str, int, dict[str, Any], float]], groups: Sequence[str], sources: Sequence[str]
+) -> Table | None:
+    """The labelled claims of the rows (``claims``, scored, with as many ``claim_labels``; label: unsupported,
+    ``other`` left out), one row each with its answer's AvgWD (``CLAIM_MEMBERS``), grouped by their answer's prompt
+    and kept with their row's ``source``, so that the claim head's threshold is chosen leave-one-set-out as the
+    answer heads' is; None when none is labelled."""
+    claim: dict[str, list[Any]] = {"avg_wd": [], "score": [], "y": [], "group": [], "source": []}
+    for (_, _, row, _), group, source in zip(rows, groups, sources, strict=True):
+        for c, tag in zip(row.get("claims") or [], row.get("claim_labels") or [], strict=False):
+            if tag not in ("supported", "unsupported"):
+                continue
+            claim["avg_wd"].append(member_value(row, "avg_wd"))
+            claim["score"].append(member_value(c, "score"))
+            claim["y"].append(float(tag == "unsupported"))
+            claim["group"].append(group)
+            claim["source"].append(source)
+    if not claim["y"]:
+        return None
+    return table_from({m: claim[m] for m in CLAIM_MEMBERS}, claim["y"], claim["group"], claim["source"])
 
 
 def short_only_members(members: Mapping[str, Sequence[float | None]], passages: Sequence[bool]) -> tuple[str, ...]:
@@ -371,6 +400,9 @@ def fit_calibration(
     sentence = None
     if labelled.sentences is not None:
         sentence = fit_head(labelled.sentences, SENTENCE_MEMBERS, replace(cv, combiner=sentence_combiner))
+    claim = None
+    if labelled.claims is not None:
+        claim = fit_head(labelled.claims, CLAIM_MEMBERS, replace(cv, combiner=CLAIM_COMBINER))
     if sentence is not None:  # the fit's report reads the member from the tables
         labelled = replace(
             labelled,
@@ -409,6 +441,8 @@ def fit_calibration(
         samples=samples or None,
         sentence_base_rate=None if sentence is None else float(np.mean(labelled.sentences.y)),  # type: ignore[union-attr]
         sentence_n=None if sentence is None else int(labelled.sentences.y.size),  # type: ignore[union-attr]
+        claim_base_rate=None if claim is None else float(np.mean(labelled.claims.y)),  # type: ignore[union-attr]
+        claim_n=None if claim is None else int(labelled.claims.y.size),  # type: ignore[union-attr]
     )
     stages = fit_stages(labelled, sets, heads, cv)
     calibration = Calibration(
@@ -420,10 +454,11 @@ def fit_calibration(
         bbwd_version=__version__,
         more_heads=tuple(applied[1:]),
         sentence=None if sentence is None else sentence.head,
+        claim=None if claim is None else claim.head,
         stages=stages,
         short_only=short_only,
     )
-    return CalibrationFit(calibration, labelled, heads, sentence)
+    return CalibrationFit(calibration, labelled, heads, sentence, claim)
 
 
 def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, Any]) -> Table:

@@ -70,6 +70,8 @@ ANSWER_LOGPROB_MEMBERS = ("answer_nll", "cocoa")  # only with a judged answer an
 # only with a judged answer; sentence_verdict also only under a calibration with a sentence head (``sentence_verdict``)
 ANSWER_MEMBERS = ("answer_wd", "sentence_wd", "answer_unigram", "sentence_verdict", *ANSWER_LOGPROB_MEMBERS)
 SENTENCE_MEMBERS = ("score", "unigram")  # of each sentence: its OT score and its lexical surprise
+# of each claim: the answer's AvgWD (read from the result) and the claim's score (``claims.score_claims``: lex_share)
+CLAIM_MEMBERS = ("avg_wd", "score")
 # Members defined for short answers only (bench/RESULTS.md, "Short-answer members"): the paper's EigenWD, whose
 # per-prompt bandwidth divides the scale of D out on a passage, and ES and ER, which read the last token's state as
 # the answer's embedding. A calibration fitted on passages reads them as missing on a passage (``is_passage``).
@@ -332,6 +334,8 @@ class FittedOn:
     samples: str | None = None  # who drew the rows' samples (bbwd calibrate --samples); stored only when given
     sentence_base_rate: float | None = None  # with a sentence head: the share of hallucinated sentences it saw
     sentence_n: int | None = None  # with a sentence head: the sentences it was fitted on
+    claim_base_rate: float | None = None  # with a claim head: the share of unsupported claims it saw
+    claim_n: int | None = None  # with a claim head: the claims it was fitted on (``other`` left out)
 
 
 @dataclass(frozen=True)
@@ -379,6 +383,7 @@ class Calibration:
     origin: str = field(default="", compare=False)  # where it was loaded from; not stored
     more_heads: tuple[Head, ...] = ()  # after the first (``model``, ``operating_point``), fewer members each
     sentence: Head | None = None  # each sentence's p and flag from SENTENCE_MEMBERS
+    claim: Head | None = None  # each claim's p and flag from CLAIM_MEMBERS
     stages: tuple[Stage, ...] = ()  # the heads at the other fitted K (``ks``), in order of k
     short_only: tuple[str, ...] = ()  # of SHORT_ONLY: members read as missing on a passage (``is_passage``)
 
@@ -500,6 +505,34 @@ class Calibration:
             out.append(head.judge(np.array(values, dtype=float), rate, base_rate) if known else None)
         return out
 
+    def claim_verdicts(self, claims: Any, result: Any, base_rate: float | None = None) -> list[Verdict | None]:
+        """Each claim's verdict from the claim head, a member read from the claim, else from its ``result`` (the
+        answer's AvgWD); None for a claim without its members, and for every claim without a claim head.
+
+        Parameters
+        ----------
+        claims : sequence of ClaimScore or mapping
+            The judged answer's scored claims (``claims.score_claims``, or a row's ``claims``).
+        result : Result or mapping
+            The result they belong to.
+        base_rate : float or None, default=None
+            The share of unsupported claims where the user scores: p is moved to it (``shift_prior``).
+
+        Returns
+        -------
+        list of Verdict or None
+            In the order of ``claims``.
+        """
+        if self.claim is None:
+            return [None] * len(claims)
+        head, rate = self.claim, self.fitted_on.claim_base_rate
+        out: list[Verdict | None] = []
+        for claim in claims:
+            values = [member_value(claim, m) if m != "avg_wd" else member_value(result, m) for m in head.members]
+            known = all(v is not None for v in values)
+            out.append(head.judge(np.array(values, dtype=float), rate, base_rate) if known else None)
+        return out
+
     @cached_property
     def id(self) -> str:
         """16 hex digits of sha256 over the JSON document: which calibration scored a batch row (computed once)."""
@@ -587,19 +620,23 @@ class Calibration:
         """The calibration as a JSON document (plain numbers and strings; no NaN); format 1 when it has one head
         over FEATURES and no sentence head, so that such a file keeps its bytes and its id."""
         body: dict[str, Any] = {"format": FORMAT, **asdict(self)}
-        del body["origin"], body["more_heads"], body["sentence"], body["stages"], body["short_only"]
-        for name in ("samples", "sentence_base_rate", "sentence_n"):  # files without them keep their bytes, and id
+        del body["origin"], body["more_heads"], body["sentence"], body["claim"], body["stages"], body["short_only"]
+        # files without them keep their bytes, and id
+        for name in ("samples", "sentence_base_rate", "sentence_n", "claim_base_rate", "claim_n"):
             if body["fitted_on"][name] is None:
                 del body["fitted_on"][name]
         if (
             self.more_heads
             or self.sentence is not None
+            or self.claim is not None
             or self.stages
             or self.short_only
             or self.model.features != FEATURES
         ):
             body["more_heads"] = [asdict(h) for h in self.more_heads]
             body["sentence"] = None if self.sentence is None else asdict(self.sentence)
+            if self.claim is not None:  # files without a claim head keep their bytes, and id
+                body["claim"] = asdict(self.claim)
             if self.stages:
                 body["stages"] = [asdict(s) for s in self.stages]
             if self.short_only:
@@ -619,7 +656,7 @@ class Calibration:
         if not isinstance(body, dict) or body.get("format") not in (FORMAT_1, FORMAT):
             raise BBWDError(f"{where} is not a calibration file (field 'format' is not {FORMAT!r} or {FORMAT_1!r})")
         try:
-            sentence = body.get("sentence")
+            sentence, claim = body.get("sentence"), body.get("claim")
             cal = cls(
                 model=ScoreModel.from_dict(body["model"]),
                 operating_point=OperatingPoint(**body["operating_point"]),
@@ -630,6 +667,7 @@ class Calibration:
                 origin=origin,
                 more_heads=tuple(Head.from_dict(h) for h in body.get("more_heads", [])),
                 sentence=None if sentence is None else Head.from_dict(sentence),
+                claim=None if claim is None else Head.from_dict(claim),
                 stages=tuple(Stage.from_dict(s) for s in body.get("stages", [])),
                 short_only=tuple(body.get("short_only", [])),
             )
@@ -671,6 +709,7 @@ def _check(cal: Calibration, where: str) -> None:
     named: list[tuple[str, Head, tuple[str, ...]]] = [("model", Head(cal.model, cal.operating_point), MEMBERS)]
     named += [(f"more_heads[{n}]", h, MEMBERS) for n, h in enumerate(cal.more_heads)]
     named += [("sentence", cal.sentence, SENTENCE_MEMBERS)] if cal.sentence is not None else []
+    named += [("claim", cal.claim, CLAIM_MEMBERS)] if cal.claim is not None else []
     named += [(f"stages[{n}].heads[{m}]", h, MEMBERS) for n, s in enumerate(cal.stages) for m, h in enumerate(s.heads)]
     rules += [
         (
@@ -714,6 +753,11 @@ def _check(cal: Calibration, where: str) -> None:
             cal.sentence is None
             or (cal.fitted_on.sentence_base_rate is not None and 0 < cal.fitted_on.sentence_base_rate < 1),
             "in (0, 1) with a sentence head",
+        ),
+        (
+            "fitted_on.claim_base_rate",
+            cal.claim is None or (cal.fitted_on.claim_base_rate is not None and 0 < cal.fitted_on.claim_base_rate < 1),
+            "in (0, 1) with a claim head",
         ),
         (
             "fingerprint",

@@ -45,7 +45,11 @@ NAMES = {
 }
 
 
-def _head_lines(fit: HeadFit, table: Table, title: str) -> list[str]:
+# a claim's own member, ``score`` (``claims.score_claims``), beside its answer's AvgWD
+CLAIM_NAMES = {**NAMES, "score": "claim score (share of samples lacking a key word)"}
+
+
+def _head_lines(fit: HeadFit, table: Table, title: str, names: dict[str, str] = NAMES) -> list[str]:
     m, op = fit.head.model, fit.head.operating_point
     rows = fit.rows
     hard = rows & (table.w == 1.0)  # rows with a 0/1 label: the AUROCs
@@ -54,7 +58,7 @@ def _head_lines(fit: HeadFit, table: Table, title: str) -> list[str]:
     z[rows] = fit.z
     combined = auroc_with_ci(table.y[hard], z[hard])
     lines = [
-        f"### {title}: {', '.join(NAMES.get(f, f) for f in m.features)}",
+        f"### {title}: {', '.join(names.get(f, f) for f in m.features)}",
         "",
         f"{int(np.unique(table.groups[rows]).size)} prompts; p = {m.method} calibrator of z = sum_j coef_j "
         "(x_j - mean_j) / scale_j + intercept.",
@@ -66,7 +70,7 @@ def _head_lines(fit: HeadFit, table: Table, title: str) -> list[str]:
         x = table.members[f]
         d = paired_auroc_diff(table.y[hard], z[hard], x[hard])
         lines.append(
-            f"| {NAMES.get(f, f)} | {mu:.6g} | {s:.6g} | {c:+.4f} | {auroc(table.y[hard], x[hard]):.3f} | "
+            f"| {names.get(f, f)} | {mu:.6g} | {s:.6g} | {c:+.4f} | {auroc(table.y[hard], x[hard]):.3f} | "
             f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] |"
         )
     lines += [
@@ -146,6 +150,14 @@ def report_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
             "",
         ]
         lines += _head_lines(fit.sentence, labelled.sentences, "Sentences")
+    if fit.claim is not None and labelled.claims is not None:
+        lines += [
+            "## Claim head",
+            "",
+            f"{on.claim_n} claims, share unsupported {on.claim_base_rate:.3f} (`other` left out).",
+            "",
+        ]
+        lines += _head_lines(fit.claim, labelled.claims, "Claims", CLAIM_NAMES)
     if cal.stages:
         lines += [
             "## Heads at other K, and the stages of `-k auto`",
@@ -217,6 +229,9 @@ def summary_line(fit: CalibrationFit) -> str:
     if fit.calibration.sentence is not None:
         sop = fit.calibration.sentence.operating_point
         line += f"; sentence head on {on.sentence_n} sentences: threshold {sop.threshold:.4f}, FPR {sop.fpr:.3f}"
+    if fit.calibration.claim is not None:
+        cop = fit.calibration.claim.operating_point
+        line += f"; claim head on {on.claim_n} claims: threshold {cop.threshold:.4f}, FPR {cop.fpr:.3f}"
     if fit.calibration.stages:
         line += "; heads at K = " + ", ".join(
             f"{s.k}"

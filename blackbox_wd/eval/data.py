@@ -225,6 +225,13 @@ def recorded_labels(record: dict, where: str = "") -> dict[str, Any]:
                 f"{where}'claims' must be a list of {{text, label}} with label one of {', '.join(CLAIM_LABELS)}"
             )
         out["claims"] = [{"text": c["text"], "label": c["label"]} for c in claims]
+        scores = record.get("claim_scores")
+        if isinstance(scores, dict):  # the authors' own per-claim scores, one per claim, kept to compare with
+            out["claim_scores"] = {
+                k: v
+                for k, v in scores.items()
+                if isinstance(v, list) and len(v) == len(claims) and all(is_finite_number(x) for x in v)
+            }
     if not out:
         raise ValueError(f"{where}a recorded record needs 'label', 'human_score', 'unsupported_share' or 'claims'")
     return out

@@ -43,6 +43,7 @@ from sklearn.metrics import precision_recall_curve, roc_auc_score, roc_curve
 
 from blackbox_wd.answers.mathcheck import has_boxed
 from blackbox_wd.baselines import BASELINES
+from blackbox_wd.eval.claim_level import claim_lines
 from blackbox_wd.eval.data import SENTENCE_LABELS
 from blackbox_wd.metrics import (
     N_BOOTSTRAP,
@@ -510,6 +511,7 @@ def write_summary(
             ]
             lines += _correlation_table(correlations(rows, methods, key, n_boot, seed), methods) + [""]
     lines += sentence_lines(results, n_boot, seed)
+    lines += claim_lines(results, n_boot, seed)
     lines += adaptive_lines(results, n_boot, seed)
     if settings is None and results:
         settings = results[0].get("settings")

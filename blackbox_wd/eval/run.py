@@ -122,6 +122,7 @@ EVAL_FIELDS = RowFields(  # the result's fields of a results.jsonl row (``result
         "answer_wd",
         "answer_error",
         "sentences",
+        "claims",
         "sentence_wd",
         "answer_unigram",
         "answer_nll",
@@ -217,11 +218,12 @@ def recorded_draw(item: Item, k: int) -> Drawn:
             )
         )
     answer = Sample(item.response) if item.response is not None else None
-    sentences = item.labels.get("sentences")
+    sentences, claims = item.labels.get("sentences"), item.labels.get("claims")
     return Drawn(
         SampleSet(
             [Sample(text) for text in item.samples[:k]],
             answer_sentences=None if sentences is None else tuple(sentences),
+            claims=None if claims is None else tuple(c["text"] for c in claims),
         ),
         answer,
         {},
@@ -300,7 +302,9 @@ def item_row(
         "dse_judge": judge_name,
     }
     if item.recorded:  # the record's sentences come back scored, in the row's ``sentences``
-        extra.update({key: value for key, value in item.labels.items() if key != "sentences"})
+        extra.update({key: value for key, value in item.labels.items() if key not in ("sentences", "claims")})
+        if "claims" in item.labels:  # they come back scored, in the row's ``claims``, their labels beside them
+            extra["claim_labels"] = [c["label"] for c in item.labels["claims"]]
         return eval_row(item, result, extra, calibration)
     extra.update(prompt_labels(item.kind, judged.text, item.answers))
     if answer is not None:

@@ -27,7 +27,7 @@ from blackbox_wd.clients import target_kind
 from blackbox_wd.clients.presets import is_loopback
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.serve.http import HEAD_LIMIT, GuardedH11Protocol
-from blackbox_wd.serve.protocol import ServeError, parse_request
+from blackbox_wd.serve.protocol import ServeError, forwarded, parse_request
 from blackbox_wd.serve.service import Service
 from blackbox_wd.settings import Settings
 
@@ -189,6 +189,7 @@ def create_app(service: Service, server_key: str | None = None, max_body_bytes: 
         """The target's answer to the request with a ``bbwd`` verdict (streamed when ``stream`` is true)."""
         raw = await read_body(request, max_body_bytes)
         chat = parse_request(raw, svc.model)
+        raw = forwarded(raw, chat)
         if chat.stream:
             events = await svc.stream(chat, raw)
             svc.metrics.requests.labels(_route(request), "200").inc()

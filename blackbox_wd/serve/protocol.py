@@ -62,6 +62,13 @@ class Message(BaseModel):
     content: StrictStr | list[ContentPart] | None = None
 
 
+class ScoringOptions(BaseModel):
+    """The request's ``bbwd`` object: what bbwd scores beside the answer (it is not forwarded to the target)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    claims: list[StrictStr] | None = None  # statements about the answer, each given its score, p and flag
+
+
 class ChatRequest(BaseModel):
     """The fields of a chat completion request that bbwd reads."""
 
@@ -75,10 +82,18 @@ class ChatRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     seed: int | None = None
+    bbwd: ScoringOptions | None = None
+
+
+def forwarded(raw: bytes, request: ChatRequest) -> bytes:
+    """The body the target gets: the raw one, less the ``bbwd`` object when the request has one."""
+    if request.bbwd is None:
+        return raw
+    return json.dumps({k: v for k, v in strict_loads(raw).items() if k != "bbwd"}).encode()
 
 
 # Field names of the checked models: a validation error's location less pydantic's union-member tags.
-FIELDS = frozenset().union(*(model.model_fields for model in (ChatRequest, Message, ContentPart)))
+FIELDS = frozenset().union(*(model.model_fields for model in (ChatRequest, Message, ContentPart, ScoringOptions)))
 
 
 def _texts(request: ChatRequest) -> Iterator[tuple[str, str]]:
@@ -223,5 +238,6 @@ VERDICT_FIELDS = (
     "members",
     "stages",
     "sentences",
+    "claims",
 )  # in the bbwd object's order
 VERDICT = RowFields(VERDICT_FIELDS, optional=frozenset(VERDICT_FIELDS))

@@ -56,6 +56,11 @@ class Target(Protocol):
     def stream(self, request: ChatRequest, raw: bytes, messages: Messages) -> AsyncGenerator[str, None]: ...
 
 
+def claims_of(request: ChatRequest) -> tuple[str, ...] | None:
+    """The request's ``bbwd.claims``, or None."""
+    return None if request.bbwd is None or request.bbwd.claims is None else tuple(request.bbwd.claims)
+
+
 def _forget(task: asyncio.Task) -> None:
     """Cancel a task whose outcome is no longer wanted (an exception it raised is not reported)."""
     task.cancel()
@@ -189,9 +194,12 @@ class Service:
             raise done[0]
         return done[0]
 
-    async def bbwd_object(self, messages: Messages, answer: Awaitable[str | None] | None = None) -> dict[str, Any]:
+    async def bbwd_object(
+        self, messages: Messages, answer: Awaitable[str | None] | None = None, claims: tuple[str, ...] | None = None
+    ) -> dict[str, Any]:
         """The ``bbwd`` object of the messages: sample, queue for the shared teacher pass, OT; with ``answer``
-        (the forwarded answer's text, once it is complete) its AnswerWD too."""
+        (the forwarded answer's text, once it is complete) its AnswerWD too, and with ``claims`` (the request's
+        ``bbwd.claims``) each claim's score, p and flag."""
         t0 = time.perf_counter()
         try:
             samples = await self.samples(messages)
@@ -202,6 +210,7 @@ class Service:
         self.metrics.observe("sample", time.perf_counter() - t0)
         text = await answer if answer is not None else None
         samples.answer = Sample(text) if text is not None else None
+        samples.claims = claims
         try:
             result = await self.score(messages, samples)
         except SamplingError as exc:  # a later stage's draw (-k auto)
@@ -216,7 +225,7 @@ class Service:
         messages = scoring_messages(request)
         await self.admit(request, messages)
         answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        scoring = asyncio.create_task(self.bbwd_object(messages, answer))
+        scoring = asyncio.create_task(self.bbwd_object(messages, answer, claims_of(request)))
         try:
             body = await self.target.complete(request, raw, messages)
             self.metrics.observe("answer", time.perf_counter() - t0)
@@ -237,7 +246,7 @@ class Service:
         messages = scoring_messages(request)
         await self.admit(request, messages)
         answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        scoring = asyncio.create_task(self.bbwd_object(messages, answer))
+        scoring = asyncio.create_task(self.bbwd_object(messages, answer, claims_of(request)))
         lines = self.target.stream(request, raw, messages)
         try:
             first = await anext(lines, None)
