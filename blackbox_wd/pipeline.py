@@ -54,10 +54,10 @@ class Detector:
         settings on creation (BBWDError unless fitted for them).
     cache : StateCache or None
         Teacher states kept on disk (``bbwd eval``); None: every response is forced.
-    lne : bool, default=True
+    lne : bool, default=False
         Run the teacher's upper layers and output head for LNE where the target gave no log-probs of its
-        own (``bbwd eval``); False: LNE only from the target's. ``from_settings`` defaults to False, so that
-        ``score``, ``batch``, ``serve`` and the Python API stop the teacher at the layer.
+        own (``bbwd eval``); False: LNE only from the target's, and the teacher stops at the layer (``score``,
+        ``batch``, ``serve``, the Python API).
     group_size : int
         Records per shared-prefix teacher pass in ``batch``, ``eval`` and Ray.
     device : str or None
@@ -74,7 +74,7 @@ class Detector:
     settings: Settings
     calibration: Calibration | None = None
     cache: StateCache | None = None
-    lne: bool = True
+    lne: bool = False
     group_size: int = GROUP_SIZE
     device: str | None = None
     calibration_note: str | None = None
@@ -262,48 +262,31 @@ class Detector:
     ) -> Result:
         """Sample K responses (unless given), teacher-force them, and score; with ``answer`` (the answer to check)
         also its AnswerWD and its sentences' scores; with ``claims`` (statements about the answer) each claim's
-        score, p and flag. Raises BBWDError when the prompt cannot be scored.
+        score, p and flag; with ``-k auto``, in stages until the verdict is settled (``rounds``). Raises BBWDError
+        when the prompt cannot be scored.
 
         On recorded samples (``from_settings(..., recorded=True)``) nothing is drawn: the first K ``responses``
         are scored, as ``batch`` and ``eval`` score a record's, and fewer than K (or none) raise BBWDError."""
         messages = as_messages(prompt)
         if isinstance(self.sampler, RecordedSamples):
             responses = self.sampler.first_k(responses, self.settings.k)
-        if self.settings.stop is not None:
-            return self.score_staged(messages, responses, answer, claims)
-        t0 = time.perf_counter()
-        sample_set = (
-            SampleSet([Sample(r) for r in responses])
-            if responses is not None
-            else self.drawing_sampler.sample(messages, self.settings.sampling())
-        )
-        if answer is not None:
-            sample_set.answer = Sample(answer)
-        if claims is not None:
-            sample_set.claims = tuple(claims)
-        return self.score_samples(messages, sample_set, {"sample": time.perf_counter() - t0})
-
-    def score_staged(
-        self,
-        messages: Messages,
-        responses: list[str] | None = None,
-        answer: str | None = None,
-        claims: Sequence[str] | None = None,
-    ) -> Result:
-        """``-k auto``: the samples drawn (or given) in stages until the verdict is settled (``rounds``); raises
-        BBWDError when the prompt cannot be scored."""
         t0 = time.perf_counter()
         given = SampleSet(
             [Sample(r) for r in responses or []],
             answer=None if answer is None else Sample(answer),
             claims=None if claims is None else tuple(claims),
         )
-        draw = sampler_draw(self.drawing_sampler) if responses is None else None
-        result = asyncio.run(score_in_stages(self, [(messages, given)], draw))[0]
-        if isinstance(result, BBWDError):
-            raise result
-        result.timings = {"total": time.perf_counter() - t0, **result.timings}
-        return result
+        if self.settings.stop is not None:
+            draw = sampler_draw(self.drawing_sampler) if responses is None else None
+            staged = asyncio.run(score_in_stages(self, [(messages, given)], draw))[0]
+            if isinstance(staged, BBWDError):
+                raise staged
+            staged.timings = {"total": time.perf_counter() - t0, **staged.timings}
+            return staged
+        if responses is None:
+            drawn = self.drawing_sampler.sample(messages, self.settings.sampling())
+            given = replace(drawn, answer=given.answer, claims=given.claims)
+        return self.score_samples(messages, given, {"sample": time.perf_counter() - t0})
 
     def score_samples(
         self, messages: Messages, sample_set: SampleSet, timings: dict[str, float] | None = None
