@@ -32,7 +32,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import confusion_matrix, log_loss, roc_auc_score, roc_curve
 from sklearn.model_selection import StratifiedGroupKFold
 
-from blackbox_wd.calibration.model import METHODS, Head, Isotonic, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.model import CALIBRATORS, Head, Isotonic, OperatingPoint, Platt, ScoreModel
 from blackbox_wd.errors import BBWDError
 
 COMBINERS = ("logistic", "mean", "select")
@@ -200,7 +200,7 @@ class HeadFit:
 
 
 def fit_head(
-    table: Table, members: Sequence[str], cv: CrossValidation = CrossValidation(), methods: Sequence[str] = METHODS
+    table: Table, members: Sequence[str], cv: CrossValidation = CrossValidation(), methods: Sequence[str] = CALIBRATORS
 ) -> HeadFit:
     """Fit one head over ``members`` on the rows that have them (see the module docstring).
 
@@ -212,7 +212,7 @@ def fit_head(
         The head's members.
     cv : CrossValidation, default=CrossValidation()
         Its combiner and folds.
-    methods : sequence of str, default=METHODS
+    methods : sequence of str, default=CALIBRATORS
         The calibrators tried; the one of lower nested out-of-fold log-loss is kept.
 
     Returns

@@ -77,7 +77,7 @@ CLAIM_MEMBERS = ("avg_wd", "score")
 # the answer's embedding. A calibration fitted on passages reads them as missing on a passage (``is_passage``).
 SHORT_ONLY = ("log_eigen_wd", "es", "er")
 PASSAGE_TOKENS = 128  # a passage: the median sample has at least this many tokens
-METHODS = ("isotonic", "platt")
+CALIBRATORS = ("isotonic", "platt")
 # The readable settings a calibration covers: what changes a score, less the seed and the prompt
 # protocol (the protocol says where it was fitted, ``FittedOn.protocol``; a scored prompt has none).
 COVERED = tuple(name for name in SCORE_FIELDS if name not in ("seed", "protocol"))
@@ -233,7 +233,7 @@ class ScoreModel:
         kinds: dict[str, type[Isotonic] | type[Platt]] = {"isotonic": Isotonic, "platt": Platt}
         kind = kinds.get(str(cal.get("method")))
         if kind is None:
-            raise TypeError(f"calibrator method {cal.get('method')!r} is not one of {', '.join(METHODS)}")
+            raise TypeError(f"calibrator method {cal.get('method')!r} is not one of {', '.join(CALIBRATORS)}")
         fields: dict[str, Any] = {
             k: tuple(v) if isinstance(v, list) else v for k, v in body.items() if k != "calibrator"
         }

@@ -12,7 +12,7 @@ from transformers import LogitsProcessor, TopPLogitsWarper
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.sampling import BatchSampler
 from blackbox_wd.teachers.hf import HFTeacher
-from blackbox_wd.teachers.prefix import Prefix, decoder_pass, read
+from blackbox_wd.teachers.prefix import Prefix, decoder_pass, read_prompts
 
 
 def sample_seed(seed: int, messages: Messages, index: int) -> int:
@@ -135,7 +135,7 @@ class LocalSampler(BatchSampler):
         device = self.teacher.device
         run = decoder_pass(self.teacher.model)
         prompts = [self.teacher.prompt_ids(m) for m, _ in requests]
-        prefix, last = read(prompts, self.pad_id(), device, run, self.teacher.memo)
+        prefix, last = read_prompts(prompts, self.pad_id(), device, run, self.teacher.memo)
         width = [k + answers for _, k in requests]
         index = torch.tensor([n for n, w in enumerate(width) for _ in range(w)], device=device)
         gens = (

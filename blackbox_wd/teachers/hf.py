@@ -16,7 +16,7 @@ from blackbox_wd.teachers.card import TextReader, model_source, resolve_layer
 from blackbox_wd.teachers.gguf import load_gguf
 from blackbox_wd.teachers.levels import Levels, attach
 from blackbox_wd.teachers.pad import length_runs, pad_batch
-from blackbox_wd.teachers.prefix import Prefix, SharedMemo, decoder_pass, read
+from blackbox_wd.teachers.prefix import Prefix, SharedMemo, decoder_pass, read_prompts
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
 from blackbox_wd.teachers.registry import ModelSpec, resolve
 
@@ -213,7 +213,7 @@ class HFTeacher:
 
     def _prefill(self, prompts: list[tuple[int, ...]], logprobs: bool) -> tuple[Prefix, torch.Tensor | None]:
         """Read the prompts once; their prefix, and the final hidden state at each prompt's last token."""
-        return read(
+        return read_prompts(
             prompts,
             self.tokenizer.pad_token_id or 0,
             self.device,

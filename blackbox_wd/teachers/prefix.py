@@ -92,7 +92,7 @@ class SharedMemo:
             self.tokens, self.level = tuple(tokens), level
 
 
-def read(
+def read_prompts(
     prompts: Sequence[Sequence[int]], pad: int, device: torch.device, run: Pass, memo: SharedMemo | None = None
 ) -> tuple[Prefix, torch.Tensor | None]:
     """Read the prompts (the prefix they share once, or the one ``memo`` kept, then each one's rest); the
