@@ -160,7 +160,8 @@ class Detector:
 
     def with_calibration(self, calibration: Calibration | str | None) -> Detector:
         """The same wiring with another calibration: a file's, "auto" or None (``calibrated.choose_calibration``)."""
-        chosen, note = choose_calibration(calibration, self.reported.as_dict(), self.settings)
+        reported = self.reported.as_dict() if calibration is not None else {}  # None: none read (a Ray actor's)
+        chosen, note = choose_calibration(calibration, reported, self.settings)
         return replace(self, calibration=chosen, calibration_note=note)
 
     @cached_property

@@ -210,8 +210,8 @@ def test_math_prompt():
     [
         ("sac3_nq_open.jsonl", 250, "qa", 10, {"label"}),
         ("wikibio_gpt3_dev.jsonl", 119, "passage", 20, {"human_score", "sentences", "sentence_labels"}),
-        ("gbu_popqa_gpt35.jsonl", 100, "passage", 10, {"unsupported_share", "claims"}),
-        ("gbu_factscore_llama3_70b.jsonl", 88, "passage", 10, {"unsupported_share", "claims"}),
+        ("gbu_popqa_gpt35.jsonl", 100, "passage", 10, {"unsupported_share", "claims", "claim_scores"}),
+        ("gbu_factscore_llama3_70b.jsonl", 88, "passage", 10, {"unsupported_share", "claims", "claim_scores"}),
     ],
 )
 def test_recorded_samples_files_load_as_they_are(filename, n, kind, k, labels):
@@ -223,6 +223,7 @@ def test_recorded_samples_files_load_as_they_are(filename, n, kind, k, labels):
     assert first.messages == [{"role": "user", "content": rec.get("prompt", rec.get("question"))}]
     assert list(first.samples) == rec["samples"] and len(first.samples) == k and first.response == rec["response"]
     assert set(first.labels) == labels and all(first.labels[key] == rec[key] for key in labels - {"claims"})
+    # claim_scores: the authors' per-claim scores, kept whole (each a number per claim) to compare with
     if "claims" in labels:  # each claim's text and label, in order (the judge's raw label is not kept)
         assert first.labels["claims"] == [{"text": c["text"], "label": c["label"]} for c in rec["claims"]]
     assert [it.id for it in load(shared_data_dir() / filename, limit=3).items] == [r["id"] for r in raw[:3]]
