@@ -224,8 +224,7 @@ class Detector:
     def outcome(
         self, ps: PromptStates | BBWDError, *, judge: Entails | None = exact_match_entails
     ) -> Result | BBWDError:
-        """``scoring.score_states`` with errors as values: a BBWDError as it is, anything else as ``scoring failed:
-        ...``."""
+        """``scoring.score_states`` with errors as values: a BBWDError as it is, another as ``scoring failed: ...``."""
         if isinstance(ps, BBWDError):
             return ps
         try:
