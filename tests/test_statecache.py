@@ -101,12 +101,12 @@ def test_an_eval_rerun_with_a_smaller_k_reads_the_states_of_the_first(teacher, t
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
     data = load(path)
     cache = StateCache(teacher, tmp_path / "states")
-    evaluate(Detector(teacher, RecordedSamples(), Settings(k=4), cache=cache), data, tmp_path / "k4")
+    evaluate(Detector(teacher, RecordedSamples(), Settings(k=4), cache=cache, lne=True), data, tmp_path / "k4")
     forced = teacher.tokens.real
-    rows = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3), cache=cache), data, tmp_path / "k3")
+    rows = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3), cache=cache, lne=True), data, tmp_path / "k3")
     assert teacher.tokens.real == forced
     assert [r["timings"]["teacher_cached"] for r in rows] == [4, 4]  # 3 samples and the judged answer
-    fresh = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3)), data, tmp_path / "fresh")
+    fresh = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3), lne=True), data, tmp_path / "fresh")
     for r, f in zip(rows, fresh, strict=True):
         assert "teacher_cached" not in f["timings"]
         for key in ("avg_wd", "eigen_wd", "answer_wd", "lne", "es"):
@@ -119,7 +119,9 @@ def test_no_lne_runs_the_teacher_to_the_layer_only(teacher, tmp_path):
     path = tmp_path / "rec.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
     cache = StateCache(teacher, tmp_path / "states")
-    with_lne = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3), cache=cache), load(path), tmp_path / "lne")
+    with_lne = evaluate(
+        Detector(teacher, RecordedSamples(), Settings(k=3), cache=cache, lne=True), load(path), tmp_path / "lne"
+    )
     assert all("lne" in r for r in with_lne)
     # the cache now holds log-probs: a run without LNE still has none
     rows = evaluate(
