@@ -43,6 +43,7 @@ from scipy.optimize import linear_sum_assignment
 
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.lexical import unigram_surprise, words
+from blackbox_wd.transport import check_clouds
 
 MEMBERS = ("ot_nearest", "ot_partial", "ot_gap", "lex_absent", "lex_rarest", "lex_share", "support_share", "unigram")
 
@@ -61,16 +62,6 @@ _FUNCTION_WORDS = """
     not s t d ll m re ve more most much many few less least several quite rather well
 """
 FUNCTION_WORDS = frozenset(_FUNCTION_WORDS.split())
-
-
-def _check_clouds(clouds: Sequence[np.ndarray], what: str) -> None:
-    """BBWDError unless every cloud is a non-empty 2-d array of one dimension."""
-    for i, c in enumerate(clouds):
-        shape = np.shape(c)
-        if len(shape) != 2 or shape[0] == 0:
-            raise BBWDError(f"{what} {i} has shape {shape}: need a non-empty (n_tokens, dim) array")
-        if shape[1] != np.shape(clouds[0])[1]:
-            raise BBWDError(f"{what} {i} has dimension {shape[1]}, {what} 0 has {np.shape(clouds[0])[1]}")
 
 
 Costs = tuple[np.ndarray, np.ndarray, np.ndarray]  # the cost matrix, the claims' row offsets, the clouds' columns'
@@ -102,8 +93,8 @@ def cost_matrix(claims: Sequence[np.ndarray], clouds: Sequence[np.ndarray]) -> C
     """
     if not claims or not clouds:
         raise BBWDError("need at least one claim and one cloud")
-    _check_clouds(claims, "claim")
-    _check_clouds(clouds, "cloud")
+    check_clouds(claims, "claim")
+    check_clouds(clouds, "cloud")
     if np.shape(claims[0])[1] != np.shape(clouds[0])[1]:
         raise BBWDError(f"claims have dimension {np.shape(claims[0])[1]}, clouds {np.shape(clouds[0])[1]}")
     x = np.concatenate(claims, dtype=np.float64)

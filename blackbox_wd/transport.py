@@ -120,14 +120,20 @@ def _solve(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, np.nd
     return (float(np.vdot(plan, cost)) if reduced else value), per_row
 
 
-def _prepare(clouds: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """All points in one float64 array centred on their mean, and the K + 1 row offsets of the clouds in it."""
+def check_clouds(clouds: Sequence[np.ndarray], what: str = "cloud") -> None:
+    """BBWDError naming the first of ``clouds`` (each called ``what``) that is not a non-empty 2-d array of the
+    first one's dimension."""
     for i, c in enumerate(clouds):
         shape = np.shape(c)
         if len(shape) != 2 or shape[0] == 0:
-            raise BBWDError(f"cloud {i} has shape {shape}: need a non-empty (n_points, dim) array")
+            raise BBWDError(f"{what} {i} has shape {shape}: need a non-empty (n_points, dim) array")
         if shape[1] != np.shape(clouds[0])[1]:
-            raise BBWDError(f"cloud {i} has dimension {shape[1]}, cloud 0 has {np.shape(clouds[0])[1]}")
+            raise BBWDError(f"{what} {i} has dimension {shape[1]}, {what} 0 has {np.shape(clouds[0])[1]}")
+
+
+def _prepare(clouds: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """All points in one float64 array centred on their mean, and the K + 1 row offsets of the clouds in it."""
+    check_clouds(clouds)
     points = np.concatenate(clouds, dtype=np.float64)
     points -= points.mean(axis=0)
     return points, np.cumsum([0] + [len(c) for c in clouds])
