@@ -700,13 +700,14 @@ def calibrate(
         ),
     ] = None,
     combiner: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--combiner",
-            help="How the answer heads weigh their members: select (forward selection, an equal-weight mean of "
-            "those kept), mean (every member, equal weights) or logistic (L2, C = 1).",
+            help="How the answer heads weigh their members: mean (every member, equal weights; the default, chosen "
+            "leave-one-set-out on the recorded dev sets), select (forward selection, an equal-weight mean of those "
+            "kept) or logistic (L2, C = 1).",
         ),
-    ] = "select",
+    ] = None,
 ) -> None:
     """Fit a calibration (the combined verdict: a probability of hallucination and a flag, for answers and their
     sentences) on labelled results, with a report."""
@@ -723,7 +724,7 @@ def calibrate(
         label=label,
         settings_from=settings_from,
         samples=samples,
-        cv=combine.CrossValidation(combiner=combiner, folds=folds, target_fpr=target_fpr),
+        cv=combine.CrossValidation(combiner=combiner or combine.COMBINER, folds=folds, target_fpr=target_fpr),
     )
     fitted.calibration.save(output)
     paths = report.write_report(fitted, output)

@@ -83,7 +83,7 @@ def table(X: np.ndarray, y: np.ndarray, names=FEATURES) -> Table:
 
 def test_fit_recovers_the_logistic_coefficients():
     X, y, _ = draw(4000, seed=1)
-    fit = fit_head(table(X, y), FEATURES, methods=("platt",))
+    fit = fit_head(table(X, y), FEATURES, CrossValidation(combiner="logistic"), methods=("platt",))
     m = fit.head.model
     coef = np.array(m.coef) / np.array(m.scale)  # back to the raw features' scale
     assert coef == pytest.approx(TRUE_COEF, rel=0.15)

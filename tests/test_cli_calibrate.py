@@ -102,17 +102,18 @@ def test_calibrate_writes_the_calibration_and_its_report(tmp_path, capsys):
     assert (tmp_path / "cal.reliability.png").read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize("combiner", ["mean", "logistic"])
+@pytest.mark.parametrize("combiner", [None, "mean", "logistic"])
 def test_calibrate_combiner_sets_the_answer_heads_weights(tmp_path, capsys, combiner):
-    """``mean``: every member of a head weighs the same; ``logistic``: the fitted weights, which differ here."""
+    """``mean`` (also with no ``--combiner``: the shipped files' combiner): every member of a head weighs the same;
+    ``logistic``: the fitted weights, which differ here."""
     labelled_rows(tmp_path / "results.jsonl", SETTINGS)
     (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
     out = tmp_path / "cal.json"
     args = ["calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out), "--folds", "4"]
-    code, _, err = bbwd(capsys, *args, "--combiner", combiner)
+    code, _, err = bbwd(capsys, *args, *(["--combiner", combiner] if combiner else []))
     assert code == 0, err
     coef = Calibration.load(out).model.coef
-    assert len(coef) == 2 and (coef[0] == coef[1]) == (combiner == "mean")
+    assert len(coef) == 2 and (coef[0] == coef[1]) == (combiner != "logistic")
 
 
 @pytest.mark.parametrize(

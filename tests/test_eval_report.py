@@ -185,7 +185,9 @@ def test_roc_on_a_secondary_label_that_some_results_lack(tmp_path):
     assert md.count("| AvgWD |") == 2  # label_em's table and its paired comparison, none under `label`
 
 
-def test_continuous_label_gets_pearson_and_spearman_and_no_roc(tmp_path):
+@pytest.mark.parametrize("key", ["human_score", "unsupported_share"])
+def test_continuous_label_gets_pearson_and_spearman_and_no_roc(tmp_path, key):
+    """Each passage label (WikiBio's human score, the long-form sets' share of unsupported claims) gets its table."""
     from scipy.stats import pearsonr, spearmanr
 
     rng = np.random.default_rng(5)
@@ -193,7 +195,7 @@ def test_continuous_label_gets_pearson_and_spearman_and_no_roc(tmp_path):
     results = [
         {
             "id": f"w{i}",
-            "human_score": float(h),
+            key: float(h),
             "avg_wd": float(h + rng.normal(0, 0.3)),
             "eigen_wd": float(rng.random()),
             "answer_wd": float(2 * h + rng.normal(0, 0.1)),
@@ -204,7 +206,8 @@ def test_continuous_label_gets_pearson_and_spearman_and_no_roc(tmp_path):
     paths = write_report(results, tmp_path, n_boot=100)
     assert "roc" not in paths and paths["heatmaps"].exists()  # no 0/1 label: nothing to draw a ROC of
     text = paths["summary"].read_text()
-    assert "## Label `human_score` (continuous)" in text and "## Label `label`" not in text
+    assert f"## Label `{key}` (continuous)" in text and text.count("(continuous)") == 1
+    assert "## Label `label`" not in text
     avg = np.array([r["avg_wd"] for r in results])
     row = next(line for line in text.splitlines() if line.startswith("| AvgWD |"))
     assert row.startswith(f"| AvgWD | {100 * pearsonr(avg, human)[0]:.2f} [")

@@ -34,6 +34,7 @@ from bench.common import table
 from bench.verdicts import API_MEMBERS, SEED, members_of, pearson_diff, read_rows, sentence_head
 from blackbox_wd.adaptive import DELTA, stages, stop_stage
 from blackbox_wd.calibration.combine import (
+    COMBINER,
     CrossValidation,
     Table,
     first_by_prompt,
@@ -42,7 +43,7 @@ from blackbox_wd.calibration.combine import (
     heads_on,
     table_from,
 )
-from blackbox_wd.calibration.fit import COMBINER, leave_out, short_only_members, verdicts_by_prompt
+from blackbox_wd.calibration.fit import leave_out, short_only_members, verdicts_by_prompt
 from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Head, is_passage, sentence_verdict
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff
@@ -193,7 +194,7 @@ def main() -> None:
     ap.add_argument("--k-max", type=int, required=True)
     ap.add_argument("--teacher", default="smollm2-135m")
     ap.add_argument("--norm", default="none")
-    ap.add_argument("--combiner", default=COMBINER, help="the answer heads' combiner (default: select)")
+    ap.add_argument("--combiner", default=COMBINER, help=f"the answer heads' combiner (default: {COMBINER})")
     args = ap.parse_args()
     ks = stages(args.k_max)
     sets = {}

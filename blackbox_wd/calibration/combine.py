@@ -11,13 +11,13 @@ A **head** is fitted on the rows that have all its members:
 
 ``combiner="logistic"``: coef and intercept of an L2-regularised logistic regression (C = 1) on the
 standardised members; ``combiner="mean"``: every coef 1 / n_members (the members' standardised mean, a
-fixed-weight rule with nothing fitted but the scales); ``combiner="select"``: the mean of the members kept by
-forward selection, each step adding the member that most raises the mean over the data sets of the weighted
-AUROC within each (``forward_select``). The calibrator (isotonic or Platt) is fitted on the
-out-of-fold z of every row and chosen by the log-loss of nested out-of-fold probabilities; the threshold is
-the smallest whose out-of-fold false-positive rate is at most the target. Every fold is
-``StratifiedGroupKFold(folds, shuffle=True, random_state=seed)`` over the prompts, so no prompt is on both
-sides of a split.
+fixed-weight rule with nothing fitted but the scales; a member constant on the rows gets 0); ``combiner="select"``:
+the mean of the members kept by forward selection, each step adding the member that most raises the mean over the
+data sets of the weighted AUROC within each (``forward_select``). The calibrator (isotonic or Platt) is fitted on
+the out-of-fold z of every row and chosen by the log-loss of nested out-of-fold probabilities; the threshold is the
+smallest whose out-of-fold false-positive rate is at most the target. Every fold is
+``StratifiedGroupKFold(folds, shuffle=True, random_state=seed)`` over the prompts, so no prompt is on both sides of
+a split.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ from blackbox_wd.calibration.model import CALIBRATORS, Head, Isotonic, Operating
 from blackbox_wd.errors import BBWDError
 
 COMBINERS = ("logistic", "mean", "select")
+# the answer heads' combiner unless told otherwise: chosen leave-one-set-out on the six recorded dev sets
+# (bench/RESULTS.md, "The verdict on a data set it never saw")
+COMBINER = "mean"
 MIN_SETS = 3  # data sets a head's rows need for its threshold to be chosen leave-one-set-out (``by_set_p``)
 RANGE_ROWS = 20  # a set's FPR enters the printed range when it has this weight of correct answers (rates of fewer
 # are noise: a set with 3 short answers among passages flags 0% or 100% of them); its rows count in the pooled FPR
@@ -48,7 +51,7 @@ class CrossValidation:
 
     Parameters
     ----------
-    combiner : {"logistic", "mean", "select"}, default="logistic"
+    combiner : {"logistic", "mean", "select"}, default=COMBINER
         How the head combines its standardised members (``fit_linear``).
     folds : int, default=5
         Folds of every cross-validation, >= 2; each class needs rows in at least ``2 * folds`` prompts.
@@ -58,7 +61,7 @@ class CrossValidation:
         The threshold is the smallest whose out-of-fold false-positive rate is at most this.
     """
 
-    combiner: str = "logistic"
+    combiner: str = COMBINER
     folds: int = 5
     seed: int = 0
     target_fpr: float = 0.1
@@ -141,10 +144,11 @@ def fit_linear(
     """(mean, scale, coef, intercept) of the combined score z on rows X (``source``: each row's data set, for
     the ``select`` combiner; None: one set)."""
     mean, scale = X.mean(axis=0), X.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)
+    varies = scale > 0  # a member constant on the rows says nothing: no combiner weighs it
+    scale = np.where(varies, scale, 1.0)
     Z = (X - mean) / scale
     if combiner == "mean":
-        return mean, scale, np.full(X.shape[1], 1.0 / X.shape[1]), np.zeros(1)
+        return mean, scale, varies / max(int(varies.sum()), 1), np.zeros(1)
     if combiner == "select":
         chosen = forward_select(Z, y, w, np.zeros(y.size) if source is None else source)
         coef = np.zeros(X.shape[1])

@@ -15,7 +15,7 @@ members less each combination of the members a result may lack (the judged answe
 bandwidth), down to [AvgWD, ln EigenWD]. When the rows hold both short answers and passages (``model.is_passage``),
 the members defined for short answers only (``model.SHORT_ONLY``) are missing on the passages, one more group a
 result may lack, and the calibration reads them as missing on a passage it judges. Each head is fitted by
-``combine.fit_head`` (``COMBINER`` over the standardised members, the calibrator of lower nested out-of-fold
+``combine.fit_head`` (``combine.COMBINER`` over the standardised members, the calibrator of lower nested out-of-fold
 log-loss, the threshold at the target out-of-fold FPR), every fold grouped by prompt; the sentence head likewise
 with ``SENTENCE_COMBINER``.
 """
@@ -70,12 +70,10 @@ from blackbox_wd.eval.data import PASSAGE_LABELS
 from blackbox_wd.settings import LATER_FIELDS, RECORDED, fingerprint
 
 ECE_BINS = 10
-# chosen on the recorded dev sets by grouped cross-validation (bench/quality/verdict.py; bench/RESULTS.md, "The combined
-# verdict"): the answer heads' by the mean of SAC3's AUROC and WikiBio's Pearson, the sentence head's by the mean
-# of its NonFact and Factual AUC-PR
-COMBINER = "select"
+# the sentence head's combiner, chosen on WikiBio by grouped cross-validation (bench/RESULTS.md, "The combined
+# verdict": the mean of its NonFact and Factual AUC-PR); the answer heads' is ``combine.COMBINER``
 SENTENCE_COMBINER = "mean"
-CV = CrossValidation(combiner=COMBINER)  # the calibration's: 5 folds, seed 0, target FPR 0.1
+CV = CrossValidation()  # the calibration's: combine.COMBINER, 5 folds, seed 0, target FPR 0.1
 # the claim head's: rule 2 of bench/RESULTS.md, "Claim scores (#47)", the standardised mean of CLAIM_MEMBERS
 CLAIM_COMBINER = "mean"
 # members a result may lack, each group at once; the heads that keep the most come first (``head_sets``), so a
@@ -373,9 +371,9 @@ def fit_calibration(
     samples : str or None, default=None
         Who drew the rows' samples; required when ``settings["target"]`` is ``"recorded"``.
     cv : CrossValidation, default=CV
-        Every head's combiner (``COMBINER`` by default, chosen on the recorded dev sets: bench/RESULTS.md, "The
-        combined verdict"), its folds (each class needs rows in at least ``2 * folds`` prompts), their seed and
-        the target false-positive rate of each threshold.
+        The answer heads' combiner (``combine.COMBINER`` by default, chosen leave-one-set-out on the recorded dev
+        sets: bench/RESULTS.md, "The verdict on a data set it never saw"), its folds (each class needs rows in
+        at least ``2 * folds`` prompts), their seed and the target false-positive rate of each threshold.
     sentence_combiner : {"logistic", "mean", "select"}, default=SENTENCE_COMBINER
         The sentence head's combiner (its folds are ``cv``'s).
 

@@ -44,7 +44,7 @@ from sklearn.metrics import precision_recall_curve, roc_auc_score, roc_curve
 from blackbox_wd.answers.mathcheck import has_boxed
 from blackbox_wd.baselines import BASELINES
 from blackbox_wd.eval.claim_level import claim_lines
-from blackbox_wd.eval.data import SENTENCE_LABELS
+from blackbox_wd.eval.data import PASSAGE_LABELS, SENTENCE_LABELS
 from blackbox_wd.metrics import (
     N_BOOTSTRAP,
     SEED,
@@ -78,10 +78,11 @@ NAMES = {
 }
 SEVERITY = {label: n for n, label in enumerate(SENTENCE_LABELS)}  # metrics' ACCURATE, MINOR, MAJOR
 TASK_NAMES = {"nonfact": "NonFact", "nonfact_star": "NonFact*", "factual": "Factual"}
-CONTINUOUS_KEYS = ("human_score",)  # continuous labels, higher = more hallucination: Pearson and Spearman
+CONTINUOUS_KEYS = PASSAGE_LABELS  # continuous labels, higher = more hallucination: Pearson and Spearman
 CONTINUOUS_NAMES = {
     "human_score": "human score of the judged answer (mean of 0 accurate / 0.5 minor / 1 major "
-    "inaccurate over its sentences)"
+    "inaccurate over its sentences)",
+    "unsupported_share": "share of the judged answer's claims labelled unsupported, of those labelled",
 }
 LABEL_KEYS = ("label", "label_em", "label_first", "label_em_first", "label_judge")
 LABEL_NAMES = {
@@ -388,7 +389,7 @@ def stop_of(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def adaptive_lines(results: Rows, n_boot: int = N_BOOTSTRAP, seed: int = SEED) -> list[str]:
     """``-k auto`` replayed over the samples drawn (rows with ``stages``): samples drawn, the adaptive verdict beside
-    the fixed-K one (AUROC on ``label``, Pearson on ``human_score``, paired bootstrap CIs) and the target tokens
+    the fixed-K one (AUROC on ``label``, Pearson on a passage label, paired bootstrap CIs) and the target tokens
     saved (the samples' tokens by the teacher's tokenizer beyond the stop)."""
     rows = [r for r in results if r.get("stages")]
     if not rows:
@@ -423,17 +424,19 @@ def adaptive_lines(results: Rows, n_boot: int = N_BOOTSTRAP, seed: int = SEED) -
             f"- AUROC (`label`): adaptive {a.auroc:.3f} [{a.lo:.3f}, {a.hi:.3f}], fixed K {b.auroc:.3f} "
             f"[{b.lo:.3f}, {b.hi:.3f}], difference {d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] (paired)"
         )
-    scored = [(n, r) for n, (r, _) in enumerate(verdicts) if r.get("human_score") is not None]
-    if scored:
+    for key in CONTINUOUS_KEYS:
+        scored = [(n, r) for n, (r, _) in enumerate(verdicts) if r.get(key) is not None]
+        if not scored:
+            continue
         idx = [n for n, _ in scored]
-        h = np.array([r["human_score"] for _, r in scored], dtype=float)
+        h = np.array([r[key] for _, r in scored], dtype=float)
         a2, b2 = (
             correlation_with_ci(h, adaptive[idx], "pearson", n_boot, seed),
             correlation_with_ci(h, fixed[idx], "pearson", n_boot, seed),
         )
         d2 = paired_pearson_diff(h, adaptive[idx], fixed[idx], n_boot, seed)
         lines.append(
-            f"- Pearson x100 (`human_score`): adaptive {100 * a2.r:.2f} [{100 * a2.lo:.2f}, {100 * a2.hi:.2f}], "
+            f"- Pearson x100 (`{key}`): adaptive {100 * a2.r:.2f} [{100 * a2.lo:.2f}, {100 * a2.hi:.2f}], "
             f"fixed K {100 * b2.r:.2f} [{100 * b2.lo:.2f}, {100 * b2.hi:.2f}], difference {100 * d2[0]:+.2f} "
             f"[{100 * d2[1]:+.2f}, {100 * d2[2]:+.2f}] (paired)"
         )
