@@ -315,6 +315,7 @@ class BatchRunner(Runner):
             settings.sampling(),
             self.sample_missing,
             draw=settings.stop is None,
+            ask_claims=settings.claims is not None,
         )
 
     def _score_group(

@@ -24,7 +24,6 @@ from rich.table import Table
 from rich.text import Text
 
 from blackbox_wd.adaptive import RULE
-from blackbox_wd.decompose import decompose
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import as_messages
 from blackbox_wd.settings import GROUP_SIZE, Settings, check_group_size
@@ -87,6 +86,12 @@ SETTING_OPTIONS: dict[str, tuple[Any, tuple[str, ...], str]] = {
         ("--base-rate",),
         "Your share of hallucinated answers, in (0, 1): the risk is moved to it from the calibration's data by "
         "Bayes' rule; the flag keeps the calibration's false-positive rate.",
+    ),
+    "claims": (
+        str | None,
+        ("--claims",),
+        "'target': ask the target to list each judged answer's claims (one request per answer, cached), then score "
+        "each.",
     ),
 }
 SETTING_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Settings)} | {"k_max": None}
@@ -392,13 +397,6 @@ def score(
             help="A statement about the answer to check (repeatable): its risk, from how many samples state it.",
         ),
     ] = None,
-    claims_from: Annotated[
-        str | None,
-        typer.Option(
-            "--claims",
-            help="'target': ask the target to list the answer's claims (one request, cached), then score each.",
-        ),
-    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     calibration: CalibrationFile = None,
     verdict: Verdict = True,
@@ -409,8 +407,8 @@ def score(
     settings = settings_from(options or {})  # a setting out of range fails here, before torch loads
     if response is not None and not response.strip():
         raise BBWDError("--response is empty")
-    if claims_from is not None and (claims_from != "target" or response is None or claim):
-        raise BBWDError("--claims takes 'target', with --response and without --claim")
+    if settings.claims is not None and (response is None or claim):
+        raise BBWDError("--claims target lists the claims of the --response: give one, and no --claim")
     messages = as_messages(prompt)  # an empty prompt fails here, before torch loads
     from blackbox_wd.pipeline import Detector  # torch and transformers: seconds more on `bbwd --help`
 
@@ -418,12 +416,7 @@ def score(
     quiet_libraries()
     detector = Detector.from_settings(settings, choice)
     say_note(detector.calibration_note)
-    listed = None
-    if claims_from is not None and response is not None:
-        listed, cost = decompose(detector.drawing_sampler, response, settings.seed)
-    result = detector.score(messages, answer=response, claims=claim if listed is None else listed)
-    if listed is not None:
-        result.usage.add(cost)  # the request that listed the claims is part of what the verdict cost
+    result = detector.score(messages, answer=response, claims=claim)  # with --claims target, the target's
     if as_json:
         json.dump(result.to_dict(), sys.stdout)
         sys.stdout.write("\n")
@@ -470,6 +463,8 @@ def batch(
         raise BBWDError(f"input file not found: {logs}")
     if ray_address is not None and engine is not EngineOption.ray:
         raise BBWDError("--ray-address needs --engine ray")
+    if (options or {}).get("claims") is not None and (options or {}).get("target") is None:
+        raise BBWDError("--claims target needs --target: the model that lists the claims (a recorded log has none)")
     from blackbox_wd.batch import BatchRunner, Runner, check_output_path, plan_k, read_done  # torch: as score's
     from blackbox_wd.pipeline import Detector  # torch and transformers: seconds more on `bbwd --help`
 
@@ -530,7 +525,7 @@ def batch(
 
 
 @app.command("eval")
-@with_settings(skip=("token_budget",))
+@with_settings(skip=("token_budget", "claims"))
 def eval_command(
     data: Annotated[
         str,

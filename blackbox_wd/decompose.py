@@ -1,4 +1,6 @@
-"""Claims from the target (``--claims target``): the target lists the judged answer's atomic claims (#47).
+"""Claims from the target (``--claims target``, ``Settings.claims``): the target lists the judged answer's atomic
+claims (#47), in every door that has a target: ``score`` and the Python API (:func:`decompose`), ``batch`` on both
+engines and ``serve`` (:func:`list_claims`).
 
 One request per answer, through the run's own sampler (so it is cached, retried, recorded and replayed like every
 sample), at temperature 0, with a FActScore-style prompt (``PROMPT``, written out in docs/claims.md). Each line of
@@ -9,9 +11,15 @@ its own error when scored (``claims.score_claims``), not the record.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
+from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, SamplingParams, Usage
 from blackbox_wd.sampling import Sampler
+
+if TYPE_CHECKING:
+    from blackbox_wd.rounds import Draw
 
 PROMPT = (
     "Please break down the following passage into independent facts. Write each fact as one short sentence that "
@@ -44,6 +52,35 @@ def parse_claims(text: str) -> tuple[str, ...]:
     return tuple(line.strip() for line in lines if line.strip())
 
 
+def claim_params(seed: int | None) -> SamplingParams:
+    """The decomposition request's sampling: one reply, at temperature 0, with room for a long answer's claims."""
+    return SamplingParams(k=1, temperature=0.0, top_p=1.0, max_tokens=MAX_TOKENS, seed=seed)
+
+
+async def list_claims(
+    draw: Draw, answers: Sequence[str], seed: int | None = 0
+) -> list[tuple[tuple[str, ...], Usage] | BBWDError]:
+    """Each answer's claims as the target lists them, with what its request cost, or why it failed: one request per
+    answer, all in one ``draw`` (concurrent API calls, or one batch for a local target).
+
+    Parameters
+    ----------
+    draw : Draw
+        The run's draw (``rounds.sampler_draw`` of its sampler).
+    answers : sequence of str
+        The judged answers.
+    seed : int or None, default=0
+        The requests' seed (the run's).
+
+    Returns
+    -------
+    list of (claims, usage) or BBWDError
+        In the order of ``answers``.
+    """
+    got = await draw([(decompose_messages(a), 1) for a in answers], claim_params(seed))
+    return [g if isinstance(g, BBWDError) else (parse_claims(g.samples[0].text), g.usage) for g in got]
+
+
 def decompose(sampler: Sampler, answer: str, seed: int | None = 0) -> tuple[tuple[str, ...], Usage]:
     """The answer's claims as the target lists them, and what the request cost.
 
@@ -63,6 +100,5 @@ def decompose(sampler: Sampler, answer: str, seed: int | None = 0) -> tuple[tupl
     usage : Usage
         The request's tokens, and whether it came from the cache.
     """
-    params = SamplingParams(k=1, temperature=0.0, top_p=1.0, max_tokens=MAX_TOKENS, seed=seed)
-    drawn = sampler.sample(decompose_messages(answer), params)
+    drawn = sampler.sample(decompose_messages(answer), claim_params(seed))
     return parse_claims(drawn.samples[0].text), drawn.usage

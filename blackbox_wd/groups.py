@@ -14,10 +14,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from blackbox_wd.errors import BBWDError
+from blackbox_wd.decompose import list_claims
+from blackbox_wd.errors import BBWDError, SamplingError
 from blackbox_wd.logs import LogRecord, read_records
 from blackbox_wd.pipeline import Detector
-from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
+from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, Usage
 from blackbox_wd.result import Result
 from blackbox_wd.rounds import sampler_draw, score_in_stages
 from blackbox_wd.sampling import Drawn, Sampler, draw_group
@@ -71,11 +72,25 @@ async def sample_group(
     params: SamplingParams,
     sample_missing: bool,
     draw: bool = True,
+    ask_claims: bool = False,
 ) -> list[SampleSet | BBWDError | None]:
     """Each record's given responses (the first K) topped up to K from the target (``sampling.draw_group``:
     one batched draw for a local target, concurrent API calls else); ``draw`` False: the given responses only
-    (``-k auto`` draws in its stages: ``rounds``)."""
+    (``-k auto`` draws in its stages: ``rounds``). With ``ask_claims`` (``Settings.claims`` "target"), the
+    target lists the claims of each judged answer that came without claims (``decompose.list_claims``, one
+    request per answer, its cost in the record's usage); a failed request is the record's error, as a failed
+    draw is."""
     needs = [record_need(rec, teacher, params.k, sample_missing) for rec in group]
+    ask = [
+        n
+        for n, (rec, need) in enumerate(zip(group, needs, strict=True))
+        if ask_claims and isinstance(need, int) and rec.response is not None and rec.claims is None
+    ]
+    listed: dict[int, tuple[tuple[str, ...], Usage] | BBWDError] = {}
+    if ask:
+        assert sampler is not None, "claims are listed only with a target, whose sampler is given"
+        answers = [a for n in ask if (a := group[n].response) is not None]
+        listed = dict(zip(ask, await list_claims(sampler_draw(sampler), answers, params.seed), strict=True))
     todo: dict[int, tuple[Messages, int]] = {}  # by position: what to draw for each record short of K
     for n, (rec, need) in enumerate(zip(group, needs, strict=True)):
         if draw and isinstance(need, int) and need > 0:
@@ -91,11 +106,17 @@ async def sample_group(
             out.append(need)
             continue
         got = drawn[n].samples if n in drawn else SampleSet([])
+        claims = listed.get(n)
+        if isinstance(claims, BBWDError):  # transient as the failure was (a resumed batch asks again)
+            got = SamplingError(f"listing the answer's claims: {claims}", transient=claims.transient)
         if isinstance(got, SampleSet):
             got.samples[:0] = [Sample(r) for r in rec.responses[: params.k]]
             got.answer = Sample(rec.response) if rec.response is not None else None  # for AnswerWD and its sentences
             got.answer_sentences = rec.sentences
             got.claims = rec.claims
+            if isinstance(claims, tuple):
+                got.claims, cost = claims
+                got.usage.add(cost)
         out.append(got)
     return out
 

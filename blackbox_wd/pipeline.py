@@ -18,8 +18,9 @@ from blackbox_wd.build import build_sampler, build_teacher, run_report
 from blackbox_wd.calibrated import AUTO, check_members, choose_calibration, computable_members
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.clients import api_sampler_for
+from blackbox_wd.decompose import decompose
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.records import Messages, Sample, SampleSet, as_messages
+from blackbox_wd.records import Messages, Sample, SampleSet, Usage, as_messages
 from blackbox_wd.result import Result
 from blackbox_wd.rounds import sampler_draw, score_in_stages
 from blackbox_wd.sampling import RecordedSamples, Sampler, shares_model
@@ -152,6 +153,11 @@ class Detector:
         """
         if samples_from is not None and not recorded:
             raise BBWDError("samples_from says who drew recorded samples: it needs recorded=True")
+        if settings.claims is not None and recorded:
+            raise BBWDError(
+                "claims 'target' asks the target to list the answers' claims: recorded samples have no target to ask "
+                "(give the claims, or a target)"
+            )
         api_sampler = api_sampler_for(settings, api) if sample and not recorded else None  # a missing key fails here
         teacher, device = build_teacher(settings, weights, cuda)
         sampler = build_sampler(settings, teacher if sample and weights else None, api_sampler, recorded, samples_from)
@@ -261,9 +267,10 @@ class Detector:
         claims: Sequence[str] | None = None,
     ) -> Result:
         """Sample K responses (unless given), teacher-force them, and score; with ``answer`` (the answer to check)
-        also its AnswerWD and its sentences' scores; with ``claims`` (statements about the answer) each claim's
-        score, p and flag; with ``-k auto``, in stages until the verdict is settled (``rounds``). Raises BBWDError
-        when the prompt cannot be scored.
+        also its AnswerWD and its sentences' scores; with ``claims`` (statements about the answer), or with the
+        setting ``claims`` "target" the claims the target lists (``decompose``), each claim's score, p and flag;
+        with ``-k auto``, in stages until the verdict is settled (``rounds``). Raises BBWDError when the prompt
+        cannot be scored.
 
         On recorded samples (``from_settings(..., recorded=True)``) nothing is drawn: the first K ``responses``
         are scored, as ``batch`` and ``eval`` score a record's, and fewer than K (or none) raise BBWDError."""
@@ -271,6 +278,9 @@ class Detector:
         if isinstance(self.sampler, RecordedSamples):
             responses = self.sampler.first_k(responses, self.settings.k)
         t0 = time.perf_counter()
+        listing = Usage()
+        if claims is None and answer is not None and self.settings.claims is not None:
+            claims, listing = decompose(self.drawing_sampler, answer, self.settings.seed)
         given = SampleSet(
             [Sample(r) for r in responses or []],
             answer=None if answer is None else Sample(answer),
@@ -282,11 +292,14 @@ class Detector:
             if isinstance(staged, BBWDError):
                 raise staged
             staged.timings = {"total": time.perf_counter() - t0, **staged.timings}
+            staged.usage.add(listing)
             return staged
         if responses is None:
             drawn = self.drawing_sampler.sample(messages, self.settings.sampling())
             given = replace(drawn, answer=given.answer, claims=given.claims)
-        return self.score_samples(messages, given, {"sample": time.perf_counter() - t0})
+        result = self.score_samples(messages, given, {"sample": time.perf_counter() - t0})
+        result.usage.add(listing)  # the request that listed the claims is part of what the verdict cost
+        return result
 
     def score_samples(
         self, messages: Messages, sample_set: SampleSet, timings: dict[str, float] | None = None

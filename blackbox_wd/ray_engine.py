@@ -235,7 +235,14 @@ class SampleStage:
         d = self.detector
         for g in out:
             g.sets = self.loop.run_until_complete(
-                sample_group(g.records, d.teacher, d.sampler, self.params, self.sample_missing)
+                sample_group(
+                    g.records,
+                    d.teacher,
+                    d.sampler,
+                    self.params,
+                    self.sample_missing,
+                    ask_claims=d.settings.claims is not None,
+                )
             )
         return pack(out)
 
@@ -269,13 +276,30 @@ class TeacherStage:
         for g in out:
             if self.staged:
                 g.sets = asyncio.run(
-                    sample_group(g.records, d.teacher, d.sampler, self.params, self.sample_missing, False)
+                    sample_group(
+                        g.records,
+                        d.teacher,
+                        d.sampler,
+                        self.params,
+                        self.sample_missing,
+                        draw=False,
+                        ask_claims=d.settings.claims is not None,
+                    )
                 )
                 sampler = d.sampler if self.sample_missing else None
                 g.results = asyncio.run(score_group_in_stages(d, g.records, g.sets, sampler))
                 continue
             if g.sets is None:
-                g.sets = asyncio.run(sample_group(g.records, d.teacher, d.sampler, self.params, self.sample_missing))
+                g.sets = asyncio.run(
+                    sample_group(
+                        g.records,
+                        d.teacher,
+                        d.sampler,
+                        self.params,
+                        self.sample_missing,
+                        ask_claims=d.settings.claims is not None,
+                    )
+                )
             g.states = teacher_group(d, g.records, g.sets)
         return pack(out)
 

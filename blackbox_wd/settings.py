@@ -19,6 +19,7 @@ from blackbox_wd.teachers.registry import EMBEDDED, default_norm
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 NORMS = ("auto", "none", "unit")  # the teacher's own, token states as the layer gives them, or each of unit length
 RECORDED = "recorded"  # the reported target of samples that came with the data
+CLAIMS_FROM_TARGET = "target"  # ``Settings.claims``: the target lists each judged answer's claims (``decompose``)
 GROUP_SIZE = 8  # records drawn together and teacher-forced in one shared-prefix pass (batch, eval, Ray)
 
 # What changes the score of a given prompt; ``fingerprint`` hashes exactly these (as run: the
@@ -108,6 +109,10 @@ class Settings:
         the base rate of the calibration's data by Bayes' rule (``calibration.model.shift_prior``); the flag
         keeps the calibration's false-positive rate. None: p at the calibration's own base rate. Not a score
         setting: it changes how p reads, not the scores.
+    claims : str or None, default=None
+        "target": the target lists each judged answer's atomic claims (``decompose``: one request per answer,
+        through the run's sampler, cached and replayed like every request), and each claim is scored; None: the
+        claims given are scored (a record's ``claims``, ``--claim``, serve's ``bbwd.claims``). Not a score setting.
 
     Raises
     ------
@@ -137,6 +142,7 @@ class Settings:
     token_budget: int = 16384
     retry_budget: float = 300.0  # seconds an API request may spend retrying transient failures
     base_rate: float | None = None  # the user's share of hallucinations, for p (not a score setting)
+    claims: str | None = None  # "target": the target lists each judged answer's claims (not a score setting)
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -295,6 +301,7 @@ def check_settings(s: Settings) -> None:
         ("token_budget", _whole(s.token_budget) and s.token_budget >= 1, "an integer >= 1"),
         ("retry_budget", _finite(s.retry_budget) and s.retry_budget >= 0, "a number of seconds >= 0"),
         ("base_rate", s.base_rate is None or (_finite(s.base_rate) and 0 < s.base_rate < 1), "a number in (0, 1)"),
+        ("claims", s.claims in (None, CLAIMS_FROM_TARGET), f"None or {CLAIMS_FROM_TARGET!r}"),
     ]
     for name, ok, want in rules:
         if not ok:

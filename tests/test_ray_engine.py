@@ -235,6 +235,33 @@ def test_black_box_replayed_equal_the_local_engine_through_one_shared_cache(clus
     assert (local.usage.requests, local.usage.cache_hits, local.usage.completion_tokens) == (1, 16, 0)
 
 
+def test_the_sampling_actors_list_claims_as_the_local_engine_does(cluster, tmp_path, monkeypatch):
+    """``--claims target`` on Ray: the sampling actors ask the target for the answer's claims (the recorded request
+    replayed), and the row equals the local engine's, claims, p and flags included."""
+    fixture = json.loads(Path("fixtures/llamacpp_claims.json").read_text())
+    meta = fixture["meta"]
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"id": "bio", "prompt": meta["prompt"], "response": meta["answer"]}) + "\n")
+    monkeypatch.setenv("BBWD_API_REPLAY", "fixtures/llamacpp_claims.json")
+    settings = Settings(
+        target=meta["model"],
+        base_url="http://127.0.0.1:9/v1",
+        k=3,
+        temperature=0.7,
+        max_tokens=48,
+        seed=0,
+        cache=False,
+        device="cpu",
+        claims="target",
+    )
+    on_ray = run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, **SMALL)
+    run_local(settings, src, tmp_path / "local.jsonl", True, 2)
+    out = rows(tmp_path / "ray.jsonl")
+    assert out[0]["error"] is None and out[0]["claims"] == meta["claims"]
+    assert on_ray.usage.requests == 2  # the samples' request and the claims'
+    assert_same(out, rows(tmp_path / "local.jsonl"))
+
+
 def test_api_budget_is_shared_by_the_sampling_actors(cluster, tiny_folder, tmp_path, monkeypatch):
     """Two sampling actors, --concurrency 3: never more than 3 requests in flight at the server.
 

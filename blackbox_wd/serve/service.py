@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from blackbox_wd.calibrated import AUTO
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.clients.api import APISampler
+from blackbox_wd.decompose import list_claims
 from blackbox_wd.errors import BBWDError, PromptTooLong, SamplingError
 from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import Messages, Sample, SampleSet
@@ -42,7 +43,7 @@ from blackbox_wd.serve.protocol import (
     sse,
     verdict,
 )
-from blackbox_wd.serve.upstream import Upstream, sampling_failed
+from blackbox_wd.serve.upstream import Upstream, sampling_failed, upstream_error
 from blackbox_wd.settings import Settings
 
 
@@ -210,6 +211,8 @@ class Service:
         self.metrics.observe("sample", time.perf_counter() - t0)
         text = await answer if answer is not None else None
         samples.answer = Sample(text) if text is not None else None
+        if claims is None and text is not None and self.detector.settings.claims is not None:
+            claims = await self.listed_claims(text, samples)
         samples.claims = claims
         try:
             result = await self.score(messages, samples)
@@ -218,6 +221,16 @@ class Service:
         except BBWDError as exc:
             raise _scoring_failed(exc) from None
         return verdict(result)
+
+    async def listed_claims(self, answer: str, samples: SampleSet) -> tuple[str, ...]:
+        """The answer's claims as the target lists them (``serve --claims target``), the request's cost added to the
+        samples'; a failed request is a 502, as a failed draw is."""
+        draw = sampler_draw(self.detector.drawing_sampler, self.model_pool)
+        listed = (await list_claims(draw, [answer], self.detector.settings.seed))[0]
+        if isinstance(listed, BBWDError):
+            raise upstream_error(f"listing the answer's claims: {listed}", getattr(listed, "status", None))
+        samples.usage.add(listed[1])
+        return listed[0]
 
     async def complete(self, request: ChatRequest, raw: bytes) -> dict[str, Any]:
         """The target's response body with the ``bbwd`` object added."""
