@@ -8,10 +8,18 @@ from tiny_vocab import WORDS
 NO_GPU = "needs a CUDA GPU, and this machine has none: run on a GPU machine (bench/RESULTS.md, 'The teacher on a GPU')"
 
 
+# The longest files, run first: each goes whole to one worker (``--dist loadfile``), so a long file started last
+# leaves the other worker idle at the end (test_ray_engine.py alone runs about 13 minutes on two loaded cores)
+LONGEST_FILES = ("test_ray_engine.py", "test_bench.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked ``gpu`` are skipped, with the reason, where torch sees no CUDA device (``-ra`` prints it)."""
+    """The longest files first (``LONGEST_FILES``), the others in their order; tests marked ``gpu`` are skipped,
+    with the reason, where torch sees no CUDA device (``-ra`` prints it)."""
     import torch
 
+    rank = {name: n for n, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
     if torch.cuda.is_available():
         return
     for item in items:
