@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.groups import groups, sample_group, score_group_in_stages, score_records, select_records, teacher_group
+from blackbox_wd.groups import (
+    detector_samples,
+    groups,
+    score_group_in_stages,
+    score_records,
+    select_records,
+    teacher_group,
+)
 from blackbox_wd.logs import LogRecord, line_hash, raw_lines, read_records
 from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import SampleSet, Usage
@@ -306,16 +313,9 @@ class BatchRunner(Runner):
         self.prefetch_groups = prefetch_groups
 
     async def _group_samples(self, group: list[LogRecord]) -> list[SampleSet | BBWDError | None]:
-        """The group's samples (``groups.sample_group``); with ``-k auto`` its given responses only."""
-        settings = self.detector.settings
-        return await sample_group(
-            group,
-            self.detector.teacher,
-            self.detector.sampler,
-            settings.sampling(),
-            self.sample_missing,
-            draw=settings.stop is None,
-            ask_claims=settings.claims is not None,
+        """The group's samples (``groups.detector_samples``); with ``-k auto`` its given responses only."""
+        return await detector_samples(
+            self.detector, group, self.sample_missing, draw=self.detector.settings.stop is None
         )
 
     def _score_group(

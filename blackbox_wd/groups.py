@@ -121,6 +121,23 @@ async def sample_group(
     return out
 
 
+async def detector_samples(
+    detector: Detector, group: list[LogRecord], sample_missing: bool, draw: bool = True
+) -> list[SampleSet | BBWDError | None]:
+    """:func:`sample_group` with a detector's teacher, sampler and settings (its sampling, and whether the target
+    lists the answers' claims): what both engines call."""
+    settings = detector.settings
+    return await sample_group(
+        group,
+        detector.teacher,
+        detector.sampler,
+        settings.sampling(),
+        sample_missing,
+        draw=draw,
+        ask_claims=settings.claims is not None,
+    )
+
+
 def ready_items(group: list[LogRecord], sets: list[Slot]) -> tuple[list[int], list[tuple[Messages, SampleSet]]]:
     """The positions of the group's records that have samples, and their (messages, samples)."""
     ready = [n for n, s in enumerate(sets) if isinstance(s, SampleSet)]

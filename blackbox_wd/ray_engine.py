@@ -57,7 +57,7 @@ from blackbox_wd.batch import Emit, Runner
 from blackbox_wd.clients import target_kind
 from blackbox_wd.clients.api import APIOptions, api_options
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.groups import groups, sample_group, score_group_in_stages, score_records, teacher_group
+from blackbox_wd.groups import detector_samples, groups, score_group_in_stages, score_records, teacher_group
 from blackbox_wd.logs import LogRecord, line_offsets, read_span
 from blackbox_wd.pipeline import Detector
 from blackbox_wd.sampling import RecordedSamples
@@ -225,25 +225,15 @@ class SampleStage:
 
     def __init__(self, driver: Detector, sample_missing: bool, api: APIOptions) -> None:
         self.detector = actor_detector(driver, weights=False, sample=True, calibrated=False, api=api)
-        self.params = driver.settings.sampling()
         self.sample_missing = sample_missing
         self.loop = asyncio.new_event_loop()
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Each group with its sets (``groups.sample_group``)."""
+        """Each group with its sets (``groups.detector_samples``)."""
         out = unpack(batch)
         d = self.detector
         for g in out:
-            g.sets = self.loop.run_until_complete(
-                sample_group(
-                    g.records,
-                    d.teacher,
-                    d.sampler,
-                    self.params,
-                    self.sample_missing,
-                    ask_claims=d.settings.claims is not None,
-                )
-            )
+            g.sets = self.loop.run_until_complete(detector_samples(d, g.records, self.sample_missing))
         return pack(out)
 
 
@@ -265,41 +255,21 @@ class TeacherStage:
         sample = staged or target_kind(driver.settings) != "api"
         self.detector = actor_detector(driver, weights=True, sample=sample, calibrated=staged, api=api)
         self.staged = staged
-        self.params = driver.settings.sampling()
         self.sample_missing = sample_missing
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Each group with its token states (``groups.sample_group`` when not sampled yet, ``groups.teacher_group``);
-        with ``-k auto``, scored stage by stage."""
+        """Each group with its token states (``groups.detector_samples`` when not sampled yet, then
+        ``groups.teacher_group``); with ``-k auto``, scored stage by stage."""
         out = unpack(batch)
         d = self.detector
         for g in out:
             if self.staged:
-                g.sets = asyncio.run(
-                    sample_group(
-                        g.records,
-                        d.teacher,
-                        d.sampler,
-                        self.params,
-                        self.sample_missing,
-                        draw=False,
-                        ask_claims=d.settings.claims is not None,
-                    )
-                )
+                g.sets = asyncio.run(detector_samples(d, g.records, self.sample_missing, draw=False))
                 sampler = d.sampler if self.sample_missing else None
                 g.results = asyncio.run(score_group_in_stages(d, g.records, g.sets, sampler))
                 continue
             if g.sets is None:
-                g.sets = asyncio.run(
-                    sample_group(
-                        g.records,
-                        d.teacher,
-                        d.sampler,
-                        self.params,
-                        self.sample_missing,
-                        ask_claims=d.settings.claims is not None,
-                    )
-                )
+                g.sets = asyncio.run(detector_samples(d, g.records, self.sample_missing))
             g.states = teacher_group(d, g.records, g.sets)
         return pack(out)
 

@@ -14,9 +14,27 @@ import pytest
 
 from bench.common import LlamaCppServer
 from blackbox_wd.decompose import PROMPT, decompose_messages, parse_claims
+from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.embedded import ensure_gguf
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "llamacpp_claims.json"
+
+
+def claims_settings(meta: dict) -> Settings:
+    """The Settings of the fixture's run (its ``args``, replayed on a dead port), with ``claims`` "target"."""
+    args = ["-k", "3", "--temperature", "0.7", "--max-tokens", "48", "--seed", "0", "--no-cache", "--device", "cpu"]
+    assert meta["args"] == args
+    return Settings(
+        target=meta["model"],
+        base_url="http://127.0.0.1:9/v1",
+        k=3,
+        temperature=0.7,
+        max_tokens=48,
+        seed=0,
+        cache=False,
+        device="cpu",
+        claims="target",
+    )
 
 
 def score(base_url: str, meta: dict, env: dict[str, str]) -> dict:
@@ -75,35 +93,11 @@ def test_serve_lists_the_claims_of_the_answer_it_forwards(monkeypatch) -> None:
     import asyncio
 
     from blackbox_wd.serve.service import Service
-    from blackbox_wd.settings import Settings
 
     fixture = json.loads(FIXTURE.read_text())
     meta = fixture["meta"]
     monkeypatch.setenv("BBWD_API_REPLAY", str(FIXTURE))
-    assert meta["args"] == [
-        "-k",
-        "3",
-        "--temperature",
-        "0.7",
-        "--max-tokens",
-        "48",
-        "--seed",
-        "0",
-        "--no-cache",
-        "--device",
-        "cpu",
-    ]  # the settings below
-    settings = Settings(
-        target=meta["model"],
-        base_url="http://127.0.0.1:9/v1",
-        k=3,
-        temperature=0.7,
-        max_tokens=48,
-        seed=0,
-        cache=False,
-        device="cpu",
-        claims="target",
-    )
+    settings = claims_settings(meta)
 
     async def serve_one() -> dict:
         service = Service.load(settings)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import ray  # part of the test extra: these tests never skip
+from test_claims_target import claims_settings
 from tiny_vocab import WORDS
 
 from blackbox_wd.batch import BatchRunner, read_done
@@ -243,17 +244,7 @@ def test_the_sampling_actors_list_claims_as_the_local_engine_does(cluster, tmp_p
     src = tmp_path / "in.jsonl"
     src.write_text(json.dumps({"id": "bio", "prompt": meta["prompt"], "response": meta["answer"]}) + "\n")
     monkeypatch.setenv("BBWD_API_REPLAY", "fixtures/llamacpp_claims.json")
-    settings = Settings(
-        target=meta["model"],
-        base_url="http://127.0.0.1:9/v1",
-        k=3,
-        temperature=0.7,
-        max_tokens=48,
-        seed=0,
-        cache=False,
-        device="cpu",
-        claims="target",
-    )
+    settings = claims_settings(meta)
     on_ray = run_ray(settings, src, tmp_path / "ray.jsonl", True, 2, **SMALL)
     run_local(settings, src, tmp_path / "local.jsonl", True, 2)
     out = rows(tmp_path / "ray.jsonl")
