@@ -463,7 +463,9 @@ def batch(
         raise BBWDError(f"input file not found: {logs}")
     if ray_address is not None and engine is not EngineOption.ray:
         raise BBWDError("--ray-address needs --engine ray")
-    if (options or {}).get("claims") is not None and (options or {}).get("target") is None:
+    options = options or {}
+    sample_missing = options.get("target") is not None  # else the responses are recorded samples
+    if options.get("claims") is not None and not sample_missing:
         raise BBWDError("--claims target needs --target: the model that lists the claims (a recorded log has none)")
     from blackbox_wd.batch import BatchRunner, Runner, check_output_path, plan_k, read_done  # torch: as score's
     from blackbox_wd.pipeline import Detector  # torch and transformers: seconds more on `bbwd --help`
@@ -472,8 +474,6 @@ def batch(
     check_group_size(group_size)
     check_output_path(output)
     read_done(output)  # not bbwd output: refused before any model loads
-    options = options or {}
-    sample_missing = options.get("target") is not None  # else the responses are recorded samples
     if samples_from is not None and sample_missing:
         raise BBWDError("--samples-from says who drew recorded samples: with --target the samples are drawn here")
     parsed = None if k is None else parse_k(k, options.get("k_max"))
