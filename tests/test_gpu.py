@@ -1,5 +1,5 @@
 """The GPU paths on a CUDA device: the levels attention and Gemma-3's sliding window in float32 and bf16, the
-white-box sampler's draws, and `bbwd serve` with a GPU teacher.
+white-box sampler's draws, `bbwd serve` with a GPU teacher, and the Ray engine with a GPU teacher.
 
 Marked ``gpu``: on a machine without CUDA each is reported as skipped with the reason (conftest), never run
 silently as a pass. bench/RESULTS.md ("The teacher on a GPU") records where and when they last ran.
@@ -90,3 +90,48 @@ def test_serve_with_a_gpu_teacher_scores_as_bbwd_score(tiny_llama, tmp_path):
     assert result["settings"]["device"].startswith(DEVICE)  # "cuda:0": the device the teacher's weights are on
     assert bbwd["avg_wd"] == pytest.approx(result["avg_wd"], rel=1e-5) and bbwd["avg_wd"] > 0
     assert got.choices[0].message.content == result["responses"][0]
+
+
+def close(a, b, rel: float) -> bool:
+    """``a`` equals ``b`` but for floats, which agree to ``rel``, at any depth of dicts and lists."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=rel, abs=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], rel) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, rel) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def test_ray_engine_with_a_gpu_teacher_writes_the_rows_of_the_local_engine(tiny_llama, tmp_path):
+    """`bbwd batch --engine ray` on a cluster with a GPU: ``device="auto"`` resolves to the GPU on the driver, the
+    teacher actor holds the GPU, and the 30-line log (sampled, pre-sampled and bad lines) gives the local engine's
+    rows on the same GPU, scores to 1e-5."""
+    import asyncio
+
+    import ray
+    from test_ray_engine import LOOPBACK, ray_runner, rows, run_local, tiny_log
+
+    from blackbox_wd.settings import Settings
+
+    folder = tmp_path / "tiny"
+    tiny_llama[0].save_pretrained(folder)
+    tiny_llama[1].save_pretrained(folder)
+    src = tmp_path / "in.jsonl"
+    expected = tiny_log(src)
+    settings = Settings(teacher=str(folder), target=str(folder), k=3, max_tokens=6, device="auto")
+    mine = run_local(settings, src, tmp_path / "local.jsonl", True, 4)
+    ray.init(num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, _node_ip_address=LOOPBACK)
+    try:
+        runner = ray_runner(settings, True, 4)
+        assert runner.teacher_gpus == 1 and runner.detector.reported.as_dict()["device"].startswith(DEVICE)
+        summary = asyncio.run(runner.run(src, tmp_path / "ray.jsonl"))
+    finally:
+        ray.shutdown()
+    out, local = rows(tmp_path / "ray.jsonl"), rows(tmp_path / "local.jsonl")
+    assert (summary.records, summary.errors) == (30, 15)
+    assert [r["error"] is None for r in out] == [e is None for e in expected]
+    assert mine.settings["device"].startswith(DEVICE) and summary.settings == mine.settings
+    drop = ("timings", "usage")
+    for a, b in zip(out, local, strict=True):
+        assert close({k: v for k, v in a.items() if k not in drop}, {k: v for k, v in b.items() if k not in drop}, 1e-5)

@@ -7,7 +7,7 @@ import torch
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.hf import HFTeacher, resolve_device
 from blackbox_wd.teachers.projection import projection_matrix
 
 MESSAGES = [{"role": "user", "content": "what is the capital of france"}]
@@ -155,3 +155,18 @@ def test_local_samples_depend_on_seed_and_prompt_only(teacher):
     assert ids(sampler.sample_many([(b, 3), (a, 3)], params)) == alone_b + alone_a
     assert ids(sampler.sample_many([(b, 2), (a, 3)], params)) == [alone_b[0][:2], alone_a[0]]
     assert alone_a != alone_b  # the prompt enters the seed, not only the position in the call
+
+
+@pytest.mark.parametrize(
+    ("device", "cuda", "want"),
+    [("auto", True, "cuda:0"), ("cuda", True, "cuda:0"), ("cuda:1", True, "cuda:1"), ("auto", False, "cpu")],
+)
+def test_a_device_resolves_to_the_name_its_weights_report(device, cuda, want):
+    """What a Ray driver resolves from its cluster (``cuda`` given) is what the local weights report: "cuda:0" for
+    "auto" and "cuda" (torch puts "cuda" there), so both engines' rows say the same device."""
+    assert resolve_device(device, cuda) == want
+
+
+def test_a_gpu_named_without_one_is_an_error():
+    with pytest.raises(BBWDError, match="device 'cuda' asked for but no CUDA GPU is available"):
+        resolve_device("cuda", False)

@@ -36,17 +36,18 @@ class _Stop(Exception):
 
 
 def resolve_device(device: str, cuda: bool | None = None) -> str:
-    """The device a teacher runs on: 'auto' -> "cuda" when a GPU is there, else "cpu"; 'cpu'/'cuda'/'cuda:N' as given.
+    """The device a teacher runs on, as its weights report it: 'auto' -> "cuda:0" when a GPU is there, else "cpu";
+    "cuda" -> "cuda:0" (where torch puts "cuda"; a Ray actor's GPU is its "cuda:0"); "cpu" and "cuda:N" as given.
 
     ``cuda``: whether a GPU is there (a Ray driver asks its cluster); None: this process's torch says.
     BBWDError when a GPU is named and there is none.
     """
     cuda = torch.cuda.is_available() if cuda is None else cuda
     if device == "auto":
-        return "cuda" if cuda else "cpu"
+        device = "cuda" if cuda else "cpu"
     if device.startswith("cuda") and not cuda:
         raise BBWDError(f"device '{device}' asked for but no CUDA GPU is available")
-    return device
+    return "cuda:0" if device == "cuda" else device
 
 
 def pick_device(device: str) -> torch.device:
