@@ -16,7 +16,6 @@ that give its AnswerWD.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ import ot
 from scipy.optimize import linear_sum_assignment
 from threadpoolctl import ThreadpoolController
 
+from blackbox_wd.cpus import cpu_threads
 from blackbox_wd.errors import BBWDError
 
 try:  # private API of pot==0.9.7.post1: emd_c(a, b, M, max_iter, numThreads, alpha_init, beta_init)
@@ -45,17 +45,6 @@ _REDUCE_WORK = 4096  # m * n from which reducing the cost block pays for its cop
 def _blas() -> ThreadpoolController:
     """The process's BLAS controller, found once (scanning the loaded libraries takes ~0.7 ms)."""
     return ThreadpoolController()
-
-
-def _workers() -> int:
-    """Threads for the pair pool: the CPUs this process may run on, at most ``OMP_NUM_THREADS`` when set
-    (Ray sets it to a task's CPUs, so that the scoring tasks of a node do not oversubscribe it)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cpus = os.cpu_count() or 1
-    cap = os.environ.get("OMP_NUM_THREADS", "")
-    return max(1, min(cpus, int(cap)) if cap.isdigit() and int(cap) > 0 else cpus)
 
 
 def _cost(x: np.ndarray, y: np.ndarray, xx: np.ndarray, yy: np.ndarray) -> np.ndarray:
@@ -302,7 +291,7 @@ def _each_pair(
         return {}
     # Small pairs run serially from one Gram matrix; large ones build their blocks on the threads.
     small = sum(sizes[i] * sizes[j] for i, j in pairs) / len(pairs) < _THREAD_WORK
-    n = 1 if small else _workers() if workers is None else workers
+    n = 1 if small else cpu_threads() if workers is None else workers
     block = _blocks(points, starts, gram=small)
     out: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
 

@@ -309,14 +309,17 @@ def wait_lines(path: Path, n: int, running, timeout: float = 600) -> int:
     return path.read_bytes().count(b"\n")
 
 
-def presampled_log(path: Path, n: int = 24) -> None:
-    answers = ["Paris is the capital of France.", "It is Paris.", "Lyon, I think."]
+N_PRESAMPLED = 240  # lines: the tiny teacher scores them in seconds, long enough for a kill to land mid-run
+
+
+def presampled_log(path: Path, n: int = N_PRESAMPLED) -> None:
+    answers = ["paris is big", "it is paris", "rome is a city"]
     path.write_text(
         "".join(
             json.dumps(
                 {
                     "id": i,
-                    "prompt": f"Question {i}: what is the capital of France?",
+                    "prompt": f"what is the capital of france {WORDS[i % len(WORDS)]}",
                     "responses": answers[i % 3 :] + answers[: i % 3],
                 }
             )
@@ -326,72 +329,53 @@ def presampled_log(path: Path, n: int = 24) -> None:
     )
 
 
-def presampled_with_local_output(tmp_path: Path) -> tuple[Path, Path, Settings]:
-    """The 24-line presampled log, scored by the local engine into local.jsonl (groups of 2); the Ray
+def presampled_with_local_output(tmp_path: Path, teacher: str) -> tuple[Path, Path, Settings]:
+    """The presampled log, scored by the local engine with ``teacher`` into local.jsonl (groups of 2); the Ray
     output's path; the settings (K=3)."""
     src = tmp_path / "in.jsonl"
     presampled_log(src)
-    settings = Settings(k=3, device="cpu")
+    settings = Settings(teacher=teacher, k=3, device="cpu")
     run_local(settings, src, tmp_path / "local.jsonl", False, 2)
     return src, tmp_path / "ray.jsonl", settings
 
 
-@pytest.mark.slow
-def test_killed_teacher_actor_is_restarted_and_every_line_written_once(cluster, tmp_path):
+def test_killed_teacher_actor_is_restarted_and_every_line_written_once(cluster, tiny_folder, tmp_path):
     """kill -9 the one teacher actor mid-run: Ray restarts it, retries its task, the run completes."""
-    src, dst, settings = presampled_with_local_output(tmp_path)
+    src, dst, settings = presampled_with_local_output(tmp_path, tiny_folder)
     before = {a["ActorID"] for a in teacher_actors()}
     done: dict = {}
     run = threading.Thread(target=lambda: done.update(summary=run_ray(settings, src, dst, False, 2, **SMALL)))
     run.start()
     # killed as soon as it is listed alive: its model loaded, its first batches due. Waiting for output lines
-    # instead raced the run, whose 24 lines take seconds once the actor is up (the state API lists it late).
+    # instead raced the run (the state API lists an actor late).
     actor = wait_alive_teacher(run.is_alive, before)
     at_kill = dst.read_bytes().count(b"\n") if dst.exists() else 0
     os.kill(actor["Pid"], signal.SIGKILL)
     run.join(600)
-    assert at_kill < 24, "the kill must land mid-run"
-    assert (done["summary"].records, done["summary"].errors) == (24, 0)
-    assert [r["line"] for r in rows(dst)] == list(range(1, 25))  # every line once, in order
+    assert at_kill < N_PRESAMPLED, "the kill must land mid-run"
+    assert (done["summary"].records, done["summary"].errors) == (N_PRESAMPLED, 0)
+    assert [r["line"] for r in rows(dst)] == list(range(1, N_PRESAMPLED + 1))  # every line once, in order
     assert_same(rows(dst), rows(tmp_path / "local.jsonl"))
     (ours,) = [a for a in teacher_actors() if a["ActorID"] not in before]
     assert ours["ActorID"] == actor["ActorID"] and ours["NumRestarts"] == 1  # restarted by Ray, not replaced
 
 
-@pytest.mark.slow
-def test_killed_driver_resumes_as_the_local_engine_does(cluster, tmp_path):
+def test_killed_driver_resumes_as_the_local_engine_does(cluster, tiny_folder, tmp_path):
     """`bbwd batch --engine ray` on the module's cluster, kill -9 mid-run, then the run again resumes it."""
-    src, dst, settings = presampled_with_local_output(tmp_path)
-    proc = subprocess.Popen(
-        [
-            *BBWD,
-            str(src),
-            "-o",
-            str(dst),
-            "-k",
-            "3",
-            "--group-size",
-            "2",
-            "--device",
-            "cpu",
-            "--engine",
-            "ray",
-            "--ray-address",
-            cluster,
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    src, dst, settings = presampled_with_local_output(tmp_path, tiny_folder)
+    cmd = [*BBWD, str(src), "-o", str(dst), "-k", "3", "--group-size", "2", "--teacher", tiny_folder]
+    cmd += ["--device", "cpu", "--engine", "ray", "--ray-address", cluster]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     wait_lines(dst, 3, lambda: proc.poll() is None)
     proc.kill()
     proc.communicate()
     with open(dst, "a") as f:
         f.write('{"id": 9, "li')  # a torn last line, as a crash mid-write leaves it
     n_before = len(read_done(dst))
-    assert 3 <= n_before < 24, "the kill must land mid-run"
+    assert 3 <= n_before < N_PRESAMPLED, "the kill must land mid-run"
     summary = run_ray(settings, src, dst, False, 2, **SMALL)
-    assert (summary.resumed_from, summary.records) == (n_before, 24 - n_before)
-    assert [r["line"] for r in rows(dst)] == list(range(1, 25))
+    assert (summary.resumed_from, summary.records) == (n_before, N_PRESAMPLED - n_before)
+    assert [r["line"] for r in rows(dst)] == list(range(1, N_PRESAMPLED + 1))
     assert_same(rows(dst), rows(tmp_path / "local.jsonl"))
 
 

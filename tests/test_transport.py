@@ -181,19 +181,26 @@ def test_large_translations_reduced_paths() -> None:
     assert d[1, 2] == pytest.approx(1.0, rel=1e-9)
 
 
-def test_pair_threads_follow_omp_num_threads(monkeypatch):
-    """A Ray task's OMP_NUM_THREADS (its CPUs) caps the pair pool; unset or not a number, the CPUs decide."""
+def test_cpu_threads_follow_omp_num_threads(monkeypatch):
+    """A Ray task's OMP_NUM_THREADS (its CPUs) caps exact OT's pair pool and llama.cpp's threads; unset or not a
+    number, the CPUs decide."""
     import os
 
-    from blackbox_wd.transport import _workers
+    from blackbox_wd import transport
+    from blackbox_wd.clients import llamacpp
+    from blackbox_wd.cpus import cpu_threads
 
+    assert transport.cpu_threads is llamacpp.cpu_threads is cpu_threads  # both pools follow the one rule
     cpus = len(os.sched_getaffinity(0))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert _workers() == 1
+    assert cpu_threads() == 1
     monkeypatch.setenv("OMP_NUM_THREADS", str(cpus + 5))
-    assert _workers() == cpus
-    monkeypatch.setenv("OMP_NUM_THREADS", "four")
-    assert _workers() == cpus
+    assert cpu_threads() == cpus
+    for bad in ("four", "0", ""):
+        monkeypatch.setenv("OMP_NUM_THREADS", bad)
+        assert cpu_threads() == cpus
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert cpu_threads() == cpus
 
 
 def test_w2_to_each_hand_computed():

@@ -28,7 +28,8 @@ import time
 import httpx
 
 from bench.common import ROOT, LlamaCppServer, table
-from blackbox_wd.clients.llamacpp import NEUTRAL, threads
+from blackbox_wd.clients.llamacpp import NEUTRAL
+from blackbox_wd.cpus import cpu_threads
 from blackbox_wd.teachers.embedded import ensure_gguf
 
 PROMPTS = ("What is the capital of Australia?", "Who won the 1987 Tour de France?")
@@ -96,11 +97,11 @@ def main() -> None:
     rounds, prompts = (1, PROMPTS[:1]) if args.quick else (args.rounds, PROMPTS)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     print(
-        f"python {platform.python_version()}, {os.cpu_count()} CPUs, llama.cpp threads {threads()}, "
+        f"python {platform.python_version()}, {os.cpu_count()} CPUs, llama.cpp threads {cpu_threads()}, "
         f"load average at start {os.getloadavg()[0]:.2f}"
     )
     with (
-        LlamaCppServer(ensure_gguf(), n_parallel=10, n_threads=threads()) as server,
+        LlamaCppServer(ensure_gguf(), n_parallel=10, n_threads=cpu_threads()) as server,
         httpx.Client(timeout=600) as client,
     ):
         for prompt in prompts:

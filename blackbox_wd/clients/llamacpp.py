@@ -51,6 +51,7 @@ from filelock import FileLock, Timeout
 from jinja2 import TemplateError
 
 from blackbox_wd.clients.local import sample_seed
+from blackbox_wd.cpus import cpu_threads
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.sampling import BatchSampler
@@ -87,11 +88,6 @@ def prompt_seed(seed: int | None, messages: Messages) -> int:
     if seed is None:
         return random.SystemRandom().randrange(SEED_SPAN)
     return sample_seed(seed, messages, 0) % SEED_SPAN
-
-
-def threads() -> int:
-    """CPU threads llama.cpp may use: the cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -151,7 +147,7 @@ def server_for(gguf: Path) -> Host:
     carries every generated token id (the OpenAI-style ones leave out tokens ending inside a UTF-8 character).
     """
     slot_dir, owner = new_slot_dir()
-    params = llamacpp_params(gguf, slots=SLOTS, context=CONTEXT, threads=threads(), unified=True)
+    params = llamacpp_params(gguf, slots=SLOTS, context=CONTEXT, threads=cpu_threads(), unified=True)
     params.slot_save_path = os.path.join(slot_dir, "")  # llama.cpp appends the file name to it as it is
     params.cache_ram_mib = 0  # no host-memory prompt cache: a slot holds only what its requests or a restore left
     params.cache_idle_slots = False
