@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from tiny_vocab import WORDS
 
 NO_GPU = "needs a CUDA GPU, and this machine has none: run on a GPU machine (bench/RESULTS.md, 'The teacher on a GPU')"
 
 
+# Two workers share CI's two cores: every process of the run (workers, and the bbwd processes and servers tests
+# start) keeps to one thread for torch, exact OT and llama.cpp (``cpus.cpu_threads``), since threads that spin on a
+# shared core slow one another many times over. Set OMP_NUM_THREADS to run the tests with more.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # The longest files, run first: each goes whole to one worker (``--dist loadfile``), so a long file started last
-# leaves the other worker idle at the end (test_ray_engine.py alone runs about 13 minutes on two loaded cores)
+# leaves the other worker idle at the end (test_ray_engine.py alone runs about 6 minutes idle, 12 on two loaded cores)
 LONGEST_FILES = ("test_ray_engine.py", "test_bench.py")
 
 
