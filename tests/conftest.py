@@ -89,6 +89,17 @@ def tiny_llama():
     return model, tok
 
 
+@pytest.fixture(scope="session")
+def tiny_folder(tiny_llama, tmp_path_factory) -> str:
+    """The tiny random Llama saved as a model folder, for what loads a teacher by name (a new process, a Ray
+    actor)."""
+    model, tok = tiny_llama
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return str(folder)
+
+
 def save_tiny_nli(folder, entailment_bias: float = 0.0):
     """A randomly initialised 2-layer BERT NLI classifier (CONTRADICTION, NEUTRAL, ENTAILMENT) and
     its WordPiece tokenizer, saved to ``folder``; ``entailment_bias`` is added to the ENTAILMENT logit."""

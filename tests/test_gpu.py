@@ -73,13 +73,10 @@ def test_the_draw_follows_the_softmax_on_the_gpu():
     assert torch.allclose(freq, probs.double(), atol=0.01)  # 4 standard errors at n = 40,000
 
 
-def test_serve_with_a_gpu_teacher_scores_as_bbwd_score(tiny_llama, tmp_path):
+def test_serve_with_a_gpu_teacher_scores_as_bbwd_score(tiny_folder, tmp_path):
     """`bbwd serve --device cuda` white-box on a saved model folder: the served answer is sample 0 and its scores
     are those of `bbwd score --device cuda` with the same settings."""
-    folder = tmp_path / "tiny"
-    tiny_llama[0].save_pretrained(folder)
-    tiny_llama[1].save_pretrained(folder)
-    args = ["--teacher", str(folder), "--device", DEVICE, "-k", "3", "--max-tokens", "8", "--seed", "5"]
+    args = ["--teacher", tiny_folder, "--device", DEVICE, "-k", "3", "--max-tokens", "8", "--seed", "5"]
     prompt = "what is the capital of france"
     with BbwdServe(args, tmp_path / "serve.log", token=None) as server:
         model = httpx.get(server.url + "/healthz").json()["model"]
@@ -103,7 +100,7 @@ def close(a, b, rel: float) -> bool:
     return a == b
 
 
-def test_ray_engine_with_a_gpu_teacher_writes_the_rows_of_the_local_engine(tiny_llama, tmp_path):
+def test_ray_engine_with_a_gpu_teacher_writes_the_rows_of_the_local_engine(tiny_folder, tmp_path):
     """`bbwd batch --engine ray` on a cluster with a GPU: ``device="auto"`` resolves to the GPU on the driver, the
     teacher actor holds the GPU, and the 30-line log (sampled, pre-sampled and bad lines) gives the local engine's
     rows on the same GPU, scores to 1e-5."""
@@ -114,12 +111,9 @@ def test_ray_engine_with_a_gpu_teacher_writes_the_rows_of_the_local_engine(tiny_
 
     from blackbox_wd.settings import Settings
 
-    folder = tmp_path / "tiny"
-    tiny_llama[0].save_pretrained(folder)
-    tiny_llama[1].save_pretrained(folder)
     src = tmp_path / "in.jsonl"
     expected = tiny_log(src)
-    settings = Settings(teacher=str(folder), target=str(folder), k=3, max_tokens=6, device="auto")
+    settings = Settings(teacher=tiny_folder, target=tiny_folder, k=3, max_tokens=6, device="auto")
     mine = run_local(settings, src, tmp_path / "local.jsonl", True, 4)
     ray.init(num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False, _node_ip_address=LOOPBACK)
     try:

@@ -41,16 +41,6 @@ def cluster():
     ray.shutdown()
 
 
-@pytest.fixture(scope="module")
-def tiny_folder(tiny_llama, tmp_path_factory):
-    """The tiny random Llama as a model folder, so that Ray actors can load it by name."""
-    model, tok = tiny_llama
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return str(folder)
-
-
 def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
