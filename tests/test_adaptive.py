@@ -139,10 +139,10 @@ def test_a_target_whose_answers_all_differ_is_sampled_to_the_maximum(smollm_teac
     ]
     assert result.stages[-1]["p_hallucination"] == result.p_hallucination
     assert result.to_dict()["n_samples"] == 10
-    shipped = Fixed(lambda i: DIFFERENT[i])  # the shipped bands: ten different answers are settled at 3
+    shipped = Fixed(lambda i: "The capital of France is Paris.")  # the shipped bands: one answer is settled at 3
     result = detector_with(smollm_teacher, shipped, API).score("What is the capital of France?")
     assert shipped.calls == [(0, 3)] and result.settled
-    assert result.p_hallucination > Calibration.load(API).stages[0].settle.above
+    assert result.p_hallucination < Calibration.load(API).stages[0].settle.below
 
 
 def test_without_a_calibration_with_stages_every_prompt_draws_k_and_says_so(smollm_teacher):

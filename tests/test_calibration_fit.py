@@ -186,6 +186,23 @@ def test_threshold_meets_the_target_fpr_on_the_fitting_data(target):
         assert (fit.p[y == 0] >= lower.max()).mean() > target
 
 
+def test_a_threshold_is_chosen_set_by_set_only_where_three_sets_can_measure_an_fpr():
+    """One large set and three of 8 rows each (too few correct answers to measure an FPR): the threshold is the
+    out-of-fold one, at the target on the rows; three large sets: chosen on each set left out, with its range."""
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 1, 424)
+    y = (rng.random(424) < 1 / (1 + np.exp(-2 * x))).astype(int)
+    few = np.array(["big"] * 400 + ["a"] * 8 + ["b"] * 8 + ["c"] * 8)
+    t = table_from({"x": x}, y, [str(i) for i in range(424)], few)
+    fit = fit_head(t, ("x",), CrossValidation(combiner="mean"), methods=("platt",))
+    op = fit.head.operating_point
+    assert op.rule == "target_fpr" and op.fpr_range is None and op.fpr <= 0.1
+    assert op.fpr == pytest.approx(np.mean(fit.p[y == 0] >= op.threshold))
+    many = replace(t, source=np.array(["a", "b", "c", "d"] * 106))
+    op = fit_head(many, ("x",), CrossValidation(combiner="mean"), methods=("platt",)).head.operating_point
+    assert op.rule == "target_fpr_by_set" and op.fpr_range is not None
+
+
 def test_head_sets_drop_each_optional_group_down_to_the_smallest():
     heads = head_sets(["avg_wd", "log_eigen_wd", "answer_wd", "lne"], [["answer_wd"], ["lne"]])
     assert heads == [

@@ -39,7 +39,8 @@ COMBINERS = ("logistic", "mean", "select")
 # the answer heads' combiner unless told otherwise: chosen leave-one-set-out on the six recorded dev sets
 # (bench/RESULTS.md, "The verdict on a data set it never saw")
 COMBINER = "mean"
-MIN_SETS = 3  # data sets a head's rows need for its threshold to be chosen leave-one-set-out (``by_set_p``)
+MIN_SETS = 3  # data sets that can measure an FPR (``measuring_sets``) a head's rows need for its threshold to be
+# chosen leave-one-set-out (``by_set_p``); with fewer, it is chosen on the nested out-of-fold p
 RANGE_ROWS = 20  # a set's FPR enters the printed range when it has this weight of correct answers (rates of fewer
 # are noise: a set with 3 short answers among passages flags 0% or 100% of them); its rows count in the pooled FPR
 C = 1.0  # inverse L2 strength of the logistic combiner, on standardised members
@@ -238,7 +239,7 @@ def fit_head(
     best = min(methods, key=losses.__getitem__)
     z = out_of_fold_z(X, y, w, g, combiner, folds, seed, src)
     point = operating_point(y, probs[best], w, target_fpr)
-    if np.unique(src).size >= MIN_SETS:  # the threshold where the FPR holds on a set left out, not in-fold
+    if measuring_sets(y, w, src) >= MIN_SETS:  # the threshold where the FPR holds on a set left out, not in-fold
         unseen = by_set_p(X, y, w, g, src, best, cv)
         point = operating_point(y, unseen, w, target_fpr, src)
     mean, scale, coef, intercept = fit_linear(X, y, w, combiner, src)
@@ -266,6 +267,15 @@ def by_set_p(
         inner = out_of_fold_z(X[train], y[train], w[train], g[train], combiner, folds, seed, src[train])
         p[test] = fit_calibrator(inner, y[train], w[train], method)(decision(params, X[test]))
     return p
+
+
+def measuring_sets(y: np.ndarray, w: np.ndarray, source: np.ndarray) -> int:
+    """How many data sets hold ``RANGE_ROWS`` of correct answers (weight): those that can measure an FPR.
+
+    >>> measuring_sets(np.zeros(45), np.ones(45), np.array(["a"] * 20 + ["b"] * 20 + ["c"] * 5))
+    2
+    """
+    return sum(bool(np.sum(w[at] * (y[at] == 0)) >= RANGE_ROWS) for s in np.unique(source) for at in [source == s])
 
 
 def weighted_log_loss(y: np.ndarray, p: np.ndarray, w: np.ndarray) -> float:
