@@ -239,7 +239,7 @@ def fit_head(
     best = min(methods, key=losses.__getitem__)
     z = out_of_fold_z(X, y, w, g, combiner, folds, seed, src)
     point = operating_point(y, probs[best], w, target_fpr)
-    if measuring_sets(y, w, src) >= MIN_SETS:  # the threshold where the FPR holds on a set left out, not in-fold
+    if len(measuring_sets(y, w, src)) >= MIN_SETS:  # the threshold where the FPR holds on a set left out, not in-fold
         unseen = by_set_p(X, y, w, g, src, best, cv)
         point = operating_point(y, unseen, w, target_fpr, src)
     mean, scale, coef, intercept = fit_linear(X, y, w, combiner, src)
@@ -269,13 +269,13 @@ def by_set_p(
     return p
 
 
-def measuring_sets(y: np.ndarray, w: np.ndarray, source: np.ndarray) -> int:
-    """How many data sets hold ``RANGE_ROWS`` of correct answers (weight): those that can measure an FPR.
+def measuring_sets(y: np.ndarray, w: np.ndarray, source: np.ndarray) -> list[np.ndarray]:
+    """The row masks of the data sets that can measure an FPR: those with ``RANGE_ROWS`` of correct answers (weight).
 
-    >>> measuring_sets(np.zeros(45), np.ones(45), np.array(["a"] * 20 + ["b"] * 20 + ["c"] * 5))
-    2
+    >>> [int(m.sum()) for m in measuring_sets(np.zeros(45), np.ones(45), np.array(["a"] * 20 + ["b"] * 20 + ["c"] * 5))]
+    [20, 20]
     """
-    return sum(bool(np.sum(w[at] * (y[at] == 0)) >= RANGE_ROWS) for s in np.unique(source) for at in [source == s])
+    return [at for s in np.unique(source) for at in [source == s] if np.sum(w[at] * (y[at] == 0)) >= RANGE_ROWS]
 
 
 def weighted_log_loss(y: np.ndarray, p: np.ndarray, w: np.ndarray) -> float:
@@ -312,7 +312,7 @@ def operating_point(
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     ranges: dict[str, Any] = {}
     if source is not None:
-        sets = [at for s in np.unique(source) for at in [source == s] if np.sum(w[at] * (y[at] == 0)) >= RANGE_ROWS]
+        sets = measuring_sets(y, w, source)
         rates = [rates_at(y[at], p[at] >= threshold, w[at]) for at in sets] or [rates_at(y, p >= threshold, w)]
         ranges = {
             "rule": "target_fpr_by_set",
