@@ -1,18 +1,23 @@
-"""What the verdict studies share (``bench.quality.verdict``, ``bench.quality.adaptive``): the rows of ``bbwd eval``
-runs, their members, the bootstrap settings, the pooled table of SAC3 and WikiBio, the sentence head and the text of
-figures with their CIs. A study imports from here, never from another study.
+"""What the verdict studies share (``bench.quality.verdict``, ``adaptive``, ``transfer``, ``labels``): the rows of
+``bbwd eval`` runs, their members, the bootstrap settings, the pooled table of SAC3 and WikiBio, the sentence head,
+the text of figures with their CIs, the recorded dev sets' models, and the measures of a verdict on a set (AUROC or
+Pearson, ECE, FPR and TPR). A study imports from here, never from another study.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
+from blackbox_wd.answers.text import answer_disagreement
 from blackbox_wd.calibration.combine import CrossValidation, HeadFit, Table, fit_head, table_from
+from blackbox_wd.calibration.fit import expected_calibration_error, row_label
 from blackbox_wd.calibration.model import MEMBERS, Head, member_value
 from blackbox_wd.scores import eigen_wd
 
@@ -127,3 +132,67 @@ def sentence_head(wiki: list[dict], folds: int) -> Head:
     no label: nothing is fitted but the scales)."""
     t, _, _ = sentence_table(wiki)
     return fit_head(t, ["score", "unigram"], CrossValidation("mean", folds, SEED)).head
+
+
+# The target model of each recorded dev set of ../shared/data: leave one model out takes all its sets out together
+MODELS = {
+    "gpt-3.5-turbo": ("sac3_nq_open", "gbu_factscore_gpt35", "gbu_popqa_gpt35"),
+    "text-davinci-003": ("wikibio_gpt3_dev",),
+    "Llama-3-70B-Instruct": ("gbu_factscore_llama3_70b", "gbu_popqa_llama3_70b"),
+    "Llama-3.1-8B-Instruct": ("kk_llama31_8b_triviaqa", "kk_llama31_8b_sciq", "kk_llama31_8b_math"),
+    "Mistral-7B-Instruct-v0.3": ("kk_mistral_7b_triviaqa", "kk_mistral_7b_sciq", "kk_mistral_7b_math"),
+}
+
+
+def labelled_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a results file with a label and no error, each with its label under ``y``."""
+    rows = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if row.get("error") is None and (y := row_label(row, "label", str(path))) is not None:
+            rows.append({**row, "y": y})
+    return rows
+
+
+def metric(y: np.ndarray, score: np.ndarray) -> float:
+    """AUROC for 0/1 labels, else Pearson x100."""
+    if np.all((y == 0) | (y == 1)):
+        return float(roc_auc_score(y, score))
+    return float(100 * np.corrcoef(y, score)[0, 1])
+
+
+def soft_ece(y: np.ndarray, p: np.ndarray) -> float:
+    """ECE with a label h in (0, 1) as two rows weighted h and 1 - h."""
+    soft = (y > 0) & (y < 1)
+    yy = np.concatenate([np.where(soft, 1.0, y), np.zeros(int(soft.sum()))])
+    ww = np.concatenate([np.where(soft, y, 1.0), 1.0 - y[soft]])
+    pp = np.concatenate([p, p[soft]])
+    return expected_calibration_error(yy, pp, w=ww)
+
+
+def rates(y: np.ndarray, flag: np.ndarray) -> tuple[float, float]:
+    """Weighted (FPR, TPR) of the flags, a label h counting h positive and 1 - h negative."""
+    neg, pos = np.sum(1 - y), np.sum(y)
+    return float(np.sum((1 - y) * flag) / neg), float(np.sum(y * flag) / pos)
+
+
+def model_of(name: str) -> str:
+    """The target model whose answers a recorded set holds (``MODELS``); a set not named there is a model of its own."""
+    return next((model for model, sets in MODELS.items() if name in sets), name)
+
+
+def question_of(row: dict[str, Any]) -> str:
+    """A row's prompt as its model was asked it (the same question in two models' sets is one prompt)."""
+    asked = row.get("question") or row.get("prompt")
+    return " ".join(str(asked).split()).lower() if asked else f"{row.get('source')}:{row.get('id')}"
+
+
+def with_members(row: dict[str, Any], strip: Sequence[str]) -> dict[str, Any]:
+    """The row with ``answer_disagreement`` computed where a run from before it lacks it (from its judged ``answer``
+    and ``responses``, as ``score_states`` computes it), less the members ``strip``."""
+    row = dict(row)
+    if row.get("answer_disagreement") is None and row.get("answer") and row.get("responses"):
+        row["answer_disagreement"] = answer_disagreement(row["answer"], row["responses"])
+    for name in strip:
+        row.pop(name, None)
+    return row

@@ -60,6 +60,7 @@ BATCH_FIELDS = (
     "claims",
     "sentence_wd",
     "answer_unigram",
+    "answer_disagreement",
     "answer_nll",
     "cocoa",
     "baselines",
@@ -184,11 +185,13 @@ def output_row(
     rec: LogRecord,
     result: Result | BBWDError | None,
     save_matrix: bool,
-    fingerprint: str,
+    settings: dict[str, Any],
     calibration: str | None = None,
 ) -> dict[str, Any]:
     """The JSON object written for one record (with a response: its answer_wd, sentences and sentence_wd); with a
-    calibration (its id), also p_hallucination and flag."""
+    calibration (its id), also p_hallucination and flag. ``settings``: the run's reported settings with their
+    fingerprint (``Detector.reported_settings``); every row carries them, so that ``bbwd calibrate`` and a re-judge
+    read rows of batch with nothing beside them."""
     scored = result if isinstance(result, Result) else None
     row: dict[str, Any] = {
         "id": rec.id,
@@ -201,7 +204,7 @@ def output_row(
         row["label"] = rec.label
     row["error"] = rec.error or (None if isinstance(result, Result) else f"line {rec.line}: {result}")
     row["transient"] = bool(rec.error is None and getattr(result, "transient", False))
-    row.update(fingerprint=fingerprint, input_hash=rec.input_hash)
+    row.update(settings=settings, fingerprint=settings["fingerprint"], input_hash=rec.input_hash)
     return row
 
 
@@ -278,11 +281,12 @@ class Runner:
         BatchSummary
         """
         check_output_path(dst)
-        fingerprint = self.detector.fingerprint
+        settings = self.detector.reported_settings()
+        fingerprint = settings["fingerprint"]
         cal = self.detector.calibration.id if self.detector.calibration is not None else None
         resume = Resume(batch_log(dst), "line", lambda done: check_resume(done, fingerprint, src, dst, cal))
         summary = BatchSummary(k=self.k, resumed_from=len(resume.rows), retried=len(resume.retry))
-        summary.settings = self.detector.reported_settings()
+        summary.settings = settings
         t0 = time.perf_counter()
 
         def counted(row: dict[str, Any], sset: SampleSet | BBWDError | None) -> None:
@@ -296,7 +300,7 @@ class Runner:
 
         async def compute(skip: int, lines: frozenset[int] | None, emit: RowEmit) -> None:
             def row(rec: LogRecord, res: Result | BBWDError | None, sset: SampleSet | BBWDError | None) -> None:
-                emit(output_row(rec, res, save_matrix, fingerprint, cal), sset)
+                emit(output_row(rec, res, save_matrix, settings, cal), sset)
 
             await self.engine(src, skip, lines, row)
 

@@ -458,12 +458,17 @@ def batch(
 ) -> None:
     """Score a JSONL log, one output line per input line. With --target, records with fewer than K responses are
     topped up from it; without, the responses are recorded samples (target "recorded"), the first K of each
-    scored as they are."""
+    scored as they are. Rows that bbwd batch wrote, given as the input, are judged again with --calibration (or
+    the shipped one): no teacher pass, no sampling."""
     if not logs.is_file():  # before torch loads
         raise BBWDError(f"input file not found: {logs}")
     if ray_address is not None and engine is not EngineOption.ray:
         raise BBWDError("--ray-address needs --engine ray")
     options = options or {}
+    from blackbox_wd.rejudge import is_scored
+
+    if is_scored(logs):
+        return rejudge_scored(logs, output, k, options, calibration, verdict)
     sample_missing = options.get("target") is not None  # else the responses are recorded samples
     if options.get("claims") is not None and not sample_missing:
         raise BBWDError("--claims target needs --target: the model that lists the claims (a recorded log has none)")
@@ -522,6 +527,36 @@ def batch(
     typer.echo(summary.settings_line(), err=True)  # JSON as it is: no markup, no wrapping
     if strict and summary.errors:
         raise typer.Exit(1)
+
+
+def rejudge_scored(
+    scored: Path, output: Path, k: str | None, options: dict[str, Any], calibration: Path | None, verdict: bool
+) -> None:
+    """``bbwd batch`` on rows it wrote: each judged again with the calibration (``rejudge``), nothing scored."""
+    from blackbox_wd.batch import check_output_path, read_done
+    from blackbox_wd.rejudge import rejudge
+
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name, value in options.items()
+        if name != "base_rate" and value != SETTING_DEFAULTS.get(name)
+    ]
+    if k is not None or given:
+        raise BBWDError(
+            f"{scored} holds rows bbwd batch wrote, judged again as they were scored: "
+            f"{', '.join(['-k'] * (k is not None) + given)} would change their scores (give the log instead)"
+        )
+    if not verdict:
+        raise BBWDError(f"{scored} holds scored rows: --no-verdict leaves nothing to do")
+    check_output_path(output)
+    if output.resolve() == scored.resolve():
+        raise BBWDError(f"-o {output} is the input: write the judged rows to another file")
+    read_done(output)  # not bbwd output: never replaced
+    choice = calibration_choice(calibration, verdict)
+    summary = rejudge(scored, output, choice, base_rate=options.get("base_rate"))
+    for note in summary.notes:
+        say_note(note)
+    typer.echo(summary.line(), err=True)
 
 
 @app.command("eval")
@@ -663,13 +698,14 @@ def calibrate(
         ),
     ],
     output: Annotated[
-        Path,
+        Path | None,
         typer.Option(
             "-o",
             "--output",
-            help="Calibration file to write; the report (<name>.md, <name>.reliability.png) goes beside it.",
+            help="Calibration file to write (default calibration.json); a full fit's report (<name>.md, "
+            "<name>.reliability.png) goes beside it. With --suggest: the rows to label (default to_label.jsonl).",
         ),
-    ] = Path("calibration.json"),
+    ] = None,
     label: Annotated[
         str, typer.Option("--label", help="Label field: label, label_em, label_judge, ... (else human_score).")
     ] = "label",
@@ -703,27 +739,56 @@ def calibrate(
             "kept) or logistic (L2, C = 1).",
         ),
     ] = None,
+    refit: Annotated[
+        str,
+        typer.Option(
+            "--refit",
+            help="auto (a map of the calibration that judged the rows below the labelled rows a full fit needs, "
+            "else full), map (its p mapped: slope and offset), prior (its p moved: offset only) or full.",
+        ),
+    ] = "auto",
+    base: Annotated[
+        Path | None,
+        typer.Option(
+            "--base",
+            help="The calibration whose map a few labels refit (default: the one that judged the rows, when it is "
+            "the one shipped for their settings).",
+        ),
+    ] = None,
+    suggest: Annotated[
+        int | None,
+        typer.Option(
+            "--suggest",
+            help="Write N of the scored rows to label (spread evenly over their risk) to -o, instead of fitting.",
+        ),
+    ] = None,
 ) -> None:
     """Fit a calibration (the combined verdict: a probability of hallucination and a flag, for answers and their
-    sentences) on labelled results, with a report."""
+    sentences) on labelled results: bbwd eval's, or bbwd batch's rows with a label added. A few labelled rows refit
+    the map and threshold of the calibration that judged them; enough for a full fit, every head."""
     from blackbox_wd.batch import check_output_path  # torch: as score's
-    from blackbox_wd.calibration import (  # scikit-learn and matplotlib: seconds more on `bbwd --help`
-        combine,
-        fit,
-        report,
-    )
+    from blackbox_wd.calibration import calibrate as door  # scikit-learn, matplotlib: seconds more on `bbwd --help`
 
+    if suggest is not None:
+        output = output or Path("to_label.jsonl")
+        check_output_path(output)
+        typer.echo(door.write_suggestion(results, suggest, output), err=True)
+        return
+    output = output or Path("calibration.json")
     check_output_path(output)
-    fitted = fit.fit_files(
+    line = door.calibrate(
         results,
+        output,
         label=label,
         settings_from=settings_from,
         samples=samples,
-        cv=combine.CrossValidation(combiner=combiner or combine.COMBINER, folds=folds, target_fpr=target_fpr),
+        combiner=combiner,
+        folds=folds,
+        target_fpr=target_fpr,
+        refit=refit,
+        base=base,
     )
-    fitted.calibration.save(output)
-    paths = report.write_report(fitted, output)
-    typer.echo(f"wrote {output}, {paths['report']}, {paths['reliability']}: {report.summary_line(fitted)}", err=True)
+    typer.echo(line, err=True)
 
 
 SERVE_MODULES = {"fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic"}

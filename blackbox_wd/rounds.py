@@ -107,6 +107,7 @@ STAGE_SCORES = RowFields(  # and its scores (the baselines spread among them)
         "answer_wd",
         "sentence_wd",
         "answer_unigram",
+        "answer_disagreement",
         "answer_nll",
         "cocoa",
         "baselines",

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from blackbox_wd.answers.text import answer_disagreement
 from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy, exact_match_entails
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.claims import score_claims
@@ -285,6 +286,8 @@ def score_states(
         sentence_wd=passage,
         answer_unigram=lexical,
     )
+    if ps.samples.answer is not None:
+        result.answer_disagreement = answer_disagreement(ps.samples.answer.text, result.responses)
     if ps.samples.claims is not None:
         said = "" if ps.samples.answer is None else ps.samples.answer.text
         asked = "\n".join(m.get("content", "") for m in ps.messages)

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from blackbox_wd.adaptive import RULE
 from blackbox_wd.adaptive import stages as adaptive_stages
@@ -252,6 +253,7 @@ class ReportedSettings:
                 max_tokens=None,
                 seed=None,
             )
+        out["base_url"] = without_userinfo(s.base_url)
         out["fingerprint"] = fingerprint(out)
         return out
 
@@ -259,6 +261,21 @@ class ReportedSettings:
     def fingerprint(self) -> str:
         """The fingerprint of the settings that change a prompt's score (:func:`fingerprint`)."""
         return self.as_dict()["fingerprint"]
+
+
+def without_userinfo(url: str | None) -> str | None:
+    """The URL without a user name or password in it: the settings a result carries never hold a secret.
+
+    >>> without_userinfo("https://user:sk-secret@api.example.com:8443/v1"), without_userinfo(None)
+    ('https://api.example.com:8443/v1', None)
+    """
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = f"[{parts.hostname}]" if parts.hostname and ":" in parts.hostname else parts.hostname or ""
+    return urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))
 
 
 def _finite(value: Any) -> bool:

@@ -195,7 +195,7 @@ def test_calibrate_stores_and_prints_who_drew_the_samples(tmp_path, capsys):
     )
 
 
-def test_calibrate_refuses_recorded_samples_of_unstated_origin(tmp_path, capsys):
+def test_calibrate_fits_recorded_samples_of_unstated_origin_and_its_note_says_so(tmp_path, capsys):
     labelled_rows(tmp_path / "results.jsonl", RECORDED_SETTINGS, n=30)
     (tmp_path / "settings.json").write_text(json.dumps(RECORDED_SETTINGS))
     code, out, err = bbwd(
@@ -209,9 +209,11 @@ def test_calibrate_refuses_recorded_samples_of_unstated_origin(tmp_path, capsys)
         "--folds",
         "2",
     )
-    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
-    assert err.startswith("error: the rows' samples were recorded in the data") and "--samples" in err
-    assert not (tmp_path / "cal.json").exists()
+    assert code == 0, err
+    cal = Calibration.load(tmp_path / "cal.json")
+    assert cal.fitted_on.samples is None
+    note = cal.sampling_note({**RECORDED_SETTINGS, "target": "gpt-4o-mini", "endpoint": "api.openai.com"})
+    assert note is not None and "fitted on recorded samples (origin not stated; synthetic (30))" in note, note
 
 
 def test_calibrate_refuses_settings_that_are_not_those_of_the_rows(tmp_path, capsys):

@@ -19,19 +19,21 @@ import json
 import math
 import re
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
+from bench.verdicts import labelled_rows, metric, model_of, question_of, rates, soft_ece, with_members
 from blackbox_wd.adaptive import stages
+from blackbox_wd.answers.text import em_key
 from blackbox_wd.calibration.combine import CrossValidation
-from blackbox_wd.calibration.fit import expected_calibration_error, fit_files, row_label
+from blackbox_wd.calibration.fit import fit_files
 from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Calibration, is_passage, member_value
 
-SAMPLES = "gpt-3.5-turbo, text-davinci-003 and Llama-3-70B-Instruct at T=0.7-1.0, recorded in the data"
+SAMPLES = "the recorded dev sets' target models at T=0.7-1.0, recorded in the data"
 
 
 def runs_of(root: Path) -> dict[str, dict[int, Path]]:
@@ -44,42 +46,10 @@ def runs_of(root: Path) -> dict[str, dict[int, Path]]:
     return out
 
 
-def labelled_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a results file with a label and no error, each with its label under ``y``."""
-    rows = []
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        if row.get("error") is None and (y := row_label(row, "label", str(path))) is not None:
-            rows.append({**row, "y": y})
-    return rows
-
-
-def metric(y: np.ndarray, score: np.ndarray) -> float:
-    """AUROC for 0/1 labels, else Pearson x100."""
-    if np.all((y == 0) | (y == 1)):
-        return float(roc_auc_score(y, score))
-    return float(100 * np.corrcoef(y, score)[0, 1])
-
-
 def shortfall(verdict: float, best: float, y: np.ndarray) -> float:
     """verdict - best on one scale: AUROC, or Pearson / 100."""
     scale = 1.0 if np.all((y == 0) | (y == 1)) else 100.0
     return (verdict - best) / scale
-
-
-def soft_ece(y: np.ndarray, p: np.ndarray) -> float:
-    """ECE with a label h in (0, 1) as two rows weighted h and 1 - h."""
-    soft = (y > 0) & (y < 1)
-    yy = np.concatenate([np.where(soft, 1.0, y), np.zeros(int(soft.sum()))])
-    ww = np.concatenate([np.where(soft, y, 1.0), 1.0 - y[soft]])
-    pp = np.concatenate([p, p[soft]])
-    return expected_calibration_error(yy, pp, w=ww)
-
-
-def rates(y: np.ndarray, flag: np.ndarray) -> tuple[float, float]:
-    """Weighted (FPR, TPR) of the flags, a label h counting h positive and 1 - h negative."""
-    neg, pos = np.sum(1 - y), np.sum(y)
-    return float(np.sum((1 - y) * flag) / neg), float(np.sum(y * flag) / pos)
 
 
 def member_column(rows: Sequence[dict[str, Any]], name: str) -> np.ndarray:
@@ -141,67 +111,120 @@ def auto_replay(cal: Calibration, runs: dict[int, list[dict[str, Any]]], k_max: 
     return {"ids": ids, "drawn": np.array(drawn), "p": np.array(p), "flag": np.array(flag)}
 
 
+def training_files(
+    runs: dict[str, dict[int, Path]],
+    sets: Sequence[str],
+    ks: Sequence[int] | None,
+    unseen: set[str],
+    out: Path,
+    strip: Sequence[str],
+) -> list[Path]:
+    """The runs of ``sets`` (at ``ks``; None: every K) written under ``out`` without the rows whose question is in
+    ``unseen`` (grouped by prompt: a question the left-out model answered is never fitted on), each row
+    ``with_members``."""
+    files = []
+    for name in sets:
+        for k, path in runs[name].items():
+            if ks is not None and k not in ks:
+                continue
+            folder = out / f"{name}-k{k}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "settings.json").write_bytes((path.parent / "settings.json").read_bytes())
+            with (folder / "results.jsonl").open("w") as f:
+                for line in path.read_text().splitlines():
+                    row = json.loads(line)
+                    if question_of(row) not in unseen:
+                        f.write(json.dumps(with_members(row, strip)) + "\n")
+            files.append(folder / "results.jsonl")
+    return files
+
+
+def self_consistency(rows: Sequence[dict[str, Any]]) -> np.ndarray | None:
+    """SC's risk of each row: 1 - the share of its samples equal to its judged answer after SQuAD normalisation;
+    None unless every row is a short answer with one."""
+    if any(is_passage(r) or not r.get("answer") for r in rows):
+        return None
+    return np.array([1 - np.mean([em_key(s) == em_key(r["answer"]) for s in r["responses"]]) for r in rows])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=Path, required=True)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--combiners", nargs="+", default=["mean", "select", "logistic"])
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--leave", choices=("set", "model"), default="set", help="leave one data set, or one model, out")
+    ap.add_argument("--strip", nargs="*", default=[], help="members to leave out of every row (a candidate without)")
     ap.add_argument("--auto", action="store_true", help="also replay -k auto up to --k")
     ap.add_argument("--fit-ks", type=int, nargs="*", default=None, help="fit on these K's runs only (default: all)")
     ap.add_argument("--save", type=Path, default=None, help="write each left-out fit's calibration here")
     args = ap.parse_args(argv)
     runs = runs_of(args.runs)
     sets = [s for s in runs if args.k in runs[s]]
-    print(f"sets: {', '.join(f'{s} (K = {sorted(runs[s])})' for s in sets)}")
+    print(f"sets: {', '.join(f'{s} (K = {sorted(runs[s])}, {model_of(s)})' for s in sets)}")
+    folds = (
+        {s: [s] for s in sets}
+        if args.leave == "set"
+        else {m: [s for s in sets if model_of(s) == m] for m in dict.fromkeys(map(model_of, sets))}
+    )
     for combiner in args.combiners:
-        print(f"\n### combiner {combiner}\n")
+        print(f"\n### combiner {combiner}, leave one {args.leave} out\n")
         print(
-            "| left out | n | verdict | best single member | shortfall | ECE | FPR printed (range) | FPR seen | "
+            "| left out | n | verdict | best single member | shortfall | SC | ECE | FPR printed (range) | FPR seen | "
             "TPR seen | -k auto: samples | -k auto: metric | flags agree |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         gaps = []
-        for left in sets:
-            train = [
-                path
-                for s in runs
-                if s != left
-                for k, path in runs[s].items()
-                if args.fit_ks is None or k in args.fit_ks
-            ]
-            fit = fit_files(train, samples=SAMPLES, cv=CrossValidation(combiner=combiner, folds=args.folds))
+        for fold, left in folds.items():
+            tests = {s: [with_members(r, args.strip) for r in labelled_rows(runs[s][args.k])] for s in left}
+            unseen = {question_of(r) for rows in tests.values() for r in rows}
+            with tempfile.TemporaryDirectory() as tmp:
+                others = [s for s in runs if s not in left]
+                train = training_files(runs, others, args.fit_ks, unseen, Path(tmp), args.strip)
+                fit = fit_files(train, samples=SAMPLES, cv=CrossValidation(combiner=combiner, folds=args.folds))
+                signs = orientation(
+                    [
+                        r
+                        for s in others
+                        for r in labelled_rows(Path(tmp) / f"{s}-k{args.k}" / "results.jsonl")
+                        if (Path(tmp) / f"{s}-k{args.k}").is_dir()
+                    ]
+                )
             cal = fit.calibration
             if args.save:
                 args.save.mkdir(parents=True, exist_ok=True)
-                cal.save(args.save / f"{combiner}-without-{left}.json")
-            rows = labelled_rows(runs[left][args.k])
-            y = np.array([r["y"] for r in rows])
-            p, flag, verdicts = judge(cal, rows, args.k)
-            value = metric(y, p)
-            signs = orientation([r for s in runs if s != left for r in labelled_rows(runs[s].get(args.k, train[0]))])
-            name, best = best_member(rows, signs, cal)
-            gap = shortfall(value, best, y)
-            gaps.append(gap)
-            fpr, tpr = rates(y, flag)
-            ops = [v.head.operating_point for v in verdicts]
-            printed = np.mean([op.fpr for op in ops])
-            lo = min((op.fpr_range or (op.fpr, op.fpr))[0] for op in ops)
-            hi = max((op.fpr_range or (op.fpr, op.fpr))[1] for op in ops)
-            auto = ""
-            if args.auto and all(k in runs[left] for k in stages(args.k)):
-                rep = auto_replay(cal, {k: labelled_rows(runs[left][k]) for k in stages(args.k)}, args.k)
-                same = {r["id"]: f for r, f in zip(rows, flag, strict=True)}
-                yy = np.array([next(r["y"] for r in rows if r["id"] == i) for i in rep["ids"]])
-                agree = np.mean([same[i] == f for i, f in zip(rep["ids"], rep["flag"], strict=True)])
-                auto = f"{rep['drawn'].mean():.2f} | {metric(yy, rep['p']):.3f} | {agree:.1%}"
-            else:
+                cal.save(args.save / f"{combiner}-without-{fold}.json")
+            for name in left:
+                rows = tests[name]
+                y = np.array([r["y"] for r in rows])
+                p, flag, verdicts = judge(cal, rows, args.k)
+                value = metric(y, p)
+                best_name, best = best_member(rows, signs, cal)
+                gap = shortfall(value, best, y)
+                gaps.append(gap)
+                sc = self_consistency(rows)
+                fpr, tpr = rates(y, flag)
+                ops = [v.head.operating_point for v in verdicts]
+                printed = np.mean([op.fpr for op in ops])
+                lo = min((op.fpr_range or (op.fpr, op.fpr))[0] for op in ops)
+                hi = max((op.fpr_range or (op.fpr, op.fpr))[1] for op in ops)
                 auto = " | | "
-            print(
-                f"| {left} | {len(rows)} | {value:.3f} | {name} {best:.3f} | {gap:+.3f} | {soft_ece(y, p):.3f} | "
-                f"{printed:.3f} ({lo:.3f}-{hi:.3f}) | {fpr:.3f} | {tpr:.3f} | {auto} |"
-            )
-            sys.stdout.flush()
+                if args.auto and all(k in runs[name] for k in stages(args.k)):
+                    by_k = {
+                        k: [with_members(r, args.strip) for r in labelled_rows(runs[name][k])] for k in stages(args.k)
+                    }
+                    rep = auto_replay(cal, by_k, args.k)
+                    same = {r["id"]: f for r, f in zip(rows, flag, strict=True)}
+                    label = {r["id"]: r["y"] for r in rows}
+                    yy = np.array([label[i] for i in rep["ids"]])
+                    agree = np.mean([same[i] == f for i, f in zip(rep["ids"], rep["flag"], strict=True)])
+                    auto = f"{rep['drawn'].mean():.2f} | {metric(yy, rep['p']):.3f} | {agree:.1%}"
+                print(
+                    f"| {name} | {len(rows)} | {value:.3f} | {best_name} {best:.3f} | {gap:+.3f} | "
+                    f"{'' if sc is None else f'{metric(y, sc):.3f}'} | {soft_ece(y, p):.3f} | "
+                    f"{printed:.3f} ({lo:.3f}-{hi:.3f}) | {fpr:.3f} | {tpr:.3f} | {auto} |"
+                )
+                sys.stdout.flush()
         print(f"\nworst shortfall {min(gaps):+.3f}, mean {np.mean(gaps):+.3f}")
     return 0
 

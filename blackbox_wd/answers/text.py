@@ -6,6 +6,7 @@ share :func:`em_key`, the ROUGE-L label and LS share :func:`rouge_l_f1`.
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections.abc import Sequence
@@ -67,3 +68,86 @@ def em_key(text: str) -> str:
     """SQuAD normalisation, or lowercase/whitespace only when that leaves nothing ('A+', '---'); memoised, as DSE's
     exact-match judge asks it of every response once per pair."""
     return normalize_answer(text) or " ".join(text.lower().split())
+
+
+_NUMBER = re.compile(r"[-+]?(?:\d+/\d+|\d+(?:\.\d+)?|\.\d+)")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_NUMBER_WORDS = {
+    word: float(n)
+    for n, word in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+}
+
+
+@lru_cache(maxsize=4096)
+def number_of(text: str) -> tuple[float, str] | None:
+    """The one number an answer gives and the rest of its words (``em_key`` of the text without it), or None when
+    it gives none or several. Thousands separators are read out (``1,400``), a fraction ``a/b`` is its value, and a
+    number word from zero to twenty counts only as the whole answer.
+
+    >>> number_of("$1,400"), number_of("33 dollars"), number_of("Two"), number_of("36 dollars + 36 cents")
+    ((1400.0, ''), (33.0, 'dollars'), (2.0, ''), None)
+    """
+    plain = _THOUSANDS.sub("", text)
+    found = _NUMBER.findall(plain)
+    if not found:
+        word = em_key(text)
+        return (_NUMBER_WORDS[word], "") if word in _NUMBER_WORDS else None
+    if len(found) > 1:
+        return None
+    head, slash, tail = found[0].partition("/")
+    if slash and float(tail) == 0:
+        return None
+    value = float(head) / float(tail) if slash else float(head)
+    return value, normalize_answer(_NUMBER.sub(" ", plain, count=1))
+
+
+def same_answer(a: str, b: str) -> bool:
+    """Two short answers say the same: when each gives one number (``number_of``), the same number with the same
+    other words or none on one side (``$33`` and ``33 dollars``); else equal after SQuAD normalisation (``em_key``,
+    which would read ``15.3`` as ``153``).
+
+    >>> same_answer("The Griswolds", "griswolds"), same_answer("$33", "33 dollars"), same_answer("15.3", "153")
+    (True, True, False)
+    >>> same_answer("27 days", "60 days"), same_answer("Apollo 11", "Gemini 11"), same_answer("2", "two")
+    (False, False, True)
+    """
+    x, y = number_of(a), number_of(b)
+    if x is None or y is None:
+        return em_key(a) == em_key(b)
+    same = math.isclose(x[0], y[0], rel_tol=1e-9, abs_tol=1e-12)
+    return same and (x[1] == y[1] or not x[1] or not y[1])
+
+
+def answer_disagreement(answer: str, samples: Sequence[str]) -> float:
+    """The share of the samples that do not give the judged answer (``same_answer``): 1 - self-consistency.
+
+    >>> answer_disagreement("14", ["14", "14.0", "16", "1.4"])
+    0.5
+    """
+    if not samples:
+        raise ValueError("answer agreement needs at least one sample")
+    return 1.0 - sum(same_answer(answer, s) for s in samples) / len(samples)

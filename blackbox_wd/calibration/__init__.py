@@ -1,8 +1,10 @@
 """Calibration: AvgWD and EigenWD to a probability of hallucination and a flag.
 
-One concept, three modules: ``model`` (a fitted calibration: JSON-safe state, apply, the check
-against a run's settings, the embedded default), ``fit`` (fitting it on labelled rows with
-scikit-learn) and ``report`` (calibration.md and the reliability plot).
+``model`` (a fitted calibration: JSON-safe state, apply, the check against a run's settings, the embedded default),
+``combine`` (members -> one head), ``fit`` (every head, fitted on labelled rows with scikit-learn), ``recalibrate``
+(a calibration's map and threshold refitted on a few labelled rows), ``suggest`` (which rows to label), ``settle``
+(``-k auto``'s bands), ``report`` (calibration.md and the reliability plot) and ``calibrate`` (``bbwd calibrate``:
+which fit the labels get, and its summary).
 """
 
 from blackbox_wd.calibration.model import Calibration, embedded_calibration

@@ -22,11 +22,13 @@ a split.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.stats import beta
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import confusion_matrix, log_loss, roc_auc_score, roc_curve
@@ -328,7 +330,46 @@ def operating_point(
         precision=float(precision),
         f1=float(f1),
         **ranges,
+        fpr_interval=fpr_interval(float(fp), float(fp + tn)),
+        negatives=float(fp + tn),
     )
+
+
+def fpr_interval(flagged: float, negatives: float, level: float = 0.95) -> tuple[float, float]:
+    """The exact binomial (Clopper-Pearson) interval of a false-positive rate: ``flagged`` of ``negatives`` correct
+    answers (weights: the beta quantiles take real counts), at confidence ``level``.
+
+    >>> [round(v, 4) for v in fpr_interval(5, 50)]
+    [0.0333, 0.2181]
+    >>> fpr_interval(0, 0)
+    (0.0, 1.0)
+    """
+    tail = (1 - level) / 2
+    lo = float(beta.ppf(tail, flagged, negatives - flagged + 1)) if flagged > 0 else 0.0
+    hi = float(beta.ppf(1 - tail, flagged + 1, negatives - flagged)) if flagged < negatives else 1.0
+    return lo, hi
+
+
+def labels_to_halve(flagged: float, negatives: float, share_correct: float, level: float = 0.95) -> int:
+    """About how many more labelled rows, at ``share_correct`` correct answers among them, halve the width of the
+    FPR's interval (``fpr_interval``) at the same rate; 0 without a correct answer to measure it on.
+
+    >>> labels_to_halve(5, 50, 0.5)  # 50 correct of 100 labelled: 133 more correct ones
+    266
+    """
+    if negatives <= 0 or share_correct <= 0:
+        return 0
+    rate, (lo, hi) = flagged / negatives, fpr_interval(flagged, negatives, level)
+
+    def halved(n: float) -> bool:
+        a, b = fpr_interval(rate * n, n, level)
+        return b - a <= (hi - lo) / 2
+
+    small, large = negatives, 16 * negatives  # the width falls about as 1 / sqrt(n): 4x halves it
+    while large - small > 1:
+        mid = (small + large) / 2
+        small, large = (small, mid) if halved(mid) else (mid, large)
+    return int(math.ceil((large - negatives) / share_correct))
 
 
 def rates_at(y: np.ndarray, flagged: np.ndarray, w: np.ndarray) -> tuple[float, float]:

@@ -67,7 +67,7 @@ from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.checks import is_finite_number
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.eval.data import PASSAGE_LABELS
-from blackbox_wd.settings import LATER_FIELDS, RECORDED, fingerprint
+from blackbox_wd.settings import LATER_FIELDS, fingerprint
 
 ECE_BINS = 10
 # the sentence head's combiner, chosen on WikiBio by grouped cross-validation (bench/RESULTS.md, "The combined
@@ -99,6 +99,7 @@ class Labelled:
     k: int | None = None  # the main K: the sample count of the most labelled prompts (of two, the larger)
     fingerprints: dict[int, str | None] = field(default_factory=dict)  # each sample count's rows' fingerprint
     claims: Table | None = None  # the main K's labelled claims (``claim_table``), one row each
+    settings: dict[str, Any] | None = None  # the reported settings the main K's rows carry (batch rows), if any
 
 
 @dataclass
@@ -194,6 +195,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     sentences_of: dict[int | None, dict[str, list[Any]]] = {}
     short_only: tuple[str, ...] = ()
     answers = sentences = claims = None
+    carried: dict[str, Any] | None = None
     data: dict[str, int] = {}
     for k in [main, *sorted(set(by_k) - {main})]:
         rows = by_k[k]
@@ -206,6 +208,8 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
                 "one settings fingerprint (a run at each K)"
             )
         fingerprints[k] = next(iter(fps))
+        if k == main:
+            carried = next((row["settings"] for _, _, row, _ in rows if isinstance(row.get("settings"), dict)), None)
         members: dict[str, list[float | None]] = {m: [member_value(row, m) for _, _, row, _ in rows] for m in MEMBERS}
         groups = [prompt_of(path, n, row) for path, n, row, _ in rows]
         source = [str(row.get("source", Path(path).name)) for path, _, row, _ in rows]
@@ -234,6 +238,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
         main or None,
         {k: fp for k, fp in fingerprints.items() if k},
         claims,
+        carried,
     )
 
 
@@ -299,24 +304,33 @@ def leave_out(members: dict[str, list[float | None]], names: Sequence[str], pass
 
 
 def read_settings(
-    results: Path, settings_from: Path | None, rows_fingerprint: str | None, k: int | None = None
+    results: Path,
+    settings_from: Path | None,
+    rows_fingerprint: str | None,
+    k: int | None = None,
+    carried: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The reported settings of the results: ``settings_from``, else ``settings.json`` beside them, with ``k`` as
-    the sample count when given (the runs of a calibration differ only in it).
+    """The reported settings of the results: ``settings_from``, else ``settings.json`` beside them (``bbwd eval``'s),
+    else those the rows carry (``carried``: ``bbwd batch``'s rows, ``score --json``), with ``k`` as the sample count
+    when given (the runs of a calibration differ only in it).
 
     Raise BBWDError when there is none, when it lacks a covered field, or when the rows carry a
     fingerprint that is not that of these settings.
     """
     path = settings_from or results.parent / "settings.json"
-    if not path.is_file():
+    if settings_from is None and not path.is_file() and carried is not None:
+        settings, path = dict(carried), results
+    elif not path.is_file():
         raise BBWDError(
-            f"no settings for {results}: {path} not found (bbwd eval writes settings.json beside "
-            "results.jsonl; otherwise pass --settings-from FILE, e.g. the 'settings' of bbwd score --json)"
+            f"no settings for {results}: {path} not found and its rows carry none (bbwd batch's rows and bbwd "
+            "score --json carry theirs, bbwd eval writes settings.json beside results.jsonl; otherwise pass "
+            "--settings-from FILE)"
         )
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
-        raise BBWDError(f"{path} is not JSON") from None
+    else:
+        try:
+            settings = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            raise BBWDError(f"{path} is not JSON") from None
     if not isinstance(settings, dict):
         raise BBWDError(f"{path}: expected a JSON object of settings")
     missing = [name for name in COVERED if name not in settings and name not in LATER_FIELDS]
@@ -369,7 +383,8 @@ def fit_calibration(
     label : str, default="label"
         The 0/1 label's field name, as stored.
     samples : str or None, default=None
-        Who drew the rows' samples; required when ``settings["target"]`` is ``"recorded"``.
+        Who drew the rows' samples; default: the settings' ``samples_from`` (``bbwd batch --samples-from``). Rows of
+        recorded samples with neither are fitted as of an origin not stated, and the calibration's note says so.
     cv : CrossValidation, default=CV
         The answer heads' combiner (``combine.COMBINER`` by default, chosen leave-one-set-out on the recorded dev
         sets: bench/RESULTS.md, "The verdict on a data set it never saw"), its folds (each class needs rows in
@@ -385,14 +400,9 @@ def fit_calibration(
     Raises
     ------
     BBWDError
-        Too few prompts of a class for ``cv.folds``, a bad ``cv.folds`` or ``cv.target_fpr``, or recorded samples
-        without ``samples``.
+        Too few prompts of a class for ``cv.folds``, or a bad ``cv.folds`` or ``cv.target_fpr``.
     """
-    if settings.get("target") == RECORDED and not samples:
-        raise BBWDError(
-            "the rows' samples were recorded in the data (target \"recorded\"), so their settings do not "
-            "say who drew them: name it with --samples, e.g. --samples 'gpt-3.5-turbo at T=1.0'"
-        )
+    samples = samples or settings.get("samples_from")  # recorded rows without either: origin not stated
     if not isinstance(cv.folds, int) or cv.folds < 2:
         raise BBWDError(f"folds must be an integer >= 2 (got {cv.folds})")
     sentence = None
@@ -553,7 +563,7 @@ def fit_files(
     fit : CalibrationFit
     """
     labelled = read_labelled(results, label)
-    settings = read_settings(results[0], settings_from, labelled.fingerprint, labelled.k)
+    settings = read_settings(results[0], settings_from, labelled.fingerprint, labelled.k, labelled.settings)
     for k, fp in labelled.fingerprints.items():  # each K's rows: the same settings but K
         if fp is not None and fingerprint({**settings, "k": k}) != fp:
             raise BBWDError(

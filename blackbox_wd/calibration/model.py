@@ -61,6 +61,7 @@ MEMBERS = (
     "answer_wd",
     "sentence_wd",
     "answer_unigram",
+    "answer_disagreement",
     "sentence_verdict",
     "answer_nll",
     "cocoa",
@@ -68,14 +69,22 @@ MEMBERS = (
 )
 ANSWER_LOGPROB_MEMBERS = ("answer_nll", "cocoa")  # only with a judged answer and the teacher's log-prob pass
 # only with a judged answer; sentence_verdict also only under a calibration with a sentence head (``sentence_verdict``)
-ANSWER_MEMBERS = ("answer_wd", "sentence_wd", "answer_unigram", "sentence_verdict", *ANSWER_LOGPROB_MEMBERS)
+ANSWER_MEMBERS = (
+    "answer_wd",
+    "sentence_wd",
+    "answer_unigram",
+    "answer_disagreement",
+    "sentence_verdict",
+    *ANSWER_LOGPROB_MEMBERS,
+)
 SENTENCE_MEMBERS = ("score", "unigram")  # of each sentence: its OT score and its lexical surprise
 # of each claim: the answer's AvgWD (read from the result) and the claim's score (``claims.score_claims``: lex_share)
 CLAIM_MEMBERS = ("avg_wd", "score")
 # Members defined for short answers only (bench/RESULTS.md, "Short-answer members"): the paper's EigenWD, whose
 # per-prompt bandwidth divides the scale of D out on a passage, and ES and ER, which read the last token's state as
-# the answer's embedding. A calibration fitted on passages reads them as missing on a passage (``is_passage``).
-SHORT_ONLY = ("log_eigen_wd", "es", "er")
+# the answer's embedding; and the judged answer's disagreement with the samples, which a passage has with nearly every
+# sample. A calibration fitted on passages reads them as missing on a passage (``is_passage``).
+SHORT_ONLY = ("log_eigen_wd", "es", "er", "answer_disagreement")
 PASSAGE_TOKENS = 128  # a passage: the median sample has at least this many tokens
 CALIBRATORS = ("isotonic", "platt")
 # The readable settings a calibration covers: what changes a score, less the seed and the prompt
@@ -253,6 +262,10 @@ class OperatingPoint:
     f1: float
     fpr_range: tuple[float, float] | None = None  # by set: the lowest and highest FPR of a set left out
     tpr_range: tuple[float, float] | None = None
+    # the FPR's 95% exact binomial (Clopper-Pearson) interval from the correct answers it was measured on, and their
+    # number (weight): how far to trust ``fpr`` (``combine.fpr_interval``); None in files fitted before it
+    fpr_interval: tuple[float, float] | None = None
+    negatives: float | None = None
 
 
 @dataclass(frozen=True)
@@ -336,6 +349,7 @@ class FittedOn:
     sentence_n: int | None = None  # with a sentence head: the sentences it was fitted on
     claim_base_rate: float | None = None  # with a claim head: the share of unsupported claims it saw
     claim_n: int | None = None  # with a claim head: the claims it was fitted on (``other`` left out)
+    refit: str | None = None  # a map refitted on a user's labels (``recalibrate``): which, of which calibration
 
 
 @dataclass(frozen=True)
@@ -622,7 +636,7 @@ class Calibration:
         body: dict[str, Any] = {"format": FORMAT, **asdict(self)}
         del body["origin"], body["more_heads"], body["sentence"], body["claim"], body["stages"], body["short_only"]
         # files without them keep their bytes, and id
-        for name in ("samples", "sentence_base_rate", "sentence_n", "claim_base_rate", "claim_n"):
+        for name in ("samples", "sentence_base_rate", "sentence_n", "claim_base_rate", "claim_n", "refit"):
             if body["fitted_on"][name] is None:
                 del body["fitted_on"][name]
         if (
@@ -689,11 +703,14 @@ class Calibration:
         return cls.from_json(path.read_bytes(), origin=str(path))
 
 
+LATER_POINT_FIELDS = ("fpr_range", "tpr_range", "fpr_interval", "negatives")  # of OperatingPoint, added later
+
+
 def _without_ranges(body: Any) -> Any:
-    """The JSON body without the operating points' ranges that are None, so that a file fitted before they were
-    stored keeps its bytes and its id."""
+    """The JSON body without the operating points' fields added later (``LATER_POINT_FIELDS``) that are None, so
+    that a file fitted before they were stored keeps its bytes and its id."""
     if isinstance(body, dict):
-        return {k: _without_ranges(v) for k, v in body.items() if not (k in ("fpr_range", "tpr_range") and v is None)}
+        return {k: _without_ranges(v) for k, v in body.items() if not (k in LATER_POINT_FIELDS and v is None)}
     if isinstance(body, (list, tuple)):
         return [_without_ranges(v) for v in body]
     return body

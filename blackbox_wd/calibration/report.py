@@ -32,6 +32,7 @@ NAMES = {
     "answer_wd": "AnswerWD",
     "sentence_wd": "SentenceWD",
     "answer_unigram": "lexical surprise (answer)",
+    "answer_disagreement": "answer disagreement (1 - SC)",
     "sentence_verdict": "sentence verdicts (answer)",
     "answer_nll": "teacher's NLL of the answer",
     "cocoa": "CoCoA (NLL x AnswerWD)",

@@ -125,6 +125,7 @@ EVAL_FIELDS = RowFields(  # the result's fields of a results.jsonl row (``result
         "claims",
         "sentence_wd",
         "answer_unigram",
+        "answer_disagreement",
         "answer_nll",
         "cocoa",
         "lne_source",

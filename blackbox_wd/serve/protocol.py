@@ -229,6 +229,7 @@ VERDICT_FIELDS = (
     "answer_error",
     "sentence_wd",
     "answer_unigram",
+    "answer_disagreement",
     "answer_nll",
     "cocoa",
     "eigen_wd_fixed",

@@ -1,0 +1,194 @@
+"""Your own labels (#54): the learning curve of a calibration refitted on N labelled rows of a set it never saw.
+
+For each recorded dev set S: the base calibration is the one fitted without S's model (``bench.quality.transfer
+--leave model --save DIR`` writes ``<combiner>-without-<model>.json``); N rows of S's K run are labelled (picked at
+random, or spread over the base risk: ``calibration.suggest.spread_picks``), the calibration refitted on them
+(``prior`` or ``map``: ``calibration.recalibrate``; ``full``: ``calibration.fit.fit_files`` on those rows alone, as
+``bbwd calibrate`` fits), and applied to S's other rows. Per set, N, pick and mode, over the draws: mean ECE, the
+share of draws whose FPR on the rows not labelled is within 0.05 of the target, how often the printed FPR's interval
+holds that FPR, mean TPR, and how many draws could not be fitted (too few labelled rows of a class).
+
+    python -m bench.quality.labels --runs RUNS --calibrations DIR --n 25 50 100 200 --draws 20
+
+where RUNS holds ``<set>-k<K>/results.jsonl`` (with ``settings.json``) as for ``bench.quality.transfer``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.verdicts import labelled_rows, model_of, soft_ece, with_members
+from blackbox_wd.calibration.combine import CrossValidation, operating_point
+from blackbox_wd.calibration.fit import fit_files
+from blackbox_wd.calibration.model import Calibration
+from blackbox_wd.calibration.recalibrate import MIN_CLASS, fit_map, mapped_head
+from blackbox_wd.calibration.suggest import spread_picks
+from blackbox_wd.errors import BBWDError
+
+TARGET_FPR = 0.1
+
+
+@dataclass
+class SetRows:
+    """A set's labelled rows as the base calibration judges them: its rows, the labels as entries (a passage label
+    h as two entries weighted h and 1 - h), and each row's head (index into ``heads``) and z."""
+
+    rows: list[dict[str, Any]]
+    y: np.ndarray  # entries
+    w: np.ndarray
+    of: np.ndarray  # entry -> row
+    head: np.ndarray  # row -> index into heads
+    z: np.ndarray  # row -> z under its head
+    heads: list[Any]
+
+    def entries(self, picked: np.ndarray) -> np.ndarray:
+        """The entries of the rows ``picked`` (a mask over rows)."""
+        return picked[self.of]
+
+
+def judged(base: Calibration, rows: list[dict[str, Any]], k: int) -> SetRows:
+    """Each row's head and z under ``base`` at ``k`` samples, and the entries of the labels."""
+    heads: list[Any] = []
+    head, z = [], []
+    for r in rows:
+        h, x = base.head_for(r, k)
+        if h not in heads:
+            heads.append(h)
+        head.append(heads.index(h))
+        z.append(float(h.model.decision(x)[0]))
+    y, w, of = [], [], []
+    for i, r in enumerate(rows):
+        h = float(r["y"])
+        parts = [(1, h), (0, 1 - h)] if 0 < h < 1 else [(int(h), 1.0)]
+        for label, weight in parts:
+            y.append(label)
+            w.append(weight)
+            of.append(i)
+    return SetRows(rows, np.array(y), np.array(w), np.array(of), np.array(head), np.array(z), heads)
+
+
+def probabilities(s: SetRows, heads: Sequence[Any]) -> np.ndarray:
+    """Each row's p under ``heads`` (the same heads as ``s.heads``, mapped), vectorised by head."""
+    p = np.empty(s.z.size)
+    for i, h in enumerate(heads):
+        at = s.head == i
+        p[at] = h.model.calibrator(s.z[at])
+    return p
+
+
+def outcome(
+    s: SetRows, p: np.ndarray, flag: np.ndarray, interval: tuple[float, float] | None, labelled: np.ndarray
+) -> dict[str, float]:
+    """ECE, FPR, TPR and whether the printed interval holds the FPR, on the rows not labelled (``p`` and ``flag``:
+    each row's)."""
+    rest = ~labelled
+    e = s.entries(rest)
+    y, w, fe = s.y[e], s.w[e], flag[s.of[e]]
+    neg, pos = np.sum(w * (y == 0)), np.sum(w * (y == 1))
+    fpr = float(np.sum(w * (y == 0) * fe) / neg) if neg else float("nan")
+    tpr = float(np.sum(w * (y == 1) * fe) / pos) if pos else float("nan")
+    yr = np.array([s.rows[i]["y"] for i in np.flatnonzero(rest)])
+    return {
+        "ece": soft_ece(yr, p[rest]),
+        "fpr": fpr,
+        "tpr": tpr,
+        "near": float(abs(fpr - TARGET_FPR) <= 0.05),
+        "covered": float(interval is not None and interval[0] <= fpr <= interval[1]),
+    }
+
+
+def refit_map(s: SetRows, labelled: np.ndarray, mode: str) -> dict[str, float]:
+    """``prior`` or ``map`` on the labelled rows (as ``recalibrate`` fits it), measured on the others."""
+    e = s.entries(labelled)
+    p0 = probabilities(s, s.heads)
+    y, w = s.y[e], s.w[e]
+    for c in (0, 1):
+        if np.sum(w[y == c]) < MIN_CLASS:
+            raise BBWDError("too few of a class")
+    a, b = fit_map(p0[s.of[e]], y, w, mode)
+    p = probabilities(s, [mapped_head(h, a, b) for h in s.heads])
+    point = operating_point(y, p[s.of[e]], w, TARGET_FPR)
+    return outcome(s, p, p >= point.threshold, point.fpr_interval, labelled)
+
+
+def refit_full(s: SetRows, labelled: np.ndarray, run: Path, k: int) -> dict[str, float]:
+    """A full fit on the labelled rows alone (``fit_files``, 5 folds), measured on the others."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "labelled"
+        folder.mkdir()
+        (folder / "settings.json").write_bytes((run.parent / "settings.json").read_bytes())
+        picked = [r for r, on in zip(s.rows, labelled, strict=True) if on]
+        (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in picked))
+        cal = fit_files([folder / "results.jsonl"], samples="recorded", cv=CrossValidation(folds=5)).calibration
+    verdicts = [cal.verdict(r, k=k) for r in s.rows]
+    p = np.array([v.p_fitted for v in verdicts])
+    flag = np.array([v.flag for v in verdicts])
+    return outcome(s, p, flag, cal.operating_point.fpr_interval, labelled)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=Path, required=True)
+    ap.add_argument("--calibrations", type=Path, required=True, help="the leave-one-model-out fits (transfer --save)")
+    ap.add_argument("--combiner", default="mean")
+    ap.add_argument("--k", type=int, default=10)
+    ap.add_argument("--n", type=int, nargs="+", default=[25, 50, 100, 200])
+    ap.add_argument("--draws", type=int, default=20)
+    ap.add_argument("--picks", nargs="+", default=["random", "spread"])
+    ap.add_argument("--modes", nargs="+", default=["prior", "map", "full"])
+    ap.add_argument("--sets", nargs="*", default=None, help="only these sets (default: every set at --k)")
+    args = ap.parse_args(argv)
+    runs = {d.name.rsplit("-k", 1)[0]: d / "results.jsonl" for d in sorted(args.runs.glob(f"*-k{args.k}"))}
+    print(
+        "| set | N | picks | mode | draws fitted | ECE | FPR within 0.05 of 0.10 | interval holds the FPR | FPR | "
+        "TPR |\n"
+        "|---|---|---|---|---|---|---|---|---|---|"
+    )
+    for name, run in runs.items():
+        if args.sets and name not in args.sets:
+            continue
+        base = Calibration.load(args.calibrations / f"{args.combiner}-without-{model_of(name)}.json")
+        rows = [with_members(r, ()) for r in labelled_rows(run)]
+        s = judged(base, rows, args.k)
+        for n in args.n:
+            if n >= len(rows):
+                continue
+            for pick in args.picks:
+                for mode in args.modes:
+                    got = []
+                    for draw in range(args.draws):
+                        if pick == "random":
+                            idx = np.random.default_rng(draw).choice(len(rows), n, replace=False)
+                        else:
+                            idx = spread_picks(probabilities(s, s.heads), n, seed=draw)
+                        labelled = np.zeros(len(rows), dtype=bool)
+                        labelled[idx] = True
+                        try:
+                            got.append(
+                                refit_full(s, labelled, run, args.k) if mode == "full" else refit_map(s, labelled, mode)
+                            )
+                        except BBWDError:
+                            continue
+                    if not got:
+                        print(f"| {name} | {n} | {pick} | {mode} | 0 of {args.draws} | | | | | |")
+                        continue
+                    m = {key: float(np.nanmean([g[key] for g in got])) for key in got[0]}
+                    print(
+                        f"| {name} | {n} | {pick} | {mode} | {len(got)} of {args.draws} | {m['ece']:.3f} | "
+                        f"{m['near']:.0%} | {m['covered']:.0%} | {m['fpr']:.3f} | {m['tpr']:.3f} |"
+                    )
+                    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

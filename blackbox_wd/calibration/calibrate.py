@@ -1,0 +1,186 @@
+"""``bbwd calibrate``: labelled rows -> a calibration file, and the rows worth labelling.
+
+The rows are ``bbwd eval``'s (``settings.json`` beside them) or ``bbwd batch``'s, ``score --json``'s (their settings
+in every row), with a label added to some: the others are skipped and counted. How many parameters the labels refit
+(``refit``): below ``FULL_FROM`` labelled prompts of one sample count, the map and threshold of the calibration that
+judged the rows (``recalibrate``: its heads and members kept, ``FEW`` by default); from there, or with rows of several
+sample counts, the full fit (``fit.fit_calibration``: every head's scales, calibrator and threshold). ``FULL_FROM``
+and ``FEW`` were chosen on the learning curve of the twelve recorded dev sets (docs/calibration.md, "With your own
+labels"). Every threshold prints its FPR with the exact binomial interval of the correct rows it was measured on, and
+how many more labels would halve that interval.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from blackbox_wd.calibration import combine, fit, recalibrate, report
+from blackbox_wd.calibration.model import Calibration, OperatingPoint, embedded_calibration
+from blackbox_wd.calibration.suggest import spread_picks
+from blackbox_wd.errors import BBWDError
+
+REFITS = ("auto", "map", "prior", "full")
+FULL_FROM = 200  # labelled prompts from which ``auto`` fits every head (the learning curve)
+FEW = "map"  # below it, ``auto`` refits this much of the calibration that judged the rows
+
+
+def calibrate(
+    results: Sequence[Path],
+    output: Path,
+    *,
+    label: str = "label",
+    settings_from: Path | None = None,
+    samples: str | None = None,
+    combiner: str | None = None,
+    folds: int = 5,
+    target_fpr: float = 0.1,
+    refit: str = "auto",
+    base: Path | None = None,
+) -> str:
+    """Fit a calibration on the labelled rows of ``results`` and save it to ``output``; return the line to print.
+
+    Parameters
+    ----------
+    results : sequence of Path
+        JSONL files of scored rows, some with a label.
+    output : Path
+        The calibration file (a full fit writes its report beside it).
+    label, settings_from, samples, combiner, folds, target_fpr
+        As ``bbwd calibrate``'s options (``fit.fit_files``).
+    refit : {"auto", "map", "prior", "full"}
+        How much the labels refit (the module's docstring).
+    base : Path or None
+        The calibration a map refits; None: the one that judged the rows, when it is the one shipped for them.
+
+    Returns
+    -------
+    str
+        What was fitted on what, with the threshold's FPR and its interval.
+    """
+    if refit not in REFITS:
+        raise BBWDError(f"unknown --refit '{refit}': use one of {', '.join(REFITS)}")
+    rows = fit.read_labelled(results, label)
+    settings = fit.read_settings(results[0], settings_from, rows.fingerprint, rows.k, rows.settings)
+    n = len(set(rows.answers.groups.tolist()))
+    skipped = (
+        f"{n} labelled prompts ({rows.skipped_unlabelled} rows without a label skipped, {rows.skipped_errors} with "
+        "an error)"
+    )
+    mode = refit if refit != "auto" else "full" if n >= FULL_FROM or rows.stages else FEW
+    if mode == "full":
+        fitted = fit.fit_calibration(
+            rows,
+            settings,
+            source=", ".join(map(str, results)),
+            label=label,
+            samples=samples,
+            cv=combine.CrossValidation(combiner=combiner or combine.COMBINER, folds=folds, target_fpr=target_fpr),
+        )
+        fitted.calibration.save(output)
+        paths = report.write_report(fitted, output)
+        point = fitted.calibration.operating_point
+        return (
+            f"wrote {output}, {paths['report']}, {paths['reliability']}: full fit on {skipped}; "
+            f"{report.summary_line(fitted)}; {interval_line(point, rows.answers.y, rows.answers.w)}"
+        )
+    if rows.stages:
+        raise BBWDError(
+            f"--refit {mode} refits the rows of one sample count; these have K = "
+            f"{', '.join(map(str, sorted({rows.k or 0, *rows.stages})))}: label rows of one run, or --refit full"
+        )
+    judged, labels, k = labelled_rows(results, label, rows.k)
+    cal = recalibrate.recalibrate(
+        base_calibration(base, settings, judged),
+        judged,
+        labels,
+        settings,
+        k=k,
+        mode=mode,
+        target_fpr=target_fpr,
+        source=", ".join(map(str, results)),
+        label=label,
+        data=rows.data,
+    )
+    cal.save(output)
+    stage = cal.stage(k)
+    point = (cal.heads if stage is None else stage.heads)[0].operating_point
+    on = cal.fitted_on
+    return (
+        f"wrote {output}: {on.refit} on {skipped}, base rate {on.base_rate:.3f}, "
+        f"p' = expit({on.cv['slope']:.3f} logit p {on.cv['intercept']:+.3f}); threshold {point.threshold:.4f}: "
+        f"{interval_line(point, rows.answers.y, rows.answers.w)}, TPR {point.tpr:.3f}"
+    )
+
+
+def interval_line(point: OperatingPoint, y: np.ndarray, w: np.ndarray) -> str:
+    """'FPR 0.096 [0.050, 0.170] on 52 correct rows; about 150 more labelled rows halve the interval'."""
+    if point.fpr_interval is None or point.negatives is None:
+        return f"FPR {point.fpr:.3f}"
+    lo, hi = point.fpr_interval
+    share = float(np.sum(w * (y == 0)) / np.sum(w)) if np.sum(w) else 0.0
+    more = combine.labels_to_halve(point.fpr * point.negatives, point.negatives, share)
+    return (
+        f"FPR {point.fpr:.3f} [{lo:.3f}, {hi:.3f}] (95%, exact binomial) on {point.negatives:g} correct rows; about "
+        f"{more} more labelled rows halve the interval"
+    )
+
+
+def labelled_rows(results: Sequence[Path], label: str, k: int | None) -> tuple[list[dict[str, Any]], list[float], int]:
+    """The labelled rows of ``results`` scored on ``k`` samples (no error), their labels, and that K."""
+    rows, labels = [], []
+    for path, n, row in fit.read_rows(results):
+        if row.get("error") is not None:
+            continue
+        where = f"{path} line {n}"
+        y = fit.row_label(row, label, where)
+        if y is not None and (k is None or fit.row_k(row, where) in (k, 0)):
+            rows.append(row)
+            labels.append(y)
+    return rows, labels, int(k or fit.row_k(rows[0], str(results[0])))
+
+
+def base_calibration(path: Path | None, settings: dict[str, Any], rows: Sequence[dict[str, Any]]) -> Calibration:
+    """The calibration a map refits: ``path``'s, else the one shipped for the rows' settings, when the rows were
+    judged by it or by none; BBWDError naming the one that judged them otherwise."""
+    if path is not None:
+        cal = Calibration.load(path)
+        why = cal.mismatch(settings)
+        if why is not None:
+            raise BBWDError(f"calibration {path} does not apply to the rows: {why}")
+        return cal
+    shipped, note = embedded_calibration(settings)
+    if shipped is None:
+        raise BBWDError(
+            f"no calibration ships for the rows' settings ({note or 'another teacher'}): give the one to refit with "
+            "--base FILE, or --refit full"
+        )
+    judged = {str(r["calibration"]) for r in rows if isinstance(r.get("calibration"), str)}
+    if judged - {shipped.id}:
+        raise BBWDError(
+            f"the rows were judged by calibration {', '.join(sorted(judged))}, not the shipped {shipped.origin} "
+            f"({shipped.id}): give it with --base FILE"
+        )
+    return shipped
+
+
+def write_suggestion(results: Sequence[Path], n: int, output: Path, seed: int = 0) -> str:
+    """Write ``n`` rows of ``results`` to label (``suggest.spread_picks`` over their risk), in input order; return
+    the line to print."""
+    rows = [row for _, _, row in fit.read_rows(results) if row.get("error") is None]
+    risky = [row for row in rows if isinstance(row.get("p_hallucination"), (int, float))]
+    if not risky:
+        raise BBWDError(
+            f"{', '.join(map(str, results))}: no row with a p_hallucination to spread the picks over (score the log "
+            "with a calibration: bbwd batch gives the shipped one by default)"
+        )
+    picks = spread_picks(np.array([float(r["p_hallucination"]) for r in risky]), n, seed)
+    output.write_text("".join(json.dumps(risky[i]) + "\n" for i in picks), encoding="utf-8")
+    return (
+        f"wrote {output}: {len(picks)} of {len(risky)} scored rows, spread evenly over their risk; add \"label\": 1 "
+        "(hallucinated) or 0 to each, then bbwd calibrate it"
+    )

@@ -1,0 +1,203 @@
+"""A calibration's map and threshold refitted on a user's own labelled rows (``bbwd calibrate`` with few labels).
+
+With few labels a full fit (``fit.fit_calibration``: scales, calibrators and thresholds of every head) is noisy. Here
+the base calibration (the one that judged the rows: the shipped file, or any) keeps its heads' members and linear
+parts, and only the map from its probability to the user's moves:
+
+    p' = g(p) = expit(a logit(p) + b)      p: the base calibration's fitted p of a row, clipped to [1e-4, 1 - 1e-4]
+
+``mode="prior"`` refits b alone (a = 1: the base's likelihood ratios kept, the base rate moved, as
+``model.shift_prior`` moves it); ``mode="map"`` refits a and b (a Platt map on logit p, the slope too). g is composed
+into every answer head's calibrator (a Platt calibrator stays Platt, exactly; an isotonic one keeps its points, each
+level mapped), so a result is judged by the same head as before and ranked as before. The threshold of the heads
+that judged the labelled rows (those of their K) is chosen on the rows: the smallest whose FPR on them is at most the
+target, printed with its exact binomial interval from the number of correct rows (``combine.fpr_interval``). The
+heads of the other K (``-k auto``'s stages) keep their flags (threshold and band edges mapped by g); the sentence and
+claim heads are kept as they are (the labels are the answers').
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+from scipy.special import expit, logit
+from sklearn.linear_model import LogisticRegression
+
+from blackbox_wd import __version__
+from blackbox_wd.adaptive import Settle
+from blackbox_wd.calibration.combine import operating_point, weighted_log_loss
+from blackbox_wd.calibration.model import (
+    Calibration,
+    FittedOn,
+    Head,
+    Isotonic,
+    Platt,
+    Stage,
+    calibration_fingerprint,
+    covered_settings,
+)
+from blackbox_wd.errors import BBWDError
+
+MODES = ("prior", "map")
+CLIP = 1e-4  # p is read in [CLIP, 1 - CLIP] before the logit: an isotonic head's p can be 0 or 1
+MIN_CLASS = 10  # labelled rows of each class a refit needs (a threshold at FPR 0.1 needs 10 correct rows)
+
+
+def fit_map(p: np.ndarray, y: np.ndarray, w: np.ndarray, mode: str) -> tuple[float, float]:
+    """(a, b) of g on the rows' base p and labels (weighted log-loss); ``mode="prior"``: a = 1, b alone. A map
+    whose fitted slope is not positive (the rows rank against the base) falls back to the prior's b.
+
+    >>> a, b = fit_map(np.array([0.2, 0.2, 0.6, 0.6]), np.array([0, 1, 1, 1]), np.ones(4), "prior")
+    >>> a, round(float(expit(logit(0.2) + b)), 2) < 0.5 < round(float(expit(logit(0.6) + b)), 2)
+    (1.0, True)
+    """
+    if mode not in MODES:
+        raise BBWDError(f"unknown refit mode '{mode}': use one of {', '.join(MODES)}")
+    x = logit(np.clip(p, CLIP, 1 - CLIP))
+    if mode == "map":
+        lr = LogisticRegression(C=1e6).fit(x.reshape(-1, 1), y, sample_weight=w)
+        a = float(lr.coef_[0, 0])
+        if a > 0:
+            return a, float(lr.intercept_[0])
+    best = minimize_scalar(lambda b: weighted_log_loss(y, expit(x + b), w), bounds=(-20, 20), method="bounded")
+    return 1.0, float(best.x)
+
+
+def mapped_head(head: Head, a: float, b: float, threshold: float | None = None) -> Head:
+    """The head with g composed into its calibrator; its threshold ``threshold`` when given, else g of its own."""
+    cal = head.model.calibrator
+    g = lambda p: expit(a * logit(np.clip(np.asarray(p, dtype=float), CLIP, 1 - CLIP)) + b)  # noqa: E731
+    new: Isotonic | Platt = (
+        Platt(a * cal.a, a * cal.b - b) if isinstance(cal, Platt) else Isotonic(cal.x, tuple(g(cal.y).tolist()))
+    )
+    point = head.operating_point
+    if threshold is None:
+        point = replace(point, threshold=float(g(point.threshold)))
+    else:
+        point = replace(point, threshold=threshold)
+    return Head(replace(head.model, calibrator=new), point)
+
+
+def mapped_settle(settle: Settle, a: float, b: float) -> Settle:
+    """A ``-k auto`` band with its edges mapped by g (0 and 1 kept), so that every stop is the one without g."""
+    edge = lambda v: v if v in (0.0, 1.0) else float(expit(a * logit(np.clip(v, CLIP, 1 - CLIP)) + b))  # noqa: E731
+    return replace(settle, below=edge(settle.below), above=edge(settle.above))
+
+
+def recalibrate(
+    base: Calibration,
+    rows: Sequence[Mapping[str, Any]],
+    labels: Sequence[float],
+    settings: Mapping[str, Any],
+    *,
+    k: int,
+    mode: str = "map",
+    target_fpr: float = 0.1,
+    source: str = "",
+    label: str = "label",
+    data: Mapping[str, int] | None = None,
+) -> Calibration:
+    """The base calibration with its map (g) and the threshold at the rows' K refitted on the labelled rows.
+
+    Parameters
+    ----------
+    base : Calibration
+        The calibration that judged the rows (its heads judge them again, mapped).
+    rows : sequence of mapping
+        The labelled rows (each as ``Calibration.verdict`` reads it).
+    labels : sequence of float
+        Each row's label: 0/1 (1 = hallucination), or a passage label h in [0, 1], which counts as a hallucination
+        of weight h and a correct answer of weight 1 - h (as ``combine.table_from`` counts it).
+    settings : mapping
+        The rows' reported settings: the new calibration is for these (its own K kept: the base's).
+    k : int
+        The rows' sample count: the heads of ``base.fitted_k(k)`` get the threshold chosen on the rows.
+    mode : {"prior", "map"}
+        b alone, or a and b (``fit_map``).
+    target_fpr : float
+        The threshold is the smallest whose FPR on the rows is at most this.
+    source, label : str
+        The labelled files and the label's field, as stored.
+    data : mapping of str to int or None
+        The labelled rows per data set (default: one set, ``source``).
+
+    Returns
+    -------
+    Calibration
+    """
+    h = np.asarray(labels, dtype=float)
+    soft = (h > 0) & (h < 1)
+    of = np.concatenate([np.arange(h.size), np.flatnonzero(soft)])  # entry -> row
+    y = np.concatenate([np.where(soft, 1.0, h), np.zeros(int(soft.sum()))]).astype(int)
+    w = np.concatenate([np.where(soft, h, 1.0), 1.0 - h[soft]])
+    for c in (0, 1):
+        if float(np.sum(w[y == c])) < MIN_CLASS:
+            raise BBWDError(
+                f"the labelled rows hold {float(np.sum(w[y == c])):g} labelled {c}; a refit needs at least "
+                f"{MIN_CLASS} of each class"
+            )
+    fitted = base.fitted_k(k)
+    p = np.array([base.verdict(r, k=k).p_fitted for r in rows])[of]
+    a, b = fit_map(p, y, w, mode)
+    own = fitted == base.k
+    heads = tuple(mapped_head(h, a, b) for h in base.heads)
+    stages = tuple(
+        Stage(s.k, tuple(mapped_head(h, a, b) for h in s.heads), mapped_settle(s.settle, a, b)) for s in base.stages
+    )
+    draft = replace(base, model=heads[0].model, more_heads=heads[1:], stages=stages)
+    p_new = np.array([draft.verdict(r, k=k).p_fitted for r in rows])[of]
+    point = replace(operating_point(y, p_new, w, target_fpr), rule="target_fpr_labelled")
+    if own:
+        heads = tuple(Head(h.model, point) for h in heads)
+    else:
+        stages = tuple(
+            replace(s, heads=tuple(Head(h.model, point) for h in s.heads)) if s.k == fitted else s for s in stages
+        )
+    reported = {**settings, "k": base.k}
+    fitted_on = FittedOn(
+        source=source,
+        data=dict(data or {source: len(rows)}),
+        protocol=None,
+        label=label,
+        n=len(rows),
+        positives=int(round(float(np.sum(w * y)))),
+        base_rate=float(np.sum(w * y) / np.sum(w)),
+        folds=0,
+        seed=0,
+        cv={
+            "auroc_base": _auroc(y, p, w),
+            "log_loss": weighted_log_loss(y, p_new, w),
+            "log_loss_base": weighted_log_loss(y, p, w),
+            "slope": a,
+            "intercept": b,
+        },
+        samples=settings.get("samples_from") or base.fitted_on.samples,
+        sentence_base_rate=base.fitted_on.sentence_base_rate,
+        sentence_n=base.fitted_on.sentence_n,
+        claim_base_rate=base.fitted_on.claim_base_rate,
+        claim_n=base.fitted_on.claim_n,
+        refit=f"{mode} of {base.origin or 'a calibration'} ({base.id})",
+    )
+    return replace(
+        base,
+        model=heads[0].model,
+        operating_point=heads[0].operating_point,
+        more_heads=heads[1:],
+        stages=stages,
+        fingerprint=calibration_fingerprint(reported),
+        settings=covered_settings(reported),
+        fitted_on=fitted_on,
+        bbwd_version=__version__,
+        origin="",
+    )
+
+
+def _auroc(y: np.ndarray, p: np.ndarray, w: np.ndarray) -> float:
+    """Weighted AUROC of p (0.5 with one class)."""
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, p, sample_weight=w)) if np.unique(y).size == 2 else 0.5
