@@ -524,6 +524,42 @@ def test_transfer_study_leaves_each_set_out_and_replays_k_auto(tmp_path: Path) -
     assert "leave one model out" in out and {c[0] for c in table_rows(out)} >= {"one", "two", "three"}, out
 
 
+@smoke("quality.labels")
+def test_labels_study_refits_the_calibration_left_out_on_n_labelled_rows(tmp_path: Path) -> None:
+    """Three synthetic recorded sets, each model's calibration fitted without it (``transfer --leave model --save``),
+    then refitted on 40 labelled rows of the set and measured on the other 80: every set, pick and refit fitted in
+    both draws, with an ECE and rates in [0, 1]."""
+    settings = {
+        "teacher": "smollm2-135m",
+        "target": "recorded",
+        "sampler": None,
+        "endpoint": None,
+        "layer": 15,
+        "temperature": None,
+        "top_p": None,
+        "max_tokens": None,
+        "alpha": 0.001,
+        "p": 0.1,
+        "proj_dim": 128,
+        "proj_seed": 0,
+        "norm": "none",
+        "k": 5,
+    }
+    runs = tmp_path / "runs"
+    for n, name in enumerate(("one", "two", "three")):
+        rows = [{**r, "source": name, "n_samples": 5} for r in eval_rows(120, 5, passages=False, seed=n)]
+        run = eval_run(runs / f"{name}-k5", rows)
+        (run / "settings.json").write_text(json.dumps(settings))
+    args = ("--runs", runs, "--k", 5)
+    bench("quality.transfer", *args, "--combiners", "mean", "--folds", 2, "--leave", "model", "--save", tmp_path / "c")
+    modes = ("map-log", "map-labelled", "prior-log")
+    out = bench("quality.labels", *args, "--calibrations", tmp_path / "c", "--n", 40, "--draws", 2, "--modes", *modes)
+    rows = [c for c in table_rows(out) if c[0] in ("one", "two", "three")]
+    assert len(rows) == 3 * 2 * len(modes), out
+    for cells in rows:
+        assert cells[4] == "2 of 2" and all(0 <= float(v.rstrip("%")) <= 100 for v in cells[5:10]), cells
+
+
 @smoke("quality.claims")
 def test_claims_bench_quick_scores_every_member_and_times_them(tmp_path: Path) -> None:
     """The claim study (``python -m bench.quality.claims --quick``) on 6 answers of two gbu sets, forced into a fresh

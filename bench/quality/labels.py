@@ -30,7 +30,7 @@ from bench.verdicts import labelled_rows, model_of, soft_ece, with_members
 from blackbox_wd.calibration.combine import CrossValidation, operating_point
 from blackbox_wd.calibration.fit import fit_files
 from blackbox_wd.calibration.model import Calibration
-from blackbox_wd.calibration.recalibrate import MIN_CLASS, fit_map, mapped_head
+from blackbox_wd.calibration.recalibrate import MIN_CLASS, fit_map, log_interval, log_point, mapped_head
 from blackbox_wd.calibration.suggest import spread_picks
 from blackbox_wd.errors import BBWDError
 
@@ -107,15 +107,21 @@ def outcome(
 
 
 def refit_map(s: SetRows, labelled: np.ndarray, mode: str) -> dict[str, float]:
-    """``prior`` or ``map`` on the labelled rows (as ``recalibrate`` fits it), measured on the others."""
+    """``prior-labelled``, ``prior-log``, ``map-labelled`` or ``map-log`` on the labelled rows (as ``recalibrate``
+    fits it: the map, then the threshold on the labelled rows or over the whole set), measured on the others."""
+    how, threshold = mode.split("-")
     e = s.entries(labelled)
     p0 = probabilities(s, s.heads)
     y, w = s.y[e], s.w[e]
     for c in (0, 1):
         if np.sum(w[y == c]) < MIN_CLASS:
             raise BBWDError("too few of a class")
-    a, b = fit_map(p0[s.of[e]], y, w, mode)
+    a, b = fit_map(p0[s.of[e]], y, w, how)
     p = probabilities(s, [mapped_head(h, a, b) for h in s.heads])
+    if threshold == "log":
+        h = np.array([r["y"] if on else np.nan for r, on in zip(s.rows, labelled, strict=True)])
+        point = log_point(p, h, TARGET_FPR)
+        return outcome(s, p, p >= point.threshold, log_interval(p0, h, how, point.threshold), labelled)
     point = operating_point(y, p[s.of[e]], w, TARGET_FPR)
     return outcome(s, p, p >= point.threshold, point.fpr_interval, labelled)
 
@@ -141,10 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--calibrations", type=Path, required=True, help="the leave-one-model-out fits (transfer --save)")
     ap.add_argument("--combiner", default="mean")
     ap.add_argument("--k", type=int, default=10)
-    ap.add_argument("--n", type=int, nargs="+", default=[25, 50, 100, 200])
+    ap.add_argument("--n", type=int, nargs="+", default=[25, 50, 60, 100, 200, 400])
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--picks", nargs="+", default=["random", "spread"])
-    ap.add_argument("--modes", nargs="+", default=["prior", "map", "full"])
+    ap.add_argument("--modes", nargs="+", default=["prior-labelled", "prior-log", "map-labelled", "map-log", "full"])
     ap.add_argument("--sets", nargs="*", default=None, help="only these sets (default: every set at --k)")
     args = ap.parse_args(argv)
     runs = {d.name.rsplit("-k", 1)[0]: d / "results.jsonl" for d in sorted(args.runs.glob(f"*-k{args.k}"))}
@@ -160,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = [with_members(r, ()) for r in labelled_rows(run)]
         s = judged(base, rows, args.k)
         for n in args.n:
-            if n >= len(rows):
+            if n + 50 > len(rows):  # at least 50 rows not labelled to measure on
                 continue
             for pick in args.picks:
                 for mode in args.modes:
