@@ -1,56 +1,84 @@
-"""What ``Detector.from_settings`` builds from the settings: the teacher (its weights, or its card) on its device,
-the target's sampler, and the settings as run (:func:`run_report`, which every result carries).
+"""What ``Detector.from_settings`` builds from the settings (:func:`build_parts`): the teacher (its weights, or its
+card) on its device, the target's sampler, and the settings as run (:func:`run_report`, which every result carries).
 """
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from blackbox_wd.clients import api_host, local_sampler_for, local_sampler_name, target_kind
+from blackbox_wd.clients import api_host, api_sampler_for, local_sampler_for, local_sampler_name, target_kind
+from blackbox_wd.errors import BBWDError
 from blackbox_wd.sampling import RecordedSamples, Sampler, endpoint_host, sampler_name
 from blackbox_wd.settings import ReportedSettings, Settings, TeacherShape
-from blackbox_wd.teachers.card import TeacherCard, load_card
-from blackbox_wd.teachers.hf import HFTeacher, load_teacher, resolve_device
+from blackbox_wd.teachers.card import TeacherCard
+from blackbox_wd.teachers.forcing import HFTeacher
+from blackbox_wd.teachers.hf import Placement, placement, ready_teacher
+
+if TYPE_CHECKING:
+    from blackbox_wd.clients.api import APIOptions
 
 
-def build_teacher(settings: Settings, weights: bool, cuda: bool | None) -> tuple[HFTeacher | TeacherCard, str]:
-    """The teacher the settings name, and the device it runs on.
+def build_parts(
+    settings: Settings,
+    *,
+    recorded: bool,
+    samples_from: str | None,
+    weights: bool,
+    sample: bool,
+    cuda: bool | None,
+    api: APIOptions | None,
+) -> tuple[HFTeacher | TeacherCard, Sampler | None, str]:
+    """The parts ``Detector.from_settings`` wires, its options checked: the teacher (its weights, or its card), the
+    target's sampler, and the device the teacher runs on. The device and dtype are chosen once (``hf.placement``),
+    for the teacher and for another local model as the target.
 
     Parameters
     ----------
     settings : Settings
-        Its name, device, dtype, layer and token budget.
-    weights : bool
-        Load its weights; False: its card only (a driver that scores states forced elsewhere).
-    cuda : bool or None
-        Without weights: whether a GPU is there for ``device="auto"``; None: this process's torch says.
+    recorded, samples_from, weights, sample, cuda, api
+        As ``Detector.from_settings``'s; ``cuda`` serves only without weights (with them, this process's torch
+        says whether a GPU is there).
 
     Returns
     -------
-    tuple of (HFTeacher or TeacherCard, str)
+    teacher : HFTeacher or TeacherCard
+    sampler : Sampler or None
+    device : str
     """
-    if weights:
-        teacher = load_teacher(settings.teacher, settings.device, settings.dtype, settings.layer, settings.token_budget)
-        return teacher, str(teacher.device)
-    return load_card(settings.teacher, settings.layer), resolve_device(settings.device, cuda)
+    if samples_from is not None and not recorded:
+        raise BBWDError("samples_from says who drew recorded samples: it needs recorded=True")
+    if settings.claims is not None and recorded:
+        raise BBWDError(
+            "claims 'target' asks the target to list the answers' claims: recorded samples have no target to ask "
+            "(give the claims, or a target)"
+        )
+    api_sampler = api_sampler_for(settings, api) if sample and not recorded else None  # a missing key fails here
+    place = placement(settings.device, settings.dtype, None if weights else cuda)
+    teacher = ready_teacher(settings.teacher, place if weights else None, settings.layer, settings.token_budget)
+    sampler = build_sampler(
+        settings, teacher if sample and weights else None, place, api_sampler, recorded, samples_from
+    )
+    return teacher, sampler, str(teacher.device) if isinstance(teacher, HFTeacher) else place.device
 
 
 def build_sampler(
     settings: Settings,
     teacher: HFTeacher | TeacherCard | None,
+    place: Placement,
     api: Sampler | None,
     recorded: bool,
     samples_from: str | None,
 ) -> Sampler | None:
     """The target's sampler: recorded samples' (``recorded``, drawn by ``samples_from``), the API's (``api``: built
     first by ``clients.api_sampler_for``, so that a missing key fails before any model loads), a local one on the
-    teacher's weights (``teacher`` an HFTeacher), or None where this process draws nothing."""
+    teacher's weights or on another model's in the teacher's placement (``teacher`` an HFTeacher), or None where
+    this process draws nothing."""
     if recorded:
         return RecordedSamples(samples_from)
     if api is not None:
         return api
     if isinstance(teacher, HFTeacher) and target_kind(settings) != "api":
-        return local_sampler_for(settings, teacher)
+        return local_sampler_for(settings, teacher, place)
     return None
 
 

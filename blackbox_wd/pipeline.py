@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from blackbox_wd import scoring
 from blackbox_wd.baselines import Entails, exact_match_entails
-from blackbox_wd.build import build_sampler, build_teacher, run_report
+from blackbox_wd.build import build_parts, run_report
 from blackbox_wd.calibrated import AUTO, check_members, choose_calibration, computable_members
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.clients import api_sampler_for
 from blackbox_wd.decompose import decompose
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, Sample, SampleSet, Usage, as_messages
@@ -27,7 +26,7 @@ from blackbox_wd.sampling import RecordedSamples, Sampler, shares_model
 from blackbox_wd.scoring import PromptStates, lne_logprobs, scoring_failed
 from blackbox_wd.settings import GROUP_SIZE, ReportedSettings, Settings, check_group_size
 from blackbox_wd.teachers.card import TeacherCard
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.registry import reference_bandwidth
 from blackbox_wd.teachers.statecache import StateCache
 
@@ -141,7 +140,7 @@ class Detector:
         lne, cache, group_size
             As the fields of the same names.
         cuda : bool or None
-            Whether a GPU is there for ``device="auto"``; None: this process's torch says.
+            Without weights: whether a GPU is there for ``device="auto"``; None: this process's torch says.
         api : APIOptions or None
             An API target's options (``clients.api.api_options``: the API key as a value, record/replay, timeout,
             retries, cache folder, a shared request slot), read by another process (a Ray driver, for its actors);
@@ -151,16 +150,9 @@ class Detector:
         -------
         Detector
         """
-        if samples_from is not None and not recorded:
-            raise BBWDError("samples_from says who drew recorded samples: it needs recorded=True")
-        if settings.claims is not None and recorded:
-            raise BBWDError(
-                "claims 'target' asks the target to list the answers' claims: recorded samples have no target to ask "
-                "(give the claims, or a target)"
-            )
-        api_sampler = api_sampler_for(settings, api) if sample and not recorded else None  # a missing key fails here
-        teacher, device = build_teacher(settings, weights, cuda)
-        sampler = build_sampler(settings, teacher if sample and weights else None, api_sampler, recorded, samples_from)
+        teacher, sampler, device = build_parts(
+            settings, recorded=recorded, samples_from=samples_from, weights=weights, sample=sample, cuda=cuda, api=api
+        )
         built = cls(teacher, sampler, settings, None, cache, lne, group_size, device)
         return built.with_calibration(calibration)
 
@@ -230,17 +222,10 @@ class Detector:
     def outcome(
         self, ps: PromptStates | BBWDError, *, judge: Entails | None = exact_match_entails
     ) -> Result | BBWDError:
-        """``scoring.score_states`` with errors as values: a BBWDError as it is, another as ``scoring failed: ...``."""
-        if isinstance(ps, BBWDError):
-            return ps
-        try:
-            return scoring.score_states(
-                ps, self.settings, self.reported.as_dict(), self.calibration, self.reference_bandwidth, judge=judge
-            )
-        except BBWDError as exc:  # e.g. scores the calibration cannot map
-            return exc
-        except Exception as exc:  # noqa: BLE001 - this prompt's error; the others keep their results
-            return scoring_failed(exc)
+        """``scoring.score_states`` with errors as values (``scoring.score_states_isolated``)."""
+        return scoring.score_states_isolated(
+            ps, self.settings, self.reported.as_dict(), self.calibration, self.reference_bandwidth, judge=judge
+        )
 
     def score_many(
         self, items: list[tuple[Messages, SampleSet]], judges: Sequence[Entails | None] | None = None

@@ -26,7 +26,7 @@ from blackbox_wd.result import Result
 from blackbox_wd.scores import answer_nll, answer_wd, avg_wd, eigen_wd, median_bandwidth, sentence_wd, unit_states
 from blackbox_wd.sentences import SentenceScore, score_sentences
 from blackbox_wd.settings import Settings
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.statecache import StateCache
 from blackbox_wd.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs
 
@@ -193,6 +193,27 @@ def teacher_pass_isolated(
             except Exception as exc:  # noqa: BLE001 - this item's error
                 out.append(failed(exc))
         return out
+
+
+def score_states_isolated(
+    ps: PromptStates | BBWDError,
+    settings: Settings,
+    reported: dict[str, Any],
+    calibration: Calibration | None = None,
+    fixed_bandwidth: float | None = None,
+    *,
+    judge: Entails | None = exact_match_entails,
+) -> Result | BBWDError:
+    """:func:`score_states` with errors as values: a BBWDError (the pass's, or scores the calibration cannot map) as
+    it is, another exception as ``scoring failed: ...``, so that the other prompts keep their results."""
+    if isinstance(ps, BBWDError):
+        return ps
+    try:
+        return score_states(ps, settings, reported, calibration, fixed_bandwidth, judge=judge)
+    except BBWDError as exc:  # e.g. scores the calibration cannot map
+        return exc
+    except Exception as exc:  # noqa: BLE001 - this prompt's error; the others keep their results
+        return scoring_failed(exc)
 
 
 def judged_answer_scores(

@@ -520,7 +520,9 @@ def test_transfer_study_leaves_each_set_out_and_replays_k_auto(tmp_path: Path) -
         verdict, drawn = float(rows[name][2]), float(rows[name][10])
         assert verdict > 0.8 and 3 <= drawn <= 5, rows[name]
     # leave one model out: a set not in MODELS is a model of its own, so each set is left out once, as above
-    out = bench("quality.transfer", "--runs", tmp_path, "--k", 5, "--combiners", "mean", "--folds", 2, "--leave", "model")
+    out = bench(
+        "quality.transfer", "--runs", tmp_path, "--k", 5, "--combiners", "mean", "--folds", 2, "--leave", "model"
+    )
     assert "leave one model out" in out and {c[0] for c in table_rows(out)} >= {"one", "two", "three"}, out
 
 

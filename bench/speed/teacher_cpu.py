@@ -386,14 +386,14 @@ def run_eval(variant: str, argv: list[str]) -> None:
     """``bbwd eval`` with every teacher it loads turned into ``variant`` (calibrated on the synthetic pairs)."""
     from blackbox_wd.cli import main as bbwd
 
-    original = hf.load_model
+    original = hf.load_weights
 
-    def load_variant(spec, device="auto", dtype="auto"):
-        model, tokenizer = original(spec, device, dtype)
-        teacher = HFTeacher(model, tokenizer)
+    def load_variant(files, dtype):
+        model, tokenizer = original(files, dtype)
+        teacher = HFTeacher(model.eval(), tokenizer)
         return variant_model(variant, teacher, synthetic_pairs(teacher, 10)), tokenizer
 
-    hf.load_model = load_variant
+    hf.load_weights = load_variant
     bbwd(["eval", *argv])
 
 

@@ -11,9 +11,10 @@ from blackbox_wd.clients.presets import PRESETS
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.sampling import BatchSampler
 from blackbox_wd.settings import Settings
-from blackbox_wd.teachers.embedded import ensure_gguf
-from blackbox_wd.teachers.hf import HFTeacher, load_teacher
-from blackbox_wd.teachers.registry import EMBEDDED_MODELS, known_names, resolve
+from blackbox_wd.teachers.files import gguf_of
+from blackbox_wd.teachers.forcing import HFTeacher
+from blackbox_wd.teachers.hf import Placement, ready_teacher
+from blackbox_wd.teachers.registry import known_names, resolve
 
 __all__ = ["LocalSampler", "api_host", "api_sampler_for", "local_sampler_for", "local_sampler_name", "target_kind"]
 
@@ -89,18 +90,31 @@ def drawn_by(model: str, device: str) -> str:
     return "llama.cpp" if device == "cpu" and resolve(model).kind in ("embedded", "gguf") else "transformers"
 
 
-def gguf_of(name: str) -> Path:
-    """The GGUF file of a bundled model (fetched on first use) or of a .gguf path."""
-    spec = resolve(name)
-    return ensure_gguf(EMBEDDED_MODELS[spec.source]) if spec.kind == "embedded" else Path(spec.source)
+def local_sampler_for(settings: Settings, teacher: HFTeacher, place: Placement | None = None) -> BatchSampler:
+    """The sampler of a local target (``local_sampler_name``): of the teacher itself (white-box) or of another model.
 
+    Parameters
+    ----------
+    settings : Settings
+    teacher : HFTeacher
+        The run's teacher, ready.
+    place : Placement or None
+        The teacher's device and dtype (``hf.placement``), in which another model as the target is loaded; None
+        where the target is the teacher.
 
-def local_sampler_for(settings: Settings, teacher: HFTeacher) -> BatchSampler:
-    """The sampler of a local target (``local_sampler_name``): of the teacher itself (white-box) or of another model."""
+    Returns
+    -------
+    BatchSampler
+    """
     name = local_model(settings)
     if name is None:
         raise BBWDError(f"target '{settings.target}' is an API model: it has no local sampler")
-    model = teacher if settings.white_box else load_teacher(name, settings.device, settings.dtype)
+    if settings.white_box:
+        model = teacher
+    elif place is None:
+        raise BBWDError(f"target '{name}' is another local model: its sampler needs the teacher's placement")
+    else:
+        model = ready_teacher(name, place)
     if drawn_by(name, model.device.type) == "transformers":
         return LocalSampler(model)
-    return LlamaCppSampler(model, gguf_of(name))
+    return LlamaCppSampler(model, gguf_of(resolve(name)))

@@ -55,7 +55,7 @@ from blackbox_wd.cpus import cpu_threads
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.sampling import BatchSampler
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 
 SLOTS = 24  # sequences decoded together: a prompt's K samples (a larger K goes in several requests)
 CONTEXT = 8192  # KV cells shared by all sequences (a prompt's cells, shared by its K sequences, count once)

@@ -11,7 +11,7 @@ from transformers import LogitsProcessor, TopPLogitsWarper
 
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.sampling import BatchSampler
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.prefix import Prefix, decoder_pass, read_prompts
 
 

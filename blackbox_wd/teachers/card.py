@@ -3,7 +3,7 @@
 What a process needs to check prompts and name the settings before (or instead of) loading a model:
 the Ray engine's driver computes the fingerprint from it and its sampling actors check each prompt
 against the teacher's template and context before any API call, while only the teacher actors
-load the weights. :class:`~blackbox_wd.teachers.hf.HFTeacher` reads text with the same :class:`TextReader`.
+load the weights. :class:`~blackbox_wd.teachers.forcing.HFTeacher` reads text with the same :class:`TextReader`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -21,9 +20,9 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from blackbox_wd.errors import BBWDError, PromptTooLong, one_line
 from blackbox_wd.records import Messages
-from blackbox_wd.teachers.gguf import ensure_hf_folder
+from blackbox_wd.teachers.files import ModelFiles, present
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED
-from blackbox_wd.teachers.registry import EMBEDDED_MODELS, ModelSpec, resolve
+from blackbox_wd.teachers.registry import resolve
 
 
 def plain_tokenizer(tokenizer: PreTrainedTokenizerBase) -> Tokenizer | None:
@@ -223,16 +222,6 @@ def resolve_layer(n_layers: int, layer: int | None) -> int:
     return out
 
 
-def model_source(spec: ModelSpec) -> tuple[str, dict[str, str]]:
-    """The folder or hub id that ``from_pretrained`` loads a model spec from, and its GGUF keyword."""
-    if spec.kind == "gguf":
-        path = Path(spec.source)
-        return str(path.parent), {"gguf_file": path.name}
-    if spec.kind == "embedded":
-        return str(ensure_hf_folder(EMBEDDED_MODELS[spec.source])), {}
-    return spec.source, {}
-
-
 @dataclass(frozen=True)
 class TeacherCard:
     """A teacher's tokenizer, context and resolved layer, loaded without its weights."""
@@ -251,17 +240,37 @@ class TeacherCard:
         return self.reader.prompt_ids(messages)
 
 
-def load_card(name: str, layer: int | None = None) -> TeacherCard:
-    """The card of a registry name, hub id, folder or GGUF file (tokenizer and config only)."""
-    spec = resolve(name)
-    source, extra = model_source(spec)
+def read_card(files: ModelFiles, layer: int | None = None) -> TeacherCard:
+    """The card of a model's files, present (``files.present``): its tokenizer and config, no weights.
+
+    Parameters
+    ----------
+    files : ModelFiles
+        What ``from_pretrained`` reads.
+    layer : int or None
+        The layer whose states are kept; None: half the model's.
+
+    Returns
+    -------
+    TeacherCard
+    """
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, **extra)
-        config = AutoConfig.from_pretrained(source, **extra).get_text_config()
+        tokenizer = AutoTokenizer.from_pretrained(files.source, **files.extra)
+        config = AutoConfig.from_pretrained(files.source, **files.extra).get_text_config()
     except OSError as exc:  # hub unreachable, gated repo, missing files
-        raise BBWDError(f"could not load model '{spec.name}' from {spec.source}: {str(exc).splitlines()[0]}") from exc
+        raise files.unreadable(exc) from exc
     n_layers = int(config.num_hidden_layers)
     max_length = getattr(config, "max_position_embeddings", None)
     return TeacherCard(
-        name, tokenizer, n_layers, resolve_layer(n_layers, layer), max_length, TextReader.of(tokenizer, max_length)
+        files.spec.name,
+        tokenizer,
+        n_layers,
+        resolve_layer(n_layers, layer),
+        max_length,
+        TextReader.of(tokenizer, max_length),
     )
+
+
+def load_card(name: str, layer: int | None = None) -> TeacherCard:
+    """The card of a registry name, hub id, folder or GGUF file: ``hf.ready_teacher`` without a placement."""
+    return read_card(present(resolve(name)), layer)

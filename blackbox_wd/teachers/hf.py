@@ -1,38 +1,35 @@
-"""Teacher forcing with a Hugging Face causal LM: mid-layer states of exactly the response tokens."""
+"""The one path from a name to a ready teacher (:func:`ready_teacher`), and the device and dtype it runs in
+(:func:`placement`).
+
+In order, each step in one home: the name resolved to a spec (``registry.resolve``), its files made present
+(``files.present``: the function of its kind), the device and dtype chosen (:func:`placement`, once a run: the
+sampler of another local model as the target takes the same), the weights loaded in that dtype
+(``weights.load_weights``) and put on that device, and the teacher's level reader and projection attached
+(``forcing.HFTeacher``); without a placement, the teacher's card (``card.read_card``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import overload
 
-import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.records import Messages, TokenStates
-from blackbox_wd.teachers.card import TextReader, model_source, resolve_layer
-from blackbox_wd.teachers.gguf import load_gguf
-from blackbox_wd.teachers.levels import Levels, attach
-from blackbox_wd.teachers.pad import length_runs, pad_batch
-from blackbox_wd.teachers.prefix import Prefix, SharedMemo, decoder_pass, read_prompts
-from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
+from blackbox_wd.teachers.card import TeacherCard, read_card
+from blackbox_wd.teachers.files import present
+from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.registry import ModelSpec, resolve
-
-Response = str | Sequence[int]
-
-
-@dataclass
-class TokenCount:
-    """Tokens a teacher has run: ``real`` ones and ``padded`` (real plus padding)."""
-
-    real: int = 0
-    padded: int = 0
+from blackbox_wd.teachers.weights import load_weights
 
 
-class _Stop(Exception):
-    """Raised by the mid-layer hook to skip the layers above it."""
+@dataclass(frozen=True)
+class Placement:
+    """Where a teacher's weights run and in which dtype: chosen once a run (:func:`placement`), for the teacher and
+    for another local model that draws the target's samples."""
+
+    device: str
+    dtype: torch.dtype
 
 
 def resolve_device(device: str, cuda: bool | None = None) -> str:
@@ -50,236 +47,85 @@ def resolve_device(device: str, cuda: bool | None = None) -> str:
     return "cuda:0" if device == "cuda" else device
 
 
-def pick_device(device: str) -> torch.device:
-    """The torch device of :func:`resolve_device` in this process."""
-    return torch.device(resolve_device(device))
-
-
-def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+def pick_dtype(dtype: str, device: str) -> torch.dtype:
     """'auto' -> bfloat16 on GPU, float32 on CPU; else the named torch dtype."""
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
     try:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     except KeyError:
         raise BBWDError(f"unknown dtype '{dtype}': use auto, float32, bfloat16 or float16") from None
 
 
-def load_model(
-    spec: ModelSpec, device: str = "auto", dtype: str = "auto"
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load weights and tokenizer for a resolved model spec, in eval mode on the chosen device."""
-    dev = pick_device(device)
-    dt = pick_dtype(dtype, dev)
-    try:
-        if spec.kind == "gguf":
-            model, tokenizer = load_gguf(Path(spec.source), dt)
-        else:
-            source, _ = model_source(spec)
-            tokenizer = AutoTokenizer.from_pretrained(source)
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=dt)
-    except OSError as exc:  # hub unreachable, gated repo, missing files
-        raise BBWDError(f"could not load model '{spec.name}' from {spec.source}: {str(exc).splitlines()[0]}") from exc
-    # transformers wraps PreTrainedModel.to in functools.wraps, whose typing reads the bound call as unbound
-    return model.to(dev).eval(), tokenizer  # type: ignore[arg-type]
+def placement(device: str = "auto", dtype: str = "auto", cuda: bool | None = None) -> Placement:
+    """The device (:func:`resolve_device`) and the dtype (:func:`pick_dtype`) a teacher runs in.
 
+    Parameters
+    ----------
+    device : str
+        "auto", "cpu", "cuda" or "cuda:N".
+    dtype : str
+        "auto", "float32", "bfloat16" or "float16".
+    cuda : bool or None
+        Whether a GPU is there for "auto" (a Ray driver asks its cluster); None: this process's torch says.
 
-class HFTeacher:
-    """Teacher-forces responses through a causal LM and returns their mid-layer token states.
-
-    The layer is ell = floor(L / 2) unless given; ``hidden_states[ell]`` in transformers' numbering,
-    i.e. the output of decoder block ell - 1. Only the blocks up to ell run unless log-probs are
-    asked for. States are projected by the fixed matrix of ``projection.projection_matrix``.
+    Returns
+    -------
+    Placement
     """
+    resolved = resolve_device(device, cuda)
+    return Placement(resolved, pick_dtype(dtype, resolved))
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        *,
-        name: str = "",
-        layer: int | None = None,
-        proj_dim: int = PROJ_DIM,
-        proj_seed: int = PROJ_SEED,
-        token_budget: int = 16384,
-    ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.name = name
-        self.n_layers = int(model.config.get_text_config().num_hidden_layers)
-        self.layer = resolve_layer(self.n_layers, layer)
-        self.hidden_size = int(model.config.get_text_config().hidden_size)
-        self.proj_dim = proj_dim
-        self.proj_seed = proj_seed
-        self.projection = projection_matrix(self.hidden_size, proj_dim, proj_seed)
-        self.token_budget = token_budget
-        self.max_length = getattr(model.config.get_text_config(), "max_position_embeddings", None)
-        self.reader = TextReader.of(tokenizer, self.max_length)
-        self._blocks = model.get_decoder().layers
-        attach(model)  # shared prefixes, and compiled layers on a GPU (``teachers.levels``), in bbwd's passes only
-        self.memo = SharedMemo(self.n_layers)  # the last shared prompt prefix, for the teacher and its sampler
-        self.tokens = TokenCount()  # running totals over every pass, for benchmarks
 
-    @property
-    def device(self) -> torch.device:
-        """Device of the model's weights."""
-        return next(self.model.parameters()).device
+@overload
+def ready_teacher(
+    name: str | ModelSpec, place: Placement, layer: int | None = ..., token_budget: int = ...
+) -> HFTeacher: ...
+@overload
+def ready_teacher(
+    name: str | ModelSpec, place: None, layer: int | None = ..., token_budget: int = ...
+) -> TeacherCard: ...
+@overload
+def ready_teacher(
+    name: str | ModelSpec, place: Placement | None, layer: int | None = ..., token_budget: int = ...
+) -> HFTeacher | TeacherCard: ...
+def ready_teacher(
+    name: str | ModelSpec, place: Placement | None, layer: int | None = None, token_budget: int = 16384
+) -> HFTeacher | TeacherCard:
+    """A name made a ready teacher, in one pass: the name resolved to a spec (``registry.resolve``), its files made
+    present (``files.present``: its kind's function), then its weights loaded in the placement's dtype
+    (``weights.load_weights``) and put on its device, and the teacher's level reader and projection attached
+    (:class:`~blackbox_wd.teachers.forcing.HFTeacher`); without a placement, its card (``card.read_card``: tokenizer,
+    context and layer, no weights).
 
-    def prompt_ids(self, messages: Messages) -> list[int]:
-        """Token ids of the prompt up to where the assistant's answer starts (BBWDError if it fills the context)."""
-        return self.reader.prompt_ids(messages)
+    Parameters
+    ----------
+    name : str or ModelSpec
+        A registry name, a hub id, a model folder or a .gguf file; or a spec already resolved.
+    place : Placement or None
+        Where the weights run, and in which dtype; None: the card only.
+    layer : int or None
+        The layer whose states are kept; None: half the model's.
+    token_budget : int
+        Tokens a teacher pass holds.
 
-    def response_ids(self, response: Response) -> list[int]:
-        """Token ids of a response: its text tokenized alone, as text (no control tokens), no EOS."""
-        if isinstance(response, str):
-            return self.reader.text_ids(response)
-        return [int(t) for t in response]
-
-    def encode(self, messages: Messages, responses: Sequence[Response], logprobs: bool = False) -> list[TokenStates]:
-        """Teacher-force every response after the same prompt; one TokenStates per response."""
-        prompt = self.prompt_ids(messages)
-        return self.encode_ids([(prompt, self.response_ids(r)) for r in responses], logprobs)
-
-    @torch.inference_mode()
-    def encode_ids(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool = False) -> list[TokenStates]:
-        """Teacher-force (prompt ids, response ids) pairs: each distinct prompt runs once, each distinct
-        response of it once, batched by length under the token budget.
-
-        The tokens a chunk's prompts share at their start (a few-shot prompt's exemplars) run once, then
-        each prompt's rest left-padded, their keys and values kept; the responses then run right-padded (on
-        CPU in runs of similar length, ``_runs``), attending to those in place (``teachers.prefix``). Pairs
-        with the same prompt and response get the same TokenStates object. With ``logprobs`` the whole model runs
-        (LNE needs the logits), else only the blocks up to the layer.
-        """
-        for i, pair in enumerate(pairs):
-            self.check(i, *pair)
-        where: dict[tuple[int, ...], dict[tuple[int, ...], list[int]]] = {}
-        for i, (prompt, response) in enumerate(pairs):
-            where.setdefault(tuple(prompt), {}).setdefault(tuple(response), []).append(i)
-        out: dict[int, TokenStates] = {}
-        prompts = sorted(where, key=len)
-        for chunk in self._chunks([len(p) for p in prompts], 0):
-            group = [prompts[i] for i in chunk]
-            prefix, last = self._prefill(group, logprobs)
-            rows = sorted(((n, r) for n, p in enumerate(group) for r in where[p]), key=lambda row: len(row[1]))
-            for part in self._runs([len(r) for _, r in rows], prefix.width):
-                batch = [rows[i] for i in part]
-                for (n, tokens), ts in zip(batch, self._respond(prefix, last, batch, logprobs), strict=True):
-                    for i in where[group[n]][tokens]:
-                        out[i] = ts
-        return [out[i] for i in range(len(pairs))]
-
-    def _runs(self, lengths: list[int], extra: int) -> list[list[int]]:
-        """Runs of rows of ascending ``lengths``, one pass each: on CPU, where a padded token costs what a real one
-        does, the split that pads little (``pad.length_runs``); on a GPU, whose padded rows run in parallel, as
-        many rows as the token budget holds (the split was measured on CPU only)."""
-        if self.device.type != "cpu":
-            return self._chunks(lengths, extra)
-        return length_runs(lengths, extra, self.token_budget)
-
-    def _chunks(self, lengths: list[int], extra: int) -> list[list[int]]:
-        """Consecutive runs of indices into ascending ``lengths`` whose padded size, each row
-        ``extra`` + its longest length, fits the token budget (a single row always goes)."""
-        chunks: list[list[int]] = [[]]
-        for i, length in enumerate(lengths):
-            if chunks[-1] and (len(chunks[-1]) + 1) * (extra + length) > self.token_budget:
-                chunks.append([])
-            chunks[-1].append(i)
-        return chunks
-
-    def _run(
-        self, ids: torch.Tensor, valid: torch.Tensor, pos: torch.Tensor, levels: Levels, logprobs: bool
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """One forward pass over ``levels`` (``prefix.decoder_pass``): the states after block ``layer`` (and the
-        final normed hidden states when ``logprobs``; else the blocks above the layer are skipped), as (R, Q, H)
-        rows."""
-        real = int(valid.sum())
-        self.tokens.real += real
-        self.tokens.padded += ids.numel() if levels.packed is None else real
-        captured: list[torch.Tensor] = []
-
-        def hook(_module, _args, output):
-            captured.append(output[0] if isinstance(output, tuple) else output)
-            if not logprobs:
-                raise _Stop
-
-        handle = self._blocks[self.layer - 1].register_forward_hook(hook)
-        try:
-            last = decoder_pass(self.model)(ids, valid, pos, levels)
-        except _Stop:
-            last = None
-        finally:
-            handle.remove()
-        return (captured[0] if levels.packed is None else levels.unpack(captured[0])), last
-
-    def _prefill(self, prompts: list[tuple[int, ...]], logprobs: bool) -> tuple[Prefix, torch.Tensor | None]:
-        """Read the prompts once; their prefix, and the final hidden state at each prompt's last token."""
-        return read_prompts(
-            prompts,
-            self.tokenizer.pad_token_id or 0,
-            self.device,
-            lambda ids, valid, pos, levels: self._run(ids, valid, pos, levels, logprobs)[1],
-            self.memo,
-        )
-
-    def _respond(
-        self, prefix: Prefix, last: torch.Tensor | None, rows: list[tuple[int, tuple[int, ...]]], logprobs: bool
-    ) -> list[TokenStates]:
-        """Teacher-force responses (row: index of its prompt in the prefix, response ids) after their prompts."""
-        ids, mask = pad_batch([r for _, r in rows], self.tokenizer.pad_token_id or 0)
-        ids, valid = ids.to(self.device), mask.bool().to(self.device)
-        index = torch.tensor([n for n, _ in rows], device=self.device)
-        pos = prefix.lengths[index, None] + torch.arange(ids.shape[1], device=self.device)
-        levels = prefix.continuation(index)
-        levels.step(pos, valid, packed=True)
-        mid, hidden = self._run(ids, valid, pos, levels, logprobs)
-        # Projected where the states are: a GPU sends back 128 numbers a token, not the hidden size's.
-        lengths = torch.tensor([len(r) for _, r in rows], device=mid.device)
-        projected = (mid.double() @ torch.from_numpy(self.projection).to(mid.device)).cpu().numpy()
-        lasts = mid[torch.arange(len(rows), device=mid.device), lengths - 1].double().cpu().numpy()
-        out = []
-        for row, (n, response) in enumerate(rows):
-            lp = None
-            if hidden is not None and last is not None:
-                before = torch.cat(
-                    [last[n : n + 1], hidden[row, : len(response) - 1]]
-                )  # the state preceding each token
-                lp = self._token_logprobs(before, ids[row, : len(response)])
-            out.append(TokenStates(states=projected[row, : len(response)].copy(), last=lasts[row], logprobs=lp))
-        return out
-
-    def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
-        """Raise BBWDError when the prompt or response ``index`` (or ``name``d) is empty or they do not fit the
-        teacher's context."""
-        name = name or f"response {index}"
-        if not prompt:
-            raise BBWDError(f"prompt of {name} has no tokens")
-        if not response:
-            raise BBWDError(f"{name} is empty: no tokens to measure")
-        if self.max_length and len(prompt) + len(response) > self.max_length:
-            raise BBWDError(
-                f"prompt+{name} has {len(prompt) + len(response)} tokens, "
-                f"over the teacher's context of {self.max_length}"
-            )
-
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Next-token logits (float32) from final hidden states, soft-capped as the model caps them."""
-        logits = self.model.get_output_embeddings()(hidden).float()
-        cap = getattr(self.model.config.get_text_config(), "final_logit_softcapping", None)
-        if cap:
-            logits = torch.tanh(logits / cap) * cap
-        return logits
-
-    def _token_logprobs(self, hidden: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
-        """log p(target_t | prefix) from the final hidden states preceding each target token."""
-        lp = torch.log_softmax(self.logits(hidden), dim=-1).gather(-1, targets[:, None])[:, 0]
-        return lp.cpu().double().numpy()
+    Returns
+    -------
+    HFTeacher, or TeacherCard without a placement
+    """
+    spec = name if isinstance(name, ModelSpec) else resolve(name)
+    files = present(spec)
+    if place is not None:
+        model, tokenizer = load_weights(files, place.dtype)
+        # transformers wraps PreTrainedModel.to in functools.wraps, whose typing reads the bound call as unbound
+        model = model.to(torch.device(place.device)).eval()  # type: ignore[arg-type]
+        return HFTeacher(model, tokenizer, name=spec.name, layer=layer, token_budget=token_budget)
+    return read_card(files, layer)
 
 
 def load_teacher(
     name: str, device: str = "auto", dtype: str = "auto", layer: int | None = None, token_budget: int = 16384
 ) -> HFTeacher:
-    """Resolve a registry name, hub id, folder or GGUF file and wrap it as a teacher."""
-    spec = resolve(name)
-    model, tokenizer = load_model(spec, device, dtype)
-    return HFTeacher(model, tokenizer, name=name, layer=layer, token_budget=token_budget)
+    """The teacher of a registry name, hub id, folder or GGUF file (:func:`ready_teacher`), on ``device`` in
+    ``dtype`` (:func:`placement`)."""
+    return ready_teacher(name, placement(device, dtype), layer, token_budget)
