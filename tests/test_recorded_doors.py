@@ -82,7 +82,16 @@ RECORDS = [
     },
 ]
 # the fields every door gives a scored record, by the batch row's names
-NUMBERS = ("avg_wd", "eigen_wd", "eigen_wd_fixed", "answer_wd", "sentence_wd", "answer_unigram", "p_hallucination")
+NUMBERS = (
+    "avg_wd",
+    "eigen_wd",
+    "eigen_wd_fixed",
+    "answer_wd",
+    "sentence_wd",
+    "answer_unigram",
+    "answer_disagreement",
+    "p_hallucination",
+)
 BASELINES = ("ls", "es", "er", "dse")
 
 

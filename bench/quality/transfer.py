@@ -121,7 +121,8 @@ def training_files(
 ) -> list[Path]:
     """The runs of ``sets`` (at ``ks``; None: every K) written under ``out`` without the rows whose question is in
     ``unseen`` (grouped by prompt: a question the left-out model answered is never fitted on), each row
-    ``with_members``."""
+    ``with_members``, without its claims' labels: the answer verdict measured here reads no claim head, and the
+    claims of the bios left after a model's entities are taken out are too few to fit one."""
     files = []
     for name in sets:
         for k, path in runs[name].items():
@@ -134,7 +135,7 @@ def training_files(
                 for line in path.read_text().splitlines():
                     row = json.loads(line)
                     if question_of(row) not in unseen:
-                        f.write(json.dumps(with_members(row, strip)) + "\n")
+                        f.write(json.dumps(with_members(row, (*strip, "claim_labels"))) + "\n")
             files.append(folder / "results.jsonl")
     return files
 
