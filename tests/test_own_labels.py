@@ -181,7 +181,7 @@ def test_a_platt_heads_map_is_exactly_g_of_its_p():
     settings = {"teacher": "t", "target": "recorded", "k": 10, "layer": 1, "alpha": 0.001, "p": 0.1}
     on = FittedOn("rows", {"set": 100}, None, "label", 100, 40, 0.4, 5, 0, {})
     cal = Calibration(model, head.operating_point, calibration_fingerprint(settings), settings, on, "test")
-    new = recalibrate(cal, rows, labels, settings, k=10, mode="map")
+    new = recalibrate(cal, rows, labels, settings, k=10, mode="map", threshold="labelled")
     p_old = np.array([cal.verdict(r).p for r in rows])
     a, b = fit_map(p_old, np.array(labels, dtype=int), np.ones(len(rows)), "map")
     p_new = np.array([new.verdict(r).p_fitted for r in rows])

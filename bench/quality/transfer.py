@@ -142,8 +142,8 @@ def training_files(
 
 def self_consistency(rows: Sequence[dict[str, Any]]) -> np.ndarray | None:
     """SC's risk of each row: 1 - the share of its samples equal to its judged answer after SQuAD normalisation;
-    None unless every row is a short answer with one."""
-    if any(is_passage(r) or not r.get("answer") for r in rows):
+    None for a set of passages (most rows), or with a row without a judged answer."""
+    if sum(map(is_passage, rows)) > len(rows) / 2 or not all(r.get("answer") for r in rows):
         return None
     return np.array([1 - np.mean([em_key(s) == em_key(r["answer"]) for s in r["responses"]]) for r in rows])
 

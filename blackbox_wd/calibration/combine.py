@@ -22,6 +22,7 @@ a split.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import confusion_matrix, log_loss, roc_auc_score, roc_curve
 from sklearn.model_selection import StratifiedGroupKFold
 
-from blackbox_wd.calibration.model import CALIBRATORS, Head, Isotonic, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.model import CALIBRATORS, KINDS, Head, Isotonic, OperatingPoint, Platt, ScoreModel
 from blackbox_wd.errors import BBWDError
 
 COMBINERS = ("logistic", "mean", "select")
@@ -80,6 +81,7 @@ class Table:
     groups: np.ndarray  # prompt id of each row
     source: np.ndarray  # data set of each row
     target: np.ndarray = field(default_factory=lambda: np.zeros(0))  # the label as given (0/1 or h), per row
+    kind: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=str))  # each row's answer kind ("": none)
 
     def rows(self, names: Sequence[str]) -> np.ndarray:
         """Mask of the rows that have every member of ``names``."""
@@ -91,9 +93,14 @@ class Table:
 
 
 def table_from(
-    members: Mapping[str, Sequence[float | None]], labels: Sequence[float], groups: Sequence[str], source: Sequence[str]
+    members: Mapping[str, Sequence[float | None]],
+    labels: Sequence[float],
+    groups: Sequence[str],
+    source: Sequence[str],
+    kinds: Sequence[str] | None = None,
 ) -> Table:
-    """A table from one entry per answer; a label strictly between 0 and 1 becomes two weighted rows."""
+    """A table from one entry per answer (``kinds``: each answer's kind, ``model.answer_kind``; None: none); a label
+    strictly between 0 and 1 becomes two weighted rows."""
     h = np.asarray(labels, dtype=float)
     if not np.all((h >= 0) & (h <= 1)):
         raise BBWDError("labels must be in [0, 1] (1 = hallucination)")
@@ -104,13 +111,27 @@ def table_from(
     cols = {
         name: np.array([np.nan if v is None else v for v in vals], dtype=float)[idx] for name, vals in members.items()
     }
-    return Table(cols, y, w, np.asarray(groups)[idx], np.asarray(source)[idx], h[idx])
+    kind = np.asarray([""] * h.size if kinds is None else list(kinds), dtype=str)[idx]
+    return Table(cols, y, w, np.asarray(groups)[idx], np.asarray(source)[idx], h[idx], kind)
 
 
 def group_folds(y: np.ndarray, groups: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(train, test) index pairs of ``StratifiedGroupKFold``: no prompt on both sides."""
-    splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
-    return list(splitter.split(np.zeros(y.size), y, groups))
+    """(train, test) index pairs of ``StratifiedGroupKFold``: no prompt on both sides.
+
+    The split is remembered for its inputs (``_FOLDS``): a calibration's heads split the same rows again and again
+    (each head's folds, its nested folds, each data set left out), and scikit-learn's greedy assignment of the groups
+    is most of a fit's time on thousands of prompts (bench/RESULTS.md, #53)."""
+    key = hashlib.blake2b(b"".join([np.asarray(y).tobytes(), np.asarray(groups).astype(str).tobytes()]), digest_size=16)
+    memo = (key.hexdigest(), y.size, folds, seed)
+    if memo not in _FOLDS:
+        splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+        if len(_FOLDS) >= 512:
+            _FOLDS.pop(next(iter(_FOLDS)))
+        _FOLDS[memo] = list(splitter.split(np.zeros(y.size), y, groups))
+    return _FOLDS[memo]
+
+
+_FOLDS: dict[tuple[str, int, int, int], list[tuple[np.ndarray, np.ndarray]]] = {}  # group_folds' cache
 
 
 def per_source_auroc(z: np.ndarray, y: np.ndarray, w: np.ndarray, source: np.ndarray) -> float:
@@ -199,7 +220,7 @@ def out_of_fold_z(
 class HeadFit:
     """A fitted head and its out-of-fold figures on the rows that have its members."""
 
-    head: Head
+    head: Head  # its ``kind``: the answers it was fitted on and judges (None: every answer)
     rows: np.ndarray  # mask of the table's rows it was fitted on
     z: np.ndarray  # out-of-fold combined score of those rows
     p: np.ndarray  # nested out-of-fold probability of the chosen calibrator
@@ -207,7 +228,11 @@ class HeadFit:
 
 
 def fit_head(
-    table: Table, members: Sequence[str], cv: CrossValidation = CrossValidation(), methods: Sequence[str] = CALIBRATORS
+    table: Table,
+    members: Sequence[str],
+    cv: CrossValidation = CrossValidation(),
+    methods: Sequence[str] = CALIBRATORS,
+    kind: str | None = None,
 ) -> HeadFit:
     """Fit one head over ``members`` on the rows that have them (see the module docstring).
 
@@ -221,13 +246,15 @@ def fit_head(
         Its combiner and folds.
     methods : sequence of str, default=CALIBRATORS
         The calibrators tried; the one of lower nested out-of-fold log-loss is kept.
+    kind : str or None, default=None
+        Fit on the rows of this answer kind only (``Table.kind``), and judge that kind only; None: every row.
 
     Returns
     -------
     fit : HeadFit
     """
     combiner, folds, seed, target_fpr = cv.combiner, cv.folds, cv.seed, cv.target_fpr
-    rows = table.rows(members)
+    rows = table.rows(members) & (True if kind is None else table.kind == kind)
     X, y, w, g = table.matrix(members)[rows], table.y[rows], table.w[rows], table.groups[rows]
     src = table.source[rows]
     check_rows(y, g, folds, members)
@@ -253,7 +280,7 @@ def fit_head(
         intercept=float(intercept[0]),
         calibrator=fit_calibrator(z, y, w, best),
     )
-    return HeadFit(Head(model, point), rows, z, probs[best], losses)
+    return HeadFit(Head(model, point, kind), rows, z, probs[best], losses)
 
 
 def by_set_p(
@@ -394,10 +421,23 @@ def first_by_prompt(heads: Iterable[tuple[Iterable[str], Iterable[Any]]]) -> dic
     return out
 
 
-def heads_on(t: Table, sets: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
-    """``sets`` less the members no row of ``t`` has (a ``-k auto`` stage's rows have no ``sentence_verdict``), each
-    set once and none empty."""
-    return [h for h in dict.fromkeys(tuple(m for m in s if t.rows([m]).any()) for s in sets) if h]
+def heads_on(t: Table, sets: Sequence[Sequence[str]], kind: str | None = None) -> list[tuple[str, ...]]:
+    """``sets`` less the members no row of ``t`` (of the answer ``kind``, when given) has (a ``-k auto`` stage's rows
+    have no ``sentence_verdict``, a passage no short-answer member), each set once and none empty."""
+    within = True if kind is None else t.kind == kind
+    return [h for h in dict.fromkeys(tuple(m for m in s if (t.rows([m]) & within).any()) for s in sets) if h]
+
+
+def kinds_to_fit(t: Table, folds: int) -> list[str]:
+    """The answer kinds (``model.KINDS``, in that order) whose rows hold each class in at least ``2 * folds``
+    prompts: each gets heads of its own; none when the rows are of one kind (the heads over every row are its)."""
+    if np.unique(t.kind).size < 2:
+        return []
+    return [
+        kind
+        for kind in KINDS
+        if all(np.unique(t.groups[(t.kind == kind) & (t.y == c)]).size >= 2 * folds for c in (0, 1))
+    ]
 
 
 def head_sets(available: Sequence[str], optional: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:

@@ -42,6 +42,7 @@ from blackbox_wd.calibration.combine import (
     fit_head,
     head_sets,
     heads_on,
+    kinds_to_fit,
     table_from,
 )
 from blackbox_wd.calibration.model import (
@@ -57,6 +58,7 @@ from blackbox_wd.calibration.model import (
     FittedOn,
     Head,
     Stage,
+    answer_kind,
     calibration_fingerprint,
     covered_settings,
     is_passage,
@@ -214,13 +216,14 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
         groups = [prompt_of(path, n, row) for path, n, row, _ in rows]
         source = [str(row.get("source", Path(path).name)) for path, _, row, _ in rows]
         passages = [is_passage(row) for _, _, row, _ in rows]
+        kinds = [answer_kind(row) for _, _, row, _ in rows]
         if k == main:
             short_only = short_only_members(members, passages)
             data = dict(Counter(source))
             sentences = sentence_table(rows, groups)
             claims = claim_table(rows, groups, source)
         leave_out(members, short_only, passages)
-        tables[k] = table_from(members, [y for *_, y in rows], groups, source)
+        tables[k] = table_from(members, [y for *_, y in rows], groups, source, kinds)
         sentences_of[None if k == main else k] = {
             g: list(row.get("sentences") or []) for g, (_, _, row, _) in zip(groups, rows, strict=True)
         }
@@ -426,7 +429,7 @@ def fit_calibration(
     sets = head_sets(members, (*OPTIONAL, short_only) if short_only else OPTIONAL)
     if FEATURES not in sets:
         sets.append(FEATURES)
-    heads = [fit_head(t, head, cv) for head in sets]
+    heads = fit_heads(t, sets, cv)
     first = heads[0]
     applied = used_heads([h.head for h in heads])
     y, w = t.y[first.rows], t.w[first.rows]
@@ -469,6 +472,14 @@ def fit_calibration(
     return CalibrationFit(calibration, labelled, heads, sentence, claim)
 
 
+def fit_heads(t: Table, sets: Sequence[Sequence[str]], cv: CrossValidation) -> list[HeadFit]:
+    """The heads over every row (``sets``, most members first), then those of each kind of answer with rows enough
+    (``combine.kinds_to_fit``), each set less the members its kind's rows lack, fitted on that kind's rows alone."""
+    general = [fit_head(t, head, cv) for head in sets]
+    own = [fit_head(t, head, cv, kind=kind) for kind in kinds_to_fit(t, cv.folds) for head in heads_on(t, sets, kind)]
+    return general + own
+
+
 def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, Any]) -> Table:
     """The table with the member ``sentence_verdict`` of each row's answer, from its sentences under the sentence
     ``head`` (NaN where it has none)."""
@@ -501,7 +512,7 @@ def fit_stages(
     all of them); above K, no band."""
     if not labelled.stages:
         return ()
-    fits = {k: [fit_head(t, h, cv) for h in heads_on(t, sets)] for k, t in labelled.stages.items()}
+    fits = {k: fit_heads(t, heads_on(t, sets), cv) for k, t in labelled.stages.items()}
     below = [k for k in fits if labelled.k is None or k < labelled.k]
     settles = dict.fromkeys(fits, Settle())
     if below:
@@ -517,8 +528,8 @@ def fit_stages(
 
 def used_heads(heads: Sequence[Head]) -> list[Head]:
     """The heads as applied: each without the members it gives no weight (so a result lacking one is still judged
-    by it, and the verdict names what it rests on), a head whose members an earlier one already reads dropped.
-    z, p and the threshold are unchanged."""
+    by it, and the verdict names what it rests on), a head whose members an earlier one of its kind already reads
+    dropped. z, p and the threshold are unchanged."""
     out: list[Head] = []
     for head in heads:
         m = head.model
@@ -530,8 +541,8 @@ def used_heads(heads: Sequence[Head]) -> list[Head]:
             scale=tuple(m.scale[i] for i in keep),
             coef=tuple(m.coef[i] for i in keep),
         )
-        if all(h.members != model.features for h in out):
-            out.append(Head(model, head.operating_point))
+        if all(h.members != model.features or h.kind != head.kind for h in out):
+            out.append(Head(model, head.operating_point, head.kind))
     return out
 
 

@@ -15,11 +15,14 @@ every number needed to compute p, so applying a calibration needs numpy only.
 A calibration holds one or more **heads**, each such a model over its own members with its own threshold,
 most members first: a result is judged by the first head whose members it has (a result without a judged
 answer has no AnswerWD, a target without log-probs no LNE; a calibration fitted on passages reads the members
-defined for short answers only, ``SHORT_ONLY``, as missing on a passage), and says which members it used. The first
-calibrations (format 1) hold one head over [AvgWD, ln EigenWD]; they still load and apply. A **sentence**
-head, when present, gives each sentence of a judged answer its own p and flag from its OT score and its
-lexical surprise (``SENTENCE_MEMBERS``), and the answer the member ``sentence_verdict``: the mean of its
-sentences' z under that head (:func:`sentence_verdict`), which only a calibration with a sentence head can read.
+defined for short answers only, ``SHORT_ONLY``, as missing on a passage), and says which members it used. A head may
+be of one **kind** of answer (``KINDS``: a short answer that gives a number, another short answer, a passage;
+``answer_kind``), fitted on that kind's answers alone: a result is judged by the heads of its kind first, then by
+those of every kind (the first head is one of those). The first calibrations (format 1) hold one head over [AvgWD,
+ln EigenWD]; they still load and apply. A **sentence** head, when present, gives each sentence of a judged answer
+its own p and flag from its OT score and its lexical surprise (``SENTENCE_MEMBERS``), and the answer the member
+``sentence_verdict``: the mean of its sentences' z under that head (:func:`sentence_verdict`), which only a
+calibration with a sentence head can read.
 
 p holds for the base rate of the data the calibration was fitted on; :func:`shift_prior` moves it to a base
 rate the user states, by Bayes' rule. The flag is set on the fitted p, so its false-positive rate, which
@@ -86,6 +89,9 @@ CLAIM_MEMBERS = ("avg_wd", "score")
 # sample. A calibration fitted on passages reads them as missing on a passage (``is_passage``).
 SHORT_ONLY = ("log_eigen_wd", "es", "er", "answer_disagreement")
 PASSAGE_TOKENS = 128  # a passage: the median sample has at least this many tokens
+# The kinds of answer a calibration may have heads of its own for (``answer_kind``): a passage, a short answer that
+# gives one number (``answer_number``), another short answer
+KINDS = ("text", "number", "passage")
 CALIBRATORS = ("isotonic", "platt")
 # The readable settings a calibration covers: what changes a score, less the seed and the prompt
 # protocol (the protocol says where it was fitted, ``FittedOn.protocol``; a scored prompt has none).
@@ -163,6 +169,18 @@ def is_passage(result: Any, k: int | None = None) -> bool:
     """
     counts = list(_field(result, "token_counts") or [])[:k]
     return bool(counts) and float(np.median(counts)) >= PASSAGE_TOKENS
+
+
+def answer_kind(result: Any, k: int | None = None) -> str:
+    """A result's kind of answer (``KINDS``): "passage" (``is_passage``), "number" (a judged short answer that gives
+    one number: its ``answer_number``) or "text" (any other).
+
+    >>> answer_kind({"token_counts": [3, 4], "answer_number": 14.0}), answer_kind({"token_counts": [3, 4]})
+    ('number', 'text')
+    """
+    if is_passage(result, k):
+        return "passage"
+    return "number" if member_value(result, "answer_number") is not None else "text"
 
 
 def shift_prior(p: float, fitted: float, stated: float) -> float:
@@ -274,6 +292,7 @@ class Head:
 
     model: ScoreModel
     operating_point: OperatingPoint
+    kind: str | None = None  # the kind of answer it was fitted on and judges (``KINDS``); None: every kind
 
     @property
     def members(self) -> tuple[str, ...]:
@@ -283,7 +302,7 @@ class Head:
     @classmethod
     def from_dict(cls, body: dict[str, Any]) -> Head:
         """The head from its ``asdict`` form; KeyError/TypeError when malformed."""
-        return cls(ScoreModel.from_dict(body["model"]), OperatingPoint(**body["operating_point"]))
+        return cls(ScoreModel.from_dict(body["model"]), OperatingPoint(**body["operating_point"]), body.get("kind"))
 
     def judge(self, values: np.ndarray, fitted_rate: float | None, base_rate: float | None) -> Verdict:
         """The verdict on the head's member ``values``: p moved from ``fitted_rate`` to ``base_rate`` when both are
@@ -462,11 +481,14 @@ class Calibration:
         return k_max == self.k and stage is not None and stage.settle.settled(verdict.p_fitted)
 
     def head_for(self, result: Any, k: int | None = None) -> tuple[Head, np.ndarray]:
-        """The first head (of the fitted K that judges ``k`` samples, ``fitted_k``; None: the calibration's own)
-        whose members the result has, with their values; BBWDError naming what is missing."""
+        """The first head (of the fitted K that judges ``k`` samples, ``fitted_k``; None: the calibration's own) of
+        the result's kind of answer (``answer_kind``), else of every kind, whose members the result has, with their
+        values; BBWDError naming what is missing."""
         stage = self.stage(k)
-        heads = self.heads if stage is None else stage.heads
-        skip = set(self.short_only) if self.short_only and is_passage(result, k) else set()
+        kind = answer_kind(result, k)
+        every = self.heads if stage is None else stage.heads
+        heads = tuple(h for h in every if h.kind == kind) + tuple(h for h in every if h.kind is None)
+        skip = set(self.short_only) if self.short_only and kind == "passage" else set()
         names = dict.fromkeys(m for head in heads for m in head.members)  # each read once, sentence_verdict included
         known = {m: None if m in skip else self.member(result, m) for m in names}
         for head in heads:
@@ -703,7 +725,7 @@ class Calibration:
         return cls.from_json(path.read_bytes(), origin=str(path))
 
 
-LATER_POINT_FIELDS = ("fpr_range", "tpr_range", "fpr_interval", "negatives")  # of OperatingPoint, added later
+LATER_POINT_FIELDS = ("fpr_range", "tpr_range", "fpr_interval", "negatives", "kind")  # of a head, added later
 
 
 def _without_ranges(body: Any) -> Any:
@@ -756,6 +778,7 @@ def _check(cal: Calibration, where: str) -> None:
                 "isotonic points with x increasing and y in [0, 1]",
             ),
             (f"{where_}.operating_point.threshold", 0 <= head.operating_point.threshold <= 1, "in [0, 1]"),
+            (f"{where_}.kind", head.kind is None or head.kind in KINDS, f"one of {list(KINDS)} or absent"),
         ]
     rules += [
         ("short_only", set(cal.short_only) <= set(SHORT_ONLY), f"members of {list(SHORT_ONLY)}"),
