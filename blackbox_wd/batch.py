@@ -61,7 +61,6 @@ BATCH_FIELDS = (
     "sentence_wd",
     "answer_unigram",
     "answer_disagreement",
-    "answer_number",
     "answer_nll",
     "cocoa",
     "baselines",

@@ -45,7 +45,6 @@ class Result:
     claims: list[ClaimScore] | None = None  # with claims given: each scored (``claims.score_claims``)
     answer_unigram: float | None = None  # with a judged answer: the mean of its sentences' lexical surprises
     answer_disagreement: float | None = None  # with a judged answer: the share of samples not giving it
-    answer_number: float | None = None  # with a judged answer that gives one number: that number (its kind, a number)
     answer_nll: float | None = None  # with a judged answer and the teacher's log-probs: its mean -log p of its tokens
     cocoa: float | None = None  # with answer_nll: answer_nll x answer_wd, confidence times consistency
     settled: bool | None = None  # -k auto, with a calibration: the verdict at these samples stops drawing
@@ -89,7 +88,6 @@ ROW_FIELDS: dict[str, tuple[Callable[[Result], Any], Any]] = {
     "claims": (lambda r: claim_dicts(r.claims), None),
     "answer_unigram": (lambda r: number(r.answer_unigram), None),
     "answer_disagreement": (lambda r: number(r.answer_disagreement), None),
-    "answer_number": (lambda r: number(r.answer_number), None),
     "answer_nll": (lambda r: number(r.answer_nll), None),
     "cocoa": (lambda r: number(r.cocoa), None),
     "baselines": (lambda r: dict(r.baselines), {}),

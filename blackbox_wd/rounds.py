@@ -108,7 +108,6 @@ STAGE_SCORES = RowFields(  # and its scores (the baselines spread among them)
         "sentence_wd",
         "answer_unigram",
         "answer_disagreement",
-        "answer_number",
         "answer_nll",
         "cocoa",
         "baselines",

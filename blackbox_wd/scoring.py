@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from blackbox_wd.answers.text import answer_disagreement, number_of
+from blackbox_wd.answers.text import answer_disagreement
 from blackbox_wd.baselines import Entails, compute_baselines, discrete_semantic_entropy, exact_match_entails
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.claims import score_claims
@@ -309,8 +309,6 @@ def score_states(
     )
     if ps.samples.answer is not None:
         result.answer_disagreement = answer_disagreement(ps.samples.answer.text, result.responses)
-        given = number_of(ps.samples.answer.text)
-        result.answer_number = None if given is None else given[0]
     if ps.samples.claims is not None:
         said = "" if ps.samples.answer is None else ps.samples.answer.text
         asked = "\n".join(m.get("content", "") for m in ps.messages)

@@ -126,7 +126,6 @@ EVAL_FIELDS = RowFields(  # the result's fields of a results.jsonl row (``result
         "sentence_wd",
         "answer_unigram",
         "answer_disagreement",
-        "answer_number",
         "answer_nll",
         "cocoa",
         "lne_source",

@@ -230,7 +230,6 @@ VERDICT_FIELDS = (
     "sentence_wd",
     "answer_unigram",
     "answer_disagreement",
-    "answer_number",
     "answer_nll",
     "cocoa",
     "eigen_wd_fixed",
