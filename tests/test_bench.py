@@ -554,7 +554,7 @@ def test_labels_study_refits_the_calibration_left_out_on_n_labelled_rows(tmp_pat
         (run / "settings.json").write_text(json.dumps(settings))
     args = ("--runs", runs, "--k", 5)
     bench("quality.transfer", *args, "--combiners", "mean", "--folds", 2, "--leave", "model", "--save", tmp_path / "c")
-    modes = ("map-log", "map-labelled", "prior-log")
+    modes = ("prior", "map", "full")
     out = bench("quality.labels", *args, "--calibrations", tmp_path / "c", "--n", 40, "--draws", 2, "--modes", *modes)
     rows = [c for c in table_rows(out) if c[0] in ("one", "two", "three")]
     assert len(rows) == 3 * 2 * len(modes), out

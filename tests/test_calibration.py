@@ -257,21 +257,29 @@ def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
     }
     cal.check(run)
     assert cal.settings["target"] == "recorded" and cal.fitted_on.samples.startswith("gpt-3.5-turbo (SAC3 NQ-open;")
-    assert cal.fitted_on.n == 744 and cal.fitted_on.data == {
+    # prompts at K = 10: 13 kk records have 6-9 samples (scored at K = 3 and 5 only)
+    kk = {"kk_llama31_8b_triviaqa": 1398, "kk_llama31_8b_sciq": 1398, "kk_llama31_8b_math": 2565}
+    kk |= {"kk_mistral_7b_triviaqa": 1400, "kk_mistral_7b_sciq": 1400, "kk_mistral_7b_math": 2572}
+    assert cal.fitted_on.data == {
         "sac3_nq_open": 250,
         "wikibio_gpt3": 119,
         "gbu_factscore_gpt35": 100,
         "gbu_factscore_llama3_70b": 88,
         "gbu_popqa_gpt35": 93,
         "gbu_popqa_llama3_70b": 94,
+        **kk,
     }
-    assert 0.40 < cal.fitted_on.base_rate < 0.45 and cal.sentence is not None and cal.fitted_on.sentence_n == 959
+    assert cal.fitted_on.n == 11477 and cal.k == 10  # K = 10: every prompt but the 13 short of 10 samples
+    assert 0.55 < cal.fitted_on.base_rate < 0.65 and cal.sentence is not None and cal.fitted_on.sentence_n == 959
     assert cal.ks == (3, 5, 10, 20)  # every K, one file
-    # a passage head's threshold is chosen leave-one-set-out (five sets can measure an FPR), a short-answer head's out
-    # of fold (only SAC3 holds 20 correct short answers)
-    for head in cal.heads:
-        short = bool(set(head.members) & set(cal.short_only))
-        assert head.operating_point.rule == ("target_fpr" if short else "target_fpr_by_set"), head.members
+    # the answer's disagreement is a short-answer member; heads of their own for short answers and for passages
+    assert "answer_disagreement" in cal.model.features and "answer_disagreement" in cal.short_only
+    assert {h.kind for h in cal.heads} == {None, "short", "passage"}
+    passage = [h for h in cal.heads if h.kind == "passage"]
+    assert passage[0].members[0] == "avg_wd" and not set(passage[0].members) & set(cal.short_only)
+    # every answer head's threshold is chosen leave-one-set-out: each kind holds three sets that can measure an FPR
+    assert all(h.operating_point.rule == "target_fpr_by_set" for h in cal.heads)
+    assert all(s.settle.below > 0 for s in cal.stages if s.k < cal.k)  # -k auto stops at 3 and 5 up to K = 10
     cal.check({**run, "k": 20})
     cal.check({**run, "stop": "settle"})
     assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.operating_point.threshold < 1

@@ -89,7 +89,7 @@ def test_calibrate_reads_batch_rows_with_no_option_and_counts_the_unlabelled(lab
     cal = Calibration.load(path)
     assert f"{LABELLED} labelled prompts ({N - LABELLED} rows without a label skipped, 0 with an error)" in err, err
     assert cal.fitted_on.n == LABELLED and cal.fitted_on.base_rate == pytest.approx(0.5)
-    assert cal.fitted_on.refit is not None and cal.fitted_on.refit.startswith("map of embedded smollm2-135m.api.json")
+    assert cal.fitted_on.refit is not None and cal.fitted_on.refit.startswith("prior of embedded smollm2-135m.api.json")
     point = cal.operating_point
     assert point.rule == "target_fpr_labelled" and point.negatives == LABELLED / 2
     assert point.fpr_interval == pytest.approx(fpr_interval(point.fpr * point.negatives, point.negatives))
@@ -181,7 +181,7 @@ def test_a_platt_heads_map_is_exactly_g_of_its_p():
     settings = {"teacher": "t", "target": "recorded", "k": 10, "layer": 1, "alpha": 0.001, "p": 0.1}
     on = FittedOn("rows", {"set": 100}, None, "label", 100, 40, 0.4, 5, 0, {})
     cal = Calibration(model, head.operating_point, calibration_fingerprint(settings), settings, on, "test")
-    new = recalibrate(cal, rows, labels, settings, k=10, mode="map", threshold="labelled")
+    new = recalibrate(cal, rows, labels, settings, k=10, mode="map")
     p_old = np.array([cal.verdict(r).p for r in rows])
     a, b = fit_map(p_old, np.array(labels, dtype=int), np.ones(len(rows)), "map")
     p_new = np.array([new.verdict(r).p_fitted for r in rows])

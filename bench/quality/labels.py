@@ -9,6 +9,7 @@ share of draws whose FPR on the rows not labelled is within 0.05 of the target, 
 holds that FPR, mean TPR, and how many draws could not be fitted (too few labelled rows of a class).
 
     python -m bench.quality.labels --runs RUNS --calibrations DIR --n 25 50 100 200 --draws 20
+    python -m bench.quality.labels --plot curve.png TABLE.md ...        # the curve of printed tables
 
 where RUNS holds ``<set>-k<K>/results.jsonl`` (with ``settings.json``) as for ``bench.quality.transfer``.
 """
@@ -30,7 +31,7 @@ from bench.verdicts import labelled_rows, model_of, soft_ece, with_members
 from blackbox_wd.calibration.combine import CrossValidation, operating_point
 from blackbox_wd.calibration.fit import fit_files
 from blackbox_wd.calibration.model import Calibration
-from blackbox_wd.calibration.recalibrate import MIN_CLASS, fit_map, log_interval, log_point, mapped_head
+from blackbox_wd.calibration.recalibrate import MIN_CLASS, fit_map, mapped_head
 from blackbox_wd.calibration.suggest import spread_picks
 from blackbox_wd.errors import BBWDError
 
@@ -107,21 +108,16 @@ def outcome(
 
 
 def refit_map(s: SetRows, labelled: np.ndarray, mode: str) -> dict[str, float]:
-    """``prior-labelled``, ``prior-log``, ``map-labelled`` or ``map-log`` on the labelled rows (as ``recalibrate``
-    fits it: the map, then the threshold on the labelled rows or over the whole set), measured on the others."""
-    how, threshold = mode.split("-")
+    """``prior`` or ``map`` on the labelled rows (as ``recalibrate`` fits it: the map, then the threshold on the
+    labelled rows), measured on the others."""
     e = s.entries(labelled)
     p0 = probabilities(s, s.heads)
     y, w = s.y[e], s.w[e]
     for c in (0, 1):
         if np.sum(w[y == c]) < MIN_CLASS:
             raise BBWDError("too few of a class")
-    a, b = fit_map(p0[s.of[e]], y, w, how)
+    a, b = fit_map(p0[s.of[e]], y, w, mode)
     p = probabilities(s, [mapped_head(h, a, b) for h in s.heads])
-    if threshold == "log":
-        h = np.array([r["y"] if on else np.nan for r, on in zip(s.rows, labelled, strict=True)])
-        point = log_point(p, h, TARGET_FPR)
-        return outcome(s, p, p >= point.threshold, log_interval(p0, h, how, point.threshold), labelled)
     point = operating_point(y, p[s.of[e]], w, TARGET_FPR)
     return outcome(s, p, p >= point.threshold, point.fpr_interval, labelled)
 
@@ -141,10 +137,64 @@ def refit_full(s: SetRows, labelled: np.ndarray, run: Path, k: int) -> dict[str,
     return outcome(s, p, flag, cal.operating_point.fpr_interval, labelled)
 
 
+def read_tables(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    """The rows of this study's printed tables (a row without draws fitted left out)."""
+    out = []
+    for path in paths:
+        for line in path.read_text().splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 10 and cells[1].isdigit() and cells[5]:
+                out.append(
+                    {
+                        "set": cells[0],
+                        "n": int(cells[1]),
+                        "pick": cells[2],
+                        "mode": cells[3],
+                        "ece": float(cells[5]),
+                        "near": float(cells[6].rstrip("%")) / 100,
+                        "covered": float(cells[7].rstrip("%")) / 100,
+                    }
+                )
+    return out
+
+
+def plot_curve(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    """The learning curve: over the sets measured at every N (those with enough rows), the mean ECE and the share of
+    draws whose FPR is within 0.05 of the target, per pick and refit."""
+    from matplotlib.figure import Figure
+
+    grid = sorted({r["n"] for r in rows})
+    sets = [s for s in dict.fromkeys(r["set"] for r in rows) if {r["n"] for r in rows if r["set"] == s} == set(grid)]
+    rows = [r for r in rows if r["set"] in sets]
+    fig = Figure(figsize=(9, 3.8))
+    ece_ax, near_ax = fig.subplots(1, 2)
+    curves = sorted({(r["pick"], r["mode"]) for r in rows})
+    for pick, mode in curves:
+        ns = sorted({r["n"] for r in rows if (r["pick"], r["mode"]) == (pick, mode)})
+        at = [[r for r in rows if (r["pick"], r["mode"], r["n"]) == (pick, mode, n)] for n in ns]
+        style = "-" if pick == "random" else "--"
+        label = f"{mode}, {pick}"
+        ece_ax.plot(ns, [np.mean([r["ece"] for r in a]) for a in at], style, marker="o", markersize=3, label=label)
+        near_ax.plot(ns, [np.mean([r["near"] for r in a]) for a in at], style, marker="o", markersize=3, label=label)
+    ece_ax.axhline(0.06, color="grey", linestyle=":", linewidth=1)
+    near_ax.axhline(0.8, color="grey", linestyle=":", linewidth=1)
+    for ax, title in ((ece_ax, "mean ECE on the rows not labelled"), (near_ax, "share of draws with FPR 0.10 +- 0.05")):
+        ax.set_xscale("log")
+        ax.set_xticks(grid, [str(n) for n in grid])
+        ax.minorticks_off()
+        ax.set_xlabel("labelled rows N")
+        ax.set_title(title, fontsize="small")
+    fig.suptitle(f"over {len(sets)} sets: {', '.join(sets)}", fontsize="x-small")
+    near_ax.legend(fontsize="x-small", loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=Path, required=True)
-    ap.add_argument("--calibrations", type=Path, required=True, help="the leave-one-model-out fits (transfer --save)")
+    ap.add_argument("--plot", type=Path, nargs="+", default=None, help="OUT.png TABLE...: draw the curve of tables")
+    ap.add_argument("--runs", type=Path)
+    ap.add_argument("--calibrations", type=Path, help="the leave-one-model-out fits (transfer --save)")
     ap.add_argument("--combiner", default="mean")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--n", type=int, nargs="+", default=[25, 50, 60, 100, 200, 400])
@@ -153,6 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--modes", nargs="+", default=["prior-labelled", "prior-log", "map-labelled", "map-log", "full"])
     ap.add_argument("--sets", nargs="*", default=None, help="only these sets (default: every set at --k)")
     args = ap.parse_args(argv)
+    if args.plot:
+        plot_curve(read_tables(args.plot[1:]), args.plot[0])
+        print(f"wrote {args.plot[0]}")
+        return 0
+    if args.runs is None or args.calibrations is None:
+        ap.error("--runs and --calibrations are required (or --plot)")
     runs = {d.name.rsplit("-k", 1)[0]: d / "results.jsonl" for d in sorted(args.runs.glob(f"*-k{args.k}"))}
     print(
         "| set | N | picks | mode | draws fitted | ECE | FPR within 0.05 of 0.10 | interval holds the FPR | FPR | "

@@ -26,8 +26,7 @@ from blackbox_wd.errors import BBWDError
 
 REFITS = ("auto", "map", "prior", "full")
 FULL_FROM = 200  # labelled prompts from which ``auto`` fits every head (the learning curve)
-FEW = "map"  # below it, ``auto`` refits this much of the calibration that judged the rows ...
-THRESHOLD = "log"  # ... with its threshold chosen there (``recalibrate.THRESHOLDS``)
+FEW = "prior"  # below it, ``auto`` refits this much of the calibration that judged the rows
 
 
 def calibrate(
@@ -87,14 +86,14 @@ def calibrate(
         point = fitted.calibration.operating_point
         return (
             f"wrote {output}, {paths['report']}, {paths['reliability']}: full fit on {skipped}; "
-            f"{report.summary_line(fitted)}; {interval_line(point, rows.answers.y, rows.answers.w, n)}"
+            f"{report.summary_line(fitted)}; {interval_line(point, rows.answers.y, rows.answers.w)}"
         )
     if rows.stages:
         raise BBWDError(
             f"--refit {mode} refits the rows of one sample count; these have K = "
             f"{', '.join(map(str, sorted({rows.k or 0, *rows.stages})))}: label rows of one run, or --refit full"
         )
-    judged, labels, others, k = rows_at_k(results, label, rows.k)
+    judged, labels, k = labelled_at_k(results, label, rows.k)
     cal = recalibrate.recalibrate(
         base_calibration(base, settings, judged),
         judged,
@@ -102,8 +101,6 @@ def calibrate(
         settings,
         k=k,
         mode=mode,
-        threshold=THRESHOLD,
-        unlabelled=others,
         target_fpr=target_fpr,
         source=", ".join(map(str, results)),
         label=label,
@@ -116,22 +113,16 @@ def calibrate(
     return (
         f"wrote {output}: {on.refit} on {skipped}, base rate {on.base_rate:.3f}, "
         f"p' = expit({on.cv['slope']:.3f} logit p {on.cv['intercept']:+.3f}); threshold {point.threshold:.4f}: "
-        f"{interval_line(point, rows.answers.y, rows.answers.w, n)}, TPR {point.tpr:.3f}"
+        f"{interval_line(point, rows.answers.y, rows.answers.w)}, TPR {point.tpr:.3f}"
     )
 
 
-def interval_line(point: OperatingPoint, y: np.ndarray, w: np.ndarray, labelled: int) -> str:
+def interval_line(point: OperatingPoint, y: np.ndarray, w: np.ndarray) -> str:
     """The threshold's FPR with its interval and how many more labels would halve it, e.g. 'FPR 0.096 [0.050, 0.170]
     (95%, exact binomial) on 52 correct rows; about 150 more labelled rows halve the interval'."""
     if point.fpr_interval is None or point.negatives is None:
         return f"FPR {point.fpr:.3f}"
     lo, hi = point.fpr_interval
-    if point.rule == "target_fpr_log":  # a bootstrap interval of the map: its width falls as 1 / sqrt(labels)
-        return (
-            f"FPR {point.fpr:.3f} [{lo:.3f}, {hi:.3f}] (95%, bootstrap of the labelled rows) over the log's "
-            f"{point.negatives:.0f} correct rows (labelled, or as the map estimates them); about "
-            f"{3 * labelled} more labelled rows halve the interval"
-        )
     share = float(np.sum(w * (y == 0)) / np.sum(w)) if np.sum(w) else 0.0
     more = combine.labels_to_halve(point.fpr * point.negatives, point.negatives, share)
     return (
@@ -140,25 +131,18 @@ def interval_line(point: OperatingPoint, y: np.ndarray, w: np.ndarray, labelled:
     )
 
 
-def rows_at_k(
-    results: Sequence[Path], label: str, k: int | None
-) -> tuple[list[dict[str, Any]], list[float], list[dict[str, Any]], int]:
-    """The rows of ``results`` scored on ``k`` samples (no error): those with a label, their labels, those without,
-    and that K."""
-    rows, labels, others = [], [], []
+def labelled_at_k(results: Sequence[Path], label: str, k: int | None) -> tuple[list[dict[str, Any]], list[float], int]:
+    """The labelled rows of ``results`` scored on ``k`` samples (no error), their labels, and that K."""
+    rows, labels = [], []
     for path, n, row in fit.read_rows(results):
-        if row.get("error") is not None:
-            continue
         where = f"{path} line {n}"
-        if k is not None and fit.row_k(row, where) not in (k, 0):
+        if row.get("error") is not None or (k is not None and fit.row_k(row, where) not in (k, 0)):
             continue
         y = fit.row_label(row, label, where)
-        if y is None:
-            others.append(row)
-        else:
+        if y is not None:
             rows.append(row)
             labels.append(y)
-    return rows, labels, others, int(k or fit.row_k(rows[0], str(results[0])))
+    return rows, labels, int(k or fit.row_k(rows[0], str(results[0])))
 
 
 def base_calibration(path: Path | None, settings: dict[str, Any], rows: Sequence[dict[str, Any]]) -> Calibration:

@@ -72,6 +72,7 @@ from blackbox_wd.eval.data import PASSAGE_LABELS
 from blackbox_wd.settings import LATER_FIELDS, fingerprint
 
 ECE_BINS = 10
+MAIN_SHARE = 0.9  # the main K: the largest with at least this share of the labelled prompts of the K with the most
 # the sentence head's combiner, chosen on WikiBio by grouped cross-validation (bench/RESULTS.md, "The combined
 # verdict": the mean of its NonFact and Factual AUC-PR); the answer heads' is ``combine.COMBINER``
 SENTENCE_COMBINER = "mean"
@@ -98,7 +99,7 @@ class Labelled:
     short_only: tuple[str, ...] = ()  # of SHORT_ONLY: left missing on the passages, when some rows are passages
     # each answer's sentences, by its prompt: of the main K (key None) and of each other k
     answer_sentences: dict[int | None, dict[str, list[Any]]] = field(default_factory=dict)
-    k: int | None = None  # the main K: the sample count of the most labelled prompts (of two, the larger)
+    k: int | None = None  # the main K: the largest sample count of nearly the most labelled prompts
     fingerprints: dict[int, str | None] = field(default_factory=dict)  # each sample count's rows' fingerprint
     claims: Table | None = None  # the main K's labelled claims (``claim_table``), one row each
     settings: dict[str, Any] | None = None  # the reported settings the main K's rows carry (batch rows), if any
@@ -164,7 +165,8 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     with an ``error`` or no label are skipped and counted, a K whose rows mix settings fingerprints refused, a row
     without AvgWD or EigenWD > 0 refused by its line.
 
-    The main K is the sample count of the most labelled prompts (of two, the larger): its rows are ``answers``, each
+    The main K is the largest sample count of nearly the most labelled prompts (``MAIN_SHARE``: a record with fewer
+    samples than a K is an error at that K alone, so a large K may lose a few): its rows are ``answers``, each
     other K's are ``stages[k]``. A prompt is its row's ``source`` and ``id``, so that its rows at each K are one
     group (every fold keeps them on one side).
     """
@@ -191,7 +193,8 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
             f"{' or '.join(map(repr, PASSAGE_LABELS))} ({unlabelled} without, {errors} with an error): choose the "
             "label with --label"
         )
-    main = max(by_k, key=lambda k: (len(by_k[k]), k))
+    most = max(map(len, by_k.values()))
+    main = max(k for k, rows in by_k.items() if len(rows) >= MAIN_SHARE * most)
     fingerprints: dict[int, str | None] = {}
     tables: dict[int, Table] = {}
     sentences_of: dict[int | None, dict[str, list[Any]]] = {}
@@ -474,10 +477,16 @@ def fit_calibration(
 
 def fit_heads(t: Table, sets: Sequence[Sequence[str]], cv: CrossValidation) -> list[HeadFit]:
     """The heads over every row (``sets``, most members first), then those of each kind of answer with rows enough
-    (``combine.kinds_to_fit``), each set less the members its kind's rows lack, fitted on that kind's rows alone."""
+    (``combine.kinds_to_fit``), each set less the members its kind's rows lack, fitted on that kind's rows alone; a
+    kind's head whose rows a head over every row already holds alone (a short-answer member's) is that head."""
     general = [fit_head(t, head, cv) for head in sets]
-    own = [fit_head(t, head, cv, kind=kind) for kind in kinds_to_fit(t, cv.folds) for head in heads_on(t, sets, kind)]
-    return general + own
+    fitted = {(h.head.members, h.rows.tobytes()) for h in general}
+    return general + [
+        fit_head(t, head, cv, kind=kind)
+        for kind in kinds_to_fit(t, cv.folds)
+        for head in heads_on(t, sets, kind)
+        if (head, (t.rows(head) & (t.kind == kind)).tobytes()) not in fitted
+    ]
 
 
 def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, Any]) -> Table:

@@ -33,7 +33,6 @@ from blackbox_wd.calibration.model import (
     FittedOn,
     Head,
     Isotonic,
-    OperatingPoint,
     Platt,
     Stage,
     calibration_fingerprint,
@@ -42,7 +41,6 @@ from blackbox_wd.calibration.model import (
 from blackbox_wd.errors import BBWDError
 
 MODES = ("prior", "map")
-THRESHOLDS = ("log", "labelled")  # where a refit's threshold is chosen (``recalibrate``)
 CLIP = 1e-4  # p is read in [CLIP, 1 - CLIP] before the logit: an isotonic head's p can be 0 or 1
 MIN_CLASS = 10  # labelled rows of each class a refit needs (a threshold at FPR 0.1 needs 10 correct rows)
 
@@ -68,8 +66,7 @@ def fit_map(p: np.ndarray, y: np.ndarray, w: np.ndarray, mode: str) -> tuple[flo
 
 def _newton(X: np.ndarray, offset: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float = 1e-6) -> np.ndarray:
     """The weighted logistic regression of y on X (with a fixed ``offset`` added to the logit; empty: none), by
-    Newton's method with a tiny ridge (scikit-learn's ``C = 1e6``): a few parameters, fitted in microseconds, so that
-    the bootstrap of ``log_interval`` refits it hundreds of times."""
+    Newton's method with a tiny ridge (scikit-learn's ``C = 1e6``): one or two parameters, fitted in microseconds."""
     theta = np.zeros(X.shape[1])
     off = offset if offset.size else 0.0
     for _ in range(100):
@@ -85,7 +82,11 @@ def _newton(X: np.ndarray, offset: np.ndarray, y: np.ndarray, w: np.ndarray, rid
 
 def entries(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row of each entry, y, w): a label h strictly between 0 and 1 as two entries, 1 of weight h and 0 of weight
-    1 - h (as ``combine.table_from`` counts it); a NaN label (a row not labelled) as none."""
+    1 - h (as ``combine.table_from`` counts it); a NaN label (a row not labelled) as none.
+
+    >>> [v.tolist() for v in entries(np.array([1.0, 0.25, np.nan]))]
+    [[0, 1, 1], [1, 1, 0], [1.0, 0.25, 0.75]]
+    """
     h = np.asarray(labels, dtype=float)
     known = np.isfinite(h)
     soft = known & (h > 0) & (h < 1)
@@ -93,56 +94,6 @@ def entries(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     y = np.concatenate([np.where(soft, 1.0, h)[known], np.zeros(int(soft.sum()))]).astype(int)
     w = np.concatenate([np.where(soft, h, 1.0)[known], 1.0 - h[soft]])
     return of, y, w
-
-
-def log_point(p: np.ndarray, labels: np.ndarray, target_fpr: float) -> OperatingPoint:
-    """The threshold whose FPR over the whole log is at most ``target_fpr``: a labelled row counts its label h (1 - h
-    correct), a row not labelled (NaN) 1 - p correct, p its refitted p (the map's estimate of the log's correct
-    answers); the smallest such threshold among the rows' p.
-
-    >>> log_point(np.array([0.9, 0.8, 0.2, 0.1]), np.array([np.nan, 0.0, np.nan, 0.0]), 0.1).threshold
-    0.9
-    """
-    h = np.asarray(labels, dtype=float)
-    q = np.where(np.isfinite(h), 1 - h, 1 - p)  # correct
-    r = np.where(np.isfinite(h), h, p)  # hallucinated
-    order = np.argsort(-p, kind="stable")
-    values = p[order]
-    fpr_at = np.cumsum(q[order]) / q.sum()
-    last = np.r_[values[1:] != values[:-1], True]  # a threshold flags every row at or above it: ties together
-    ok = np.flatnonzero(last & (fpr_at <= target_fpr))
-    threshold = float(values[ok[-1]]) if ok.size else 1.0
-    flagged = p >= threshold
-    fp, tp = float(q[flagged].sum()), float(r[flagged].sum())
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / r.sum() if r.sum() else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return OperatingPoint(
-        "target_fpr_log", target_fpr, threshold, fp / q.sum(), recall, precision, f1, negatives=float(q.sum())
-    )
-
-
-def log_interval(
-    p0: np.ndarray, labels: np.ndarray, mode: str, threshold: float, draws: int = 200, seed: int = 0
-) -> tuple[float, float]:
-    """The 2.5 and 97.5 percentiles, over ``draws`` bootstrap resamples of the labelled rows (each refitting the map
-    on the rows' base p ``p0``), of the FPR over the log at ``threshold`` (``log_point``'s estimate)."""
-    h = np.asarray(labels, dtype=float)
-    labelled = np.flatnonzero(np.isfinite(h))
-    x = logit(np.clip(p0, CLIP, 1 - CLIP))
-    rng = np.random.default_rng(seed)
-    fprs = []
-    for _ in range(draws):
-        pick = labelled[rng.integers(0, labelled.size, labelled.size)]
-        of, y, w = entries(h[pick])
-        if np.unique(y).size < 2:
-            continue
-        a, b = fit_map(p0[pick][of], y, w, mode)
-        p = expit(a * x + b)
-        q = np.where(np.isfinite(h), 1 - h, 1 - p)
-        fprs.append(float(q[p >= threshold].sum() / q.sum()))
-    lo, hi = np.percentile(fprs, [2.5, 97.5]) if fprs else (0.0, 1.0)
-    return float(lo), float(hi)
 
 
 def mapped_head(head: Head, a: float, b: float, threshold: float | None = None) -> Head:
@@ -173,9 +124,7 @@ def recalibrate(
     settings: Mapping[str, Any],
     *,
     k: int,
-    mode: str = "map",
-    threshold: str = "log",
-    unlabelled: Sequence[Mapping[str, Any]] = (),
+    mode: str = "prior",
     target_fpr: float = 0.1,
     source: str = "",
     label: str = "label",
@@ -198,14 +147,9 @@ def recalibrate(
         The rows' sample count: the heads of ``base.fitted_k(k)`` get the threshold chosen on the rows.
     mode : {"prior", "map"}
         b alone, or a and b (``fit_map``).
-    threshold : {"log", "labelled"}
-        Where the threshold's FPR is measured: over the whole log (``log_point``: the labelled rows' labels and the
-        map's p of the others; its interval by bootstrap, ``log_interval``), or on the labelled rows alone (its
-        interval exact binomial, ``combine.fpr_interval``).
-    unlabelled : sequence of mapping
-        The log's rows without a label, scored on ``k`` samples (``threshold="log"`` counts them).
     target_fpr : float
-        The threshold is the smallest whose FPR is at most this.
+        The threshold is the smallest whose FPR on the labelled rows is at most this (its interval exact binomial,
+        ``combine.fpr_interval``).
     source, label : str
         The labelled files and the label's field, as stored.
     data : mapping of str to int or None
@@ -215,11 +159,7 @@ def recalibrate(
     -------
     Calibration
     """
-    if threshold not in THRESHOLDS:
-        raise BBWDError(f"unknown threshold rule '{threshold}': use one of {', '.join(THRESHOLDS)}")
-    h = np.concatenate([np.asarray(labels, dtype=float), np.full(len(unlabelled), np.nan)])
-    every = [*rows, *unlabelled]
-    of, y, w = entries(h)
+    of, y, w = entries(np.asarray(labels, dtype=float))
     for c in (0, 1):
         if float(np.sum(w[y == c])) < MIN_CLASS:
             raise BBWDError(
@@ -227,8 +167,7 @@ def recalibrate(
                 f"{MIN_CLASS} of each class"
             )
     fitted = base.fitted_k(k)
-    p0 = np.array([base.verdict(r, k=k).p_fitted for r in every])
-    p = p0[of]
+    p = np.array([base.verdict(r, k=k).p_fitted for r in rows])[of]
     a, b = fit_map(p, y, w, mode)
     own = fitted == base.k
     heads = tuple(mapped_head(h, a, b) for h in base.heads)
@@ -236,13 +175,8 @@ def recalibrate(
         Stage(s.k, tuple(mapped_head(h, a, b) for h in s.heads), mapped_settle(s.settle, a, b)) for s in base.stages
     )
     draft = replace(base, model=heads[0].model, more_heads=heads[1:], stages=stages)
-    p_all = np.array([draft.verdict(r, k=k).p_fitted for r in every])
-    p_new = p_all[of]
-    if threshold == "log":
-        point = log_point(p_all, h, target_fpr)
-        point = replace(point, fpr_interval=log_interval(p0, h, mode, point.threshold))
-    else:
-        point = replace(operating_point(y, p_new, w, target_fpr), rule="target_fpr_labelled")
+    p_new = np.array([draft.verdict(r, k=k).p_fitted for r in rows])[of]
+    point = replace(operating_point(y, p_new, w, target_fpr), rule="target_fpr_labelled")
     if own:
         heads = tuple(Head(h.model, point) for h in heads)
     else:
@@ -272,7 +206,7 @@ def recalibrate(
         sentence_n=base.fitted_on.sentence_n,
         claim_base_rate=base.fitted_on.claim_base_rate,
         claim_n=base.fitted_on.claim_n,
-        refit=f"{mode} of {base.origin or 'a calibration'} ({base.id}), threshold on the {threshold}",
+        refit=f"{mode} of {base.origin or 'a calibration'} ({base.id})",
     )
     return replace(
         base,
