@@ -16,8 +16,8 @@ A calibration holds one or more **heads**, each such a model over its own member
 most members first: a result is judged by the first head whose members it has (a result without a judged
 answer has no AnswerWD, a target without log-probs no LNE; a calibration fitted on passages reads the members
 defined for short answers only, ``SHORT_ONLY``, as missing on a passage), and says which members it used. A head may
-be of one **kind** of answer (``KINDS``: a short answer or a passage, ``answer_kind``), fitted on that kind's answers
-alone: a result is judged by the heads of its kind first, then by
+be of one **kind** of answer (``KINDS``: a phrase, a sentence or a passage, ``answer_kind``), fitted on that kind's
+answers alone: a result is judged by the heads of its kind first, then by
 those of every kind (the first head is one of those). The first calibrations (format 1) hold one head over [AvgWD,
 ln EigenWD]; they still load and apply. A **sentence** head, when present, gives each sentence of a judged answer
 its own p and flag from its OT score and its lexical surprise (``SENTENCE_MEMBERS``), and the answer the member
@@ -89,8 +89,9 @@ CLAIM_MEMBERS = ("avg_wd", "score")
 # sample. A calibration fitted on passages reads them as missing on a passage (``is_passage``).
 SHORT_ONLY = ("log_eigen_wd", "es", "er", "answer_disagreement")
 PASSAGE_TOKENS = 128  # a passage: the median sample has at least this many tokens
+PHRASE_TOKENS = 8  # a phrase (a name, a number): the median sample has fewer tokens than this
 # The kinds of answer a calibration may have heads of its own for (``answer_kind``)
-KINDS = ("short", "passage")
+KINDS = ("phrase", "sentence", "passage")
 CALIBRATORS = ("isotonic", "platt")
 # The readable settings a calibration covers: what changes a score, less the seed and the prompt
 # protocol (the protocol says where it was fitted, ``FittedOn.protocol``; a scored prompt has none).
@@ -171,12 +172,18 @@ def is_passage(result: Any, k: int | None = None) -> bool:
 
 
 def answer_kind(result: Any, k: int | None = None) -> str:
-    """A result's kind of answer (``KINDS``): "passage" (``is_passage``: of its first ``k`` samples) or "short".
+    """A result's kind of answer (``KINDS``), by the median token count of its (first ``k``) samples: "passage"
+    (``is_passage``), "sentence", or "phrase" (fewer than ``PHRASE_TOKENS``: a name, a number).
 
-    >>> answer_kind({"token_counts": [3, 130, 200]}), answer_kind({"token_counts": [3, 130, 200]}, k=1)
-    ('passage', 'short')
+    >>> answer_kind({"token_counts": [3, 130, 200]}), answer_kind({"token_counts": [3, 30, 200]}, k=2)
+    ('passage', 'sentence')
+    >>> answer_kind({"token_counts": [3, 130, 200]}, k=1)
+    'phrase'
     """
-    return "passage" if is_passage(result, k) else "short"
+    if is_passage(result, k):
+        return "passage"
+    counts = list(_field(result, "token_counts") or [])[:k]
+    return "sentence" if counts and float(np.median(counts)) >= PHRASE_TOKENS else "phrase"
 
 
 def shift_prior(p: float, fitted: float, stated: float) -> float:
