@@ -272,13 +272,15 @@ def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
     assert cal.fitted_on.n == 11477 and cal.k == 10  # K = 10: every prompt but the 13 short of 10 samples
     assert 0.55 < cal.fitted_on.base_rate < 0.65 and cal.sentence is not None and cal.fitted_on.sentence_n == 959
     assert cal.ks == (3, 5, 10, 20)  # every K, one file
-    # the answer's disagreement is a short-answer member; heads of their own for short answers and for passages
+    # the answer's disagreement is a short-answer member; heads of their own for phrases, sentences and passages
     assert "answer_disagreement" in cal.model.features and "answer_disagreement" in cal.short_only
-    assert {h.kind for h in cal.heads} == {None, "short", "passage"}
+    assert {h.kind for h in cal.heads} == {None, "phrase", "sentence", "passage"}
     passage = [h for h in cal.heads if h.kind == "passage"]
     assert passage[0].members[0] == "avg_wd" and not set(passage[0].members) & set(cal.short_only)
-    # every answer head's threshold is chosen leave-one-set-out: each kind holds three sets that can measure an FPR
-    assert all(h.operating_point.rule == "target_fpr_by_set" for h in cal.heads)
+    # a threshold is chosen leave-one-set-out where three of its sets can measure an FPR: not the sentences' (SAC3)
+    for head in cal.heads:
+        by_set = head.kind != "sentence"
+        assert head.operating_point.rule == ("target_fpr_by_set" if by_set else "target_fpr"), head
     assert all(s.settle.below > 0 for s in cal.stages if s.k < cal.k)  # -k auto stops at 3 and 5 up to K = 10
     cal.check({**run, "k": 20})
     cal.check({**run, "stop": "settle"})
