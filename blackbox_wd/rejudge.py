@@ -43,12 +43,12 @@ class Rejudged:
 def is_scored(path: Path) -> bool:
     """True when the first JSON line of ``path`` is a row that ``bbwd batch`` wrote (``SCORED``): its scores, not a
     log record to score."""
-    with path.open(encoding="utf-8") as f:
+    with path.open("rb") as f:  # bytes: a bad line further on is the log's to report, not this check's
         for line in f:
             if line.strip():
                 try:
                     row = json.loads(line)
-                except ValueError:
+                except ValueError:  # UnicodeDecodeError included
                     return False
                 return isinstance(row, dict) and all(key in row for key in SCORED)
     return False

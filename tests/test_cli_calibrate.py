@@ -79,10 +79,22 @@ def test_calibrate_writes_the_calibration_and_its_report(tmp_path, capsys):
     (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
     out = tmp_path / "cal.json"
     code, _, err = bbwd(
-        capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out), "--folds", "4"
+        capsys,
+        "calibrate",
+        str(tmp_path / "results.jsonl"),
+        "--label",
+        "label_em",
+        "-o",
+        str(out),
+        "--folds",
+        "4",
+        "--refit",
+        "full",  # 120 labelled prompts: below FULL_FROM, auto would refit the shipped file's map
     )
     assert code == 0, err
-    assert err.startswith(f"wrote {out}, {tmp_path / 'cal.md'}, {tmp_path / 'cal.reliability.png'}: n=120")
+    assert err.startswith(
+        f"wrote {out}, {tmp_path / 'cal.md'}, {tmp_path / 'cal.reliability.png'}: full fit on 120 labelled prompts"
+    )
     assert re.search(r"1 heads applied of 1 fitted, the first over [a-z_, ]+: CV AUROC 0\.", err), err
     cal = Calibration.load(out)
     assert cal.fitted_on.n == 120 and cal.fitted_on.label == "label_em" and cal.fitted_on.folds == 4
@@ -110,6 +122,7 @@ def test_calibrate_combiner_sets_the_answer_heads_weights(tmp_path, capsys, comb
     (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
     out = tmp_path / "cal.json"
     args = ["calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out), "--folds", "4"]
+    args += ["--refit", "full"]
     code, _, err = bbwd(capsys, *args, *(["--combiner", combiner] if combiner else []))
     assert code == 0, err
     coef = Calibration.load(out).model.coef
@@ -125,7 +138,7 @@ def test_calibrate_combiner_sets_the_answer_heads_weights(tmp_path, capsys, comb
             "(30 without, 0 with an error)",
         ),
         (
-            ["--folds", "7"],
+            ["--folds", "7", "--refit", "full"],
             "error: the rows with avg_wd, log_eigen_wd have 13 prompts labelled 1; 7-fold cross-validation needs "
             "at least 14",
         ),
@@ -181,6 +194,8 @@ def test_calibrate_stores_and_prints_who_drew_the_samples(tmp_path, capsys):
         "4",
         "--samples",
         SAMPLES,
+        "--refit",
+        "full",
     )
     assert code == 0, err
     assert json.loads(out.read_text())["fitted_on"]["samples"] == SAMPLES
@@ -320,9 +335,11 @@ def z_by_hand(model: dict, x: list[float]) -> float:
     return sum(c * (v - mu) / s for c, v, mu, s in terms) + model["intercept"]
 
 
-def by_hand(body: dict, result: dict) -> float:
-    """p from a calibration file: the first head whose members the result has (ln for EigenWD; with a judged
-    answer, its members and the mean of its sentences' z under the sentence head), through the Platt calibrator."""
+def by_hand(body: dict, result: dict) -> tuple[float, float]:
+    """p from a calibration file: the first head of the result's kind of answer (a phrase under 8 tokens, a sentence,
+    a passage from 128, by the samples' median token count), else of every kind, whose members the result has (ln for
+    EigenWD; with a judged answer, its members and the mean of its sentences' z under the sentence head), through
+    the Platt calibrator: (p, that head's threshold)."""
     values = {
         "avg_wd": result["avg_wd"],
         "log_eigen_wd": math.log(result["eigen_wd"]),
@@ -330,19 +347,22 @@ def by_hand(body: dict, result: dict) -> float:
         **result["baselines"],
     }
     if result.get("sentences"):
-        values |= {name: result[name] for name in ("answer_wd", "sentence_wd", "answer_unigram")}
+        values |= {n: result[n] for n in ("answer_wd", "sentence_wd", "answer_unigram", "answer_disagreement")}
         s = body["sentence"]["model"]
         values["sentence_verdict"] = sum(z_by_hand(s, [x["score"], x["unigram"]]) for x in result["sentences"]) / len(
             result["sentences"]
         )
-    for head in [body, *body["more_heads"]]:
+    median = float(np.median(result["token_counts"]))
+    kind = "passage" if median >= 128 else "sentence" if median >= 8 else "phrase"
+    heads = [body, *body["more_heads"]]
+    for head in [h for h in heads if h.get("kind") == kind] + [h for h in heads if h.get("kind") is None]:
         m = head["model"]
         if all(f in values for f in m["features"]):
             break
     assert m["features"] == result["calibration"]["members"]
     z = z_by_hand(m, [values[f] for f in m["features"]])
     assert m["calibrator"]["method"] == "platt"  # what this computes
-    return 1 / (1 + math.exp(m["calibrator"]["a"] * z + m["calibrator"]["b"]))
+    return 1 / (1 + math.exp(m["calibrator"]["a"] * z + m["calibrator"]["b"])), head["operating_point"]["threshold"]
 
 
 @pytest.mark.slow
@@ -383,7 +403,7 @@ def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkey
     assert answered[0] == 0, answered[2]
     judged = json.loads(answered[1])  # the first head: every member, the answer's and its sentences' verdicts too
     assert "sentence_verdict" in judged["calibration"]["members"] and len(judged["sentences"]) == 2
-    assert judged["p_hallucination"] == pytest.approx(by_hand(body, judged), rel=1e-12, abs=1e-12)
+    assert judged["p_hallucination"] == pytest.approx(by_hand(body, judged)[0], rel=1e-12, abs=1e-12)
     assert all(0 < s["p_hallucination"] < 1 for s in judged["sentences"])
     assert code == 0, err
     result = json.loads(out)
@@ -391,16 +411,18 @@ def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkey
     assert not result["settings"]["white_box"] and len(result["responses"]) == 10
     assert set(result["responses"]) == recorded
     p = result["p_hallucination"]
-    assert p == pytest.approx(by_hand(body, result), rel=1e-12, abs=1e-12)
-    assert 0 < p < 1 and result["flag"] == (p >= body["operating_point"]["threshold"])
+    p_by_hand, threshold = by_hand(body, result)
+    assert p == pytest.approx(p_by_hand, rel=1e-12, abs=1e-12) and 0 < p < 1 and result["flag"] == (p >= threshold)
     assert result["calibration"]["origin"] == "embedded smollm2-135m.api.json"
-    assert result["calibration"]["id"] == Calibration.load(SHIPPED_API).id and result["calibration"]["n"] == 744
+    assert result["calibration"]["id"] == Calibration.load(SHIPPED_API).id and result["calibration"]["n"] == 11477
     assert len(err.strip().splitlines()) == 1 and err.startswith(
         "note: calibration embedded smollm2-135m.api.json was fitted on recorded samples (gpt-3.5-turbo (SAC3 "
-        "NQ-open; FActScore bios, PopQA entities), text-davinci-003 (WikiBio) and Llama-3-70B-Instruct (FActScore, "
-        "PopQA) at T=0.7-1.0, recorded in the data; sac3_nq_open (250), wikibio_gpt3 (119), gbu_factscore_gpt35 "
-        "(100), gbu_factscore_llama3_70b (88), gbu_popqa_gpt35 (93), gbu_popqa_llama3_70b (94)); this run: target "
-        "\"smollm2-135m\", endpoint "
+        "NQ-open; FActScore bios, PopQA entities), text-davinci-003 (WikiBio), Llama-3-70B-Instruct (FActScore, "
+        "PopQA), Llama-3.1-8B-Instruct and Mistral-7B-Instruct-v0.3 (TriviaQA, SciQ, math word problems) at "
+        "T=0.7-1.0, recorded in the data; sac3_nq_open (250), wikibio_gpt3 (119), gbu_factscore_gpt35 (100), "
+        "gbu_factscore_llama3_70b (88), gbu_popqa_gpt35 (93), gbu_popqa_llama3_70b (94), kk_llama31_8b_triviaqa "
+        "(1398), kk_llama31_8b_sciq (1398), kk_llama31_8b_math (2565), kk_mistral_7b_triviaqa (1400), "
+        "kk_mistral_7b_sciq (1400), kk_mistral_7b_math (2572)); this run: target \"smollm2-135m\", endpoint "
     ), err
     assert "temperature 0.7, top_p 1.0, max_tokens 24: its risk is a probability on that data" in err
 

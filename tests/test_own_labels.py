@@ -188,3 +188,32 @@ def test_a_platt_heads_map_is_exactly_g_of_its_p():
     expected = 1 / (1 + np.exp(-(a * np.log(p_old / (1 - p_old)) + b)))
     assert a > 0 and np.allclose(p_new, expected, rtol=1e-9, atol=1e-12)
     assert new.operating_point.rule == "target_fpr_labelled" and new.fitted_on.n == 60
+
+
+def test_a_refit_keeps_each_heads_kind_of_answer():
+    """A calibration with heads per kind of answer, refitted: each row is judged by the same head as before (a phrase
+    by the phrase head, read first), its p the map of its old p."""
+    general = ScoreModel(("avg_wd", "log_eigen_wd"), (50.0, 18.0), (20.0, 1.0), (0.5, 0.5), 0.0, Platt(-1.5, 0.3))
+    phrase = ScoreModel(("avg_wd",), (40.0,), (10.0,), (1.0,), 0.0, Platt(-2.0, 0.1))
+    point = OperatingPoint("target_fpr", 0.1, 0.7, 0.1, 0.5, 0.5, 0.5)
+    rng = np.random.default_rng(1)
+    rows = [
+        {"avg_wd": float(x), "eigen_wd": math.exp(18 + rng.normal()), "token_counts": [3 if n % 2 else 30] * 10}
+        for n, x in enumerate(rng.normal(50, 20, 60))
+    ]
+    labels = [float(r["avg_wd"] > 50) if n % 5 else float(r["avg_wd"] <= 50) for n, r in enumerate(rows)]
+    settings = {"teacher": "t", "target": "recorded", "k": 10, "layer": 1, "alpha": 0.001, "p": 0.1}
+    on = FittedOn("rows", {"set": 100}, None, "label", 100, 40, 0.4, 5, 0, {})
+    cal = Calibration(
+        general, point, calibration_fingerprint(settings), settings, on, "test",
+        more_heads=(Head(phrase, point, "phrase"),),
+    )  # fmt: skip
+    new = recalibrate(cal, rows, labels, settings, k=10, mode="map")
+    assert [h.kind for h in new.heads] == [None, "phrase"]
+    before, after = [cal.verdict(r) for r in rows], [new.verdict(r) for r in rows]
+    assert [v.members for v in after] == [v.members for v in before]
+    assert {v.members for v, r in zip(after, rows, strict=True) if r["token_counts"][0] == 3} == {("avg_wd",)}
+    a, b = new.fitted_on.cv["slope"], new.fitted_on.cv["intercept"]
+    p_old = np.array([v.p_fitted for v in before])
+    expected = 1 / (1 + np.exp(-(a * np.log(p_old / (1 - p_old)) + b)))
+    assert np.allclose([v.p_fitted for v in after], expected, rtol=1e-9, atol=1e-12)

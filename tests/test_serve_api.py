@@ -66,7 +66,16 @@ def check_verdict(bbwd: dict, fingerprint: str, answer: str | None = None) -> No
     """A complete verdict: finite scores, K, the server's fingerprint, AnswerWD and the sentences of the answer
     (spans of its text when given), no calibration fields."""
     assert set(bbwd) == {
-        *("avg_wd", "eigen_wd", "eigen_wd_fixed", "answer_wd", "sentences", "sentence_wd", "answer_unigram"),
+        *(
+            "avg_wd",
+            "eigen_wd",
+            "eigen_wd_fixed",
+            "answer_wd",
+            "sentences",
+            "sentence_wd",
+            "answer_unigram",
+            "answer_disagreement",
+        ),
         *("baselines", "k", "target_tokens", "fingerprint"),
     }
     assert bbwd["target_tokens"] > 0  # the target's tokens for the K samples

@@ -64,6 +64,8 @@ def calibrate(
     """
     if refit not in REFITS:
         raise BBWDError(f"unknown --refit '{refit}': use one of {', '.join(REFITS)}")
+    if combiner is not None and combiner not in combine.COMBINERS:
+        raise BBWDError(f"unknown combiner '{combiner}': use one of {', '.join(combine.COMBINERS)}")
     rows = fit.read_labelled(results, label)
     settings = fit.read_settings(results[0], settings_from, rows.fingerprint, rows.k, rows.settings)
     n = len(set(rows.answers.groups.tolist()))
@@ -93,7 +95,7 @@ def calibrate(
             f"--refit {mode} refits the rows of one sample count; these have K = "
             f"{', '.join(map(str, sorted({rows.k or 0, *rows.stages})))}: label rows of one run, or --refit full"
         )
-    judged, labels, k = labelled_at_k(results, label, rows.k)
+    judged, labels, k = labelled_at_k(results, label, rows.k or int(settings["k"]))
     cal = recalibrate.recalibrate(
         base_calibration(base, settings, judged),
         judged,
@@ -105,6 +107,7 @@ def calibrate(
         source=", ".join(map(str, results)),
         label=label,
         data=rows.data,
+        samples=samples,
     )
     cal.save(output)
     stage = cal.stage(k)

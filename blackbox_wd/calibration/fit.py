@@ -478,14 +478,16 @@ def fit_calibration(
 def fit_heads(t: Table, sets: Sequence[Sequence[str]], cv: CrossValidation) -> list[HeadFit]:
     """The heads over every row (``sets``, most members first), then those of each kind of answer with rows enough
     (``combine.kinds_to_fit``), each set less the members its kind's rows lack, fitted on that kind's rows alone; a
-    kind's head whose rows a head over every row already holds alone (a short-answer member's) is that head."""
+    kind's head whose rows a head over every row already holds alone (a short-answer member's) is that head, not
+    fitted twice but kept in the kind's order (so a kind's later head with fewer members never judges first)."""
     general = [fit_head(t, head, cv) for head in sets]
-    fitted = {(h.head.members, h.rows.tobytes()) for h in general}
+    fitted = {(h.head.members, h.rows.tobytes()): h for h in general}
     return general + [
-        fit_head(t, head, cv, kind=kind)
+        replace(same, head=replace(same.head, kind=kind))
+        if (same := fitted.get((head, (t.rows(head) & (t.kind == kind)).tobytes()))) is not None
+        else fit_head(t, head, cv, kind=kind)
         for kind in kinds_to_fit(t, cv.folds)
         for head in heads_on(t, sets, kind)
-        if (head, (t.rows(head) & (t.kind == kind)).tobytes()) not in fitted
     ]
 
 

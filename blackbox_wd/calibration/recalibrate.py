@@ -108,7 +108,7 @@ def mapped_head(head: Head, a: float, b: float, threshold: float | None = None) 
         point = replace(point, threshold=float(g(point.threshold)))
     else:
         point = replace(point, threshold=threshold)
-    return Head(replace(head.model, calibrator=new), point)
+    return replace(head, model=replace(head.model, calibrator=new), operating_point=point)
 
 
 def mapped_settle(settle: Settle, a: float, b: float) -> Settle:
@@ -129,6 +129,7 @@ def recalibrate(
     source: str = "",
     label: str = "label",
     data: Mapping[str, int] | None = None,
+    samples: str | None = None,
 ) -> Calibration:
     """The base calibration with its map (g) and the threshold at the rows' K refitted on the labelled rows.
 
@@ -154,6 +155,8 @@ def recalibrate(
         The labelled files and the label's field, as stored.
     data : mapping of str to int or None
         The labelled rows per data set (default: one set, ``source``).
+    samples : str or None
+        Who drew the rows' samples (default: the settings' ``samples_from``, else the base's).
 
     Returns
     -------
@@ -178,10 +181,11 @@ def recalibrate(
     p_new = np.array([draft.verdict(r, k=k).p_fitted for r in rows])[of]
     point = replace(operating_point(y, p_new, w, target_fpr), rule="target_fpr_labelled")
     if own:
-        heads = tuple(Head(h.model, point) for h in heads)
+        heads = tuple(replace(h, operating_point=point) for h in heads)
     else:
         stages = tuple(
-            replace(s, heads=tuple(Head(h.model, point) for h in s.heads)) if s.k == fitted else s for s in stages
+            replace(s, heads=tuple(replace(h, operating_point=point) for h in s.heads)) if s.k == fitted else s
+            for s in stages
         )
     reported = {**settings, "k": base.k}
     fitted_on = FittedOn(
@@ -201,7 +205,7 @@ def recalibrate(
             "slope": a,
             "intercept": b,
         },
-        samples=settings.get("samples_from") or base.fitted_on.samples,
+        samples=samples or settings.get("samples_from") or base.fitted_on.samples,
         sentence_base_rate=base.fitted_on.sentence_base_rate,
         sentence_n=base.fitted_on.sentence_n,
         claim_base_rate=base.fitted_on.claim_base_rate,
