@@ -21,6 +21,7 @@ from typing import Any
 
 from blackbox_wd.batch import BATCH_FIELDS, CALIBRATED, OPTIONAL
 from blackbox_wd.calibration import Calibration, embedded_calibration
+from blackbox_wd.calibration.fit import json_objects
 from blackbox_wd.errors import BBWDError, one_line
 
 SCORED = ("id", "line", "avg_wd", "eigen_wd", "n_samples", "settings", "fingerprint", "input_hash")  # a batch row's
@@ -56,21 +57,14 @@ def is_scored(path: Path) -> bool:
 
 def scored_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line, row) of every scored row; BBWDError naming the first line that is not one."""
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                raise BBWDError(f"{path} line {n}: not JSON") from None
-            missing = [key for key in SCORED if not isinstance(row, dict) or key not in row]
-            if missing:
-                raise BBWDError(
-                    f"{path} line {n}: not a scored row (field '{missing[0]}' missing): give a log of records, or "
-                    "only rows that bbwd batch wrote"
-                )
-            yield n, row
+    for n, row in json_objects(path):
+        missing = [key for key in SCORED if key not in row]
+        if missing:
+            raise BBWDError(
+                f"{path} line {n}: not a scored row (field '{missing[0]}' missing): give a log of records, or only "
+                "rows that bbwd batch wrote"
+            )
+        yield n, row
 
 
 def judged_row(row: Mapping[str, Any], calibration: Calibration) -> dict[str, Any]:

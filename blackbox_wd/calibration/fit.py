@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -116,13 +116,13 @@ class CalibrationFit:
     claim: HeadFit | None = None
 
 
-def read_rows(paths: Sequence[Path]) -> list[tuple[str, int, dict[str, Any]]]:
-    """(file, line, row) of every JSON object of the files; BBWDError naming a bad line."""
-    out = []
-    for path in paths:
-        if not path.is_file():
-            raise BBWDError(f"input file not found: {path}")
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line, object) of each non-blank line of a JSONL file, streamed; BBWDError naming a line that is not a JSON
+    object, or the file when it is missing."""
+    if not path.is_file():
+        raise BBWDError(f"input file not found: {path}")
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
@@ -131,8 +131,12 @@ def read_rows(paths: Sequence[Path]) -> list[tuple[str, int, dict[str, Any]]]:
                 raise BBWDError(f"{path} line {n}: not JSON") from None
             if not isinstance(row, dict):
                 raise BBWDError(f"{path} line {n}: expected a JSON object")
-            out.append((str(path), n, row))
-    return out
+            yield n, row
+
+
+def read_rows(paths: Sequence[Path]) -> list[tuple[str, int, dict[str, Any]]]:
+    """(file, line, row) of every JSON object of the files (``json_objects``)."""
+    return [(str(path), n, row) for path in paths for n, row in json_objects(path)]
 
 
 def row_label(row: dict[str, Any], label: str, where: str) -> float | None:
