@@ -5,20 +5,18 @@ run with that calibration gives."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 
 import numpy as np
 import pytest
+from cli_support import jsonl, run_cli
 
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.combine import fpr_interval, labels_to_halve
 from blackbox_wd.calibration.model import FittedOn, Head, OperatingPoint, Platt, ScoreModel, calibration_fingerprint
 from blackbox_wd.calibration.recalibrate import fit_map, recalibrate
 from blackbox_wd.calibration.suggest import spread_picks
-from blackbox_wd.cli import main
 
 N = 32  # records of the log; LABELLED of them get a label (half of them wrong answers)
 LABELLED = 26
@@ -38,18 +36,6 @@ def records() -> list[dict]:
             samples = [str(right + d) for d in (10, 1, -1, 2, 0, 5, 10, -3, 7, 4)]
         out.append({"id": f"q{i}", "prompt": f"What is {a} + {b}?", "response": answer, "responses": samples})
     return out
-
-
-def run_cli(*args: str) -> tuple[int, str]:
-    """The CLI in-process: (exit code, stderr)."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as info:
-        main(list(args))
-    return int(info.value.code or 0), err.getvalue()
-
-
-def jsonl(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.fixture(scope="module")

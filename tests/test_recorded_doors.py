@@ -5,17 +5,15 @@ calibration; a record short of K is an error, and ``--samples-from`` is refused 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 from pathlib import Path
 
 import pytest
+from cli_support import jsonl, run_cli
 
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS
-from blackbox_wd.cli import main
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.pipeline import Detector
 from blackbox_wd.settings import Settings, fingerprint
@@ -93,18 +91,6 @@ NUMBERS = (
     "p_hallucination",
 )
 BASELINES = ("ls", "es", "er", "dse")
-
-
-def run_cli(*args: str) -> tuple[int, str]:
-    """The CLI in-process: (exit code, stderr)."""
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as info:
-        main(list(args))
-    return int(info.value.code or 0), err.getvalue()
-
-
-def jsonl(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.fixture(scope="module")
