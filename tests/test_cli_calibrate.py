@@ -55,6 +55,11 @@ def bbwd(capsys, *args):
     return info.value.code, out.out, out.err
 
 
+def calibrate(capsys, tmp_path, out, *args):
+    """``bbwd calibrate`` of ``tmp_path``'s results.jsonl by its ``label_em``, written to ``out``, in-process."""
+    return bbwd(capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out), *args)
+
+
 SETTINGS = {
     "teacher": "smollm2-135m",
     "target": "smollm2-135m",
@@ -78,19 +83,8 @@ def test_calibrate_writes_the_calibration_and_its_report(tmp_path, capsys):
     labelled_rows(tmp_path / "results.jsonl", SETTINGS)
     (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
     out = tmp_path / "cal.json"
-    code, _, err = bbwd(
-        capsys,
-        "calibrate",
-        str(tmp_path / "results.jsonl"),
-        "--label",
-        "label_em",
-        "-o",
-        str(out),
-        "--folds",
-        "4",
-        "--refit",
-        "full",  # 120 labelled prompts: below FULL_FROM, auto would refit the shipped file's map
-    )
+    # 120 labelled prompts: below FULL_FROM, auto would refit the shipped file's map
+    code, _, err = calibrate(capsys, tmp_path, out, "--folds", "4", "--refit", "full")
     assert code == 0, err
     assert err.startswith(
         f"wrote {out}, {tmp_path / 'cal.md'}, {tmp_path / 'cal.reliability.png'}: full fit on 120 labelled prompts"
@@ -121,9 +115,8 @@ def test_calibrate_combiner_sets_the_answer_heads_weights(tmp_path, capsys, comb
     labelled_rows(tmp_path / "results.jsonl", SETTINGS)
     (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
     out = tmp_path / "cal.json"
-    args = ["calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out), "--folds", "4"]
-    args += ["--refit", "full"]
-    code, _, err = bbwd(capsys, *args, *(["--combiner", combiner] if combiner else []))
+    args = ["--folds", "4", "--refit", "full", *(["--combiner", combiner] if combiner else [])]
+    code, _, err = calibrate(capsys, tmp_path, out, *args)
     assert code == 0, err
     coef = Calibration.load(out).model.coef
     assert len(coef) == 2 and (coef[0] == coef[1]) == (combiner != "logistic")
@@ -151,16 +144,7 @@ def test_calibrate_combiner_sets_the_answer_heads_weights(tmp_path, capsys, comb
 def test_calibrate_errors_are_one_line(tmp_path, capsys, args, message):
     labelled_rows(tmp_path / "results.jsonl", SETTINGS, n=30)
     (tmp_path / "settings.json").write_text(json.dumps(SETTINGS))
-    code, out, err = bbwd(
-        capsys,
-        "calibrate",
-        str(tmp_path / "results.jsonl"),
-        "--label",
-        "label_em",
-        "-o",
-        str(tmp_path / "cal.json"),
-        *args,
-    )
+    code, out, err = calibrate(capsys, tmp_path, tmp_path / "cal.json", *args)
     message = message.format(results=tmp_path / "results.jsonl")
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and err.startswith(message), err
 
@@ -182,21 +166,7 @@ def test_calibrate_stores_and_prints_who_drew_the_samples(tmp_path, capsys):
     labelled_rows(tmp_path / "results.jsonl", RECORDED_SETTINGS)
     (tmp_path / "settings.json").write_text(json.dumps(RECORDED_SETTINGS))
     out = tmp_path / "cal.json"
-    code, _, err = bbwd(
-        capsys,
-        "calibrate",
-        str(tmp_path / "results.jsonl"),
-        "--label",
-        "label_em",
-        "-o",
-        str(out),
-        "--folds",
-        "4",
-        "--samples",
-        SAMPLES,
-        "--refit",
-        "full",
-    )
+    code, _, err = calibrate(capsys, tmp_path, out, "--folds", "4", "--samples", SAMPLES, "--refit", "full")
     assert code == 0, err
     assert json.loads(out.read_text())["fitted_on"]["samples"] == SAMPLES
     cal = Calibration.load(out)
@@ -213,17 +183,7 @@ def test_calibrate_stores_and_prints_who_drew_the_samples(tmp_path, capsys):
 def test_calibrate_fits_recorded_samples_of_unstated_origin_and_its_note_says_so(tmp_path, capsys):
     labelled_rows(tmp_path / "results.jsonl", RECORDED_SETTINGS, n=30)
     (tmp_path / "settings.json").write_text(json.dumps(RECORDED_SETTINGS))
-    code, out, err = bbwd(
-        capsys,
-        "calibrate",
-        str(tmp_path / "results.jsonl"),
-        "--label",
-        "label_em",
-        "-o",
-        str(tmp_path / "cal.json"),
-        "--folds",
-        "2",
-    )
+    code, out, err = calibrate(capsys, tmp_path, tmp_path / "cal.json", "--folds", "2")
     assert code == 0, err
     cal = Calibration.load(tmp_path / "cal.json")
     assert cal.fitted_on.samples is None

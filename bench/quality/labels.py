@@ -200,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--n", type=int, nargs="+", default=[25, 50, 60, 100, 200, 400])
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--picks", nargs="+", default=["random", "spread"])
-    ap.add_argument("--modes", nargs="+", default=["prior-labelled", "prior-log", "map-labelled", "map-log", "full"])
+    ap.add_argument("--modes", nargs="+", choices=["prior", "map", "full"], default=["prior", "map", "full"])
     ap.add_argument("--sets", nargs="*", default=None, help="only these sets (default: every set at --k)")
     args = ap.parse_args(argv)
     if args.plot:
