@@ -10,6 +10,9 @@ key           function                                 input
 ``dse``       :func:`dse.discrete_semantic_entropy`    K strings + ``entails`` judge
 ============  ======================================  =====================================
 
+Beside them the **peers** (:mod:`peers`): lm-polygraph's model-free estimators over the K strings (``PEERS``), and
+with a judged answer their per-answer variants (``ANSWER_PEERS``).
+
 Every score is oriented so that higher = more likely hallucination.
 """
 
@@ -30,11 +33,14 @@ from blackbox_wd.baselines.er import effective_rank
 from blackbox_wd.baselines.es import ES_ALPHA, eigenscore
 from blackbox_wd.baselines.lne import lne
 from blackbox_wd.baselines.ls import lexical_similarity
+from blackbox_wd.baselines.peers import ANSWER_PEERS, PEERS, peer_scores
 
 BASELINES = ("lne", "ls", "es", "er", "dse")
 
 __all__ = [
+    "ANSWER_PEERS",
     "BASELINES",
+    "PEERS",
     "ES_ALPHA",
     "Entails",
     "TeacherEntailment",
@@ -45,6 +51,7 @@ __all__ = [
     "exact_match_entails",
     "lexical_similarity",
     "lne",
+    "peer_scores",
     "semantic_ids",
 ]
 
@@ -56,16 +63,19 @@ def compute_baselines(
     embeddings: Sequence[np.ndarray] | np.ndarray | None = None,
     entails: Entails | None = None,
     es_alpha: float = ES_ALPHA,
+    answer: str | None = None,
 ) -> dict[str, float]:
-    """All baselines computable from what is given, keyed lne/ls/es/er/dse.
+    """All baselines computable from what is given, keyed lne/ls/es/er/dse and the peers.
 
-    ``ls`` always; ``lne`` when ``logprobs`` is given; ``es`` and ``er`` when ``embeddings``
-    (the K ``TokenStates.last`` vectors) are; ``dse`` when an ``entails`` judge is.
+    ``ls`` and the peers (``PEERS``) always; ``lne`` when ``logprobs`` is given; ``es`` and ``er`` when
+    ``embeddings`` (the K ``TokenStates.last`` vectors) are; ``dse`` when an ``entails`` judge is; the answer's
+    peers (``ANSWER_PEERS``) when the judged ``answer`` is.
     """
     out: dict[str, float] = {}
     if logprobs is not None:
         out["lne"] = lne(logprobs)
     out["ls"] = lexical_similarity(responses)
+    out.update(peer_scores(responses, answer))
     if embeddings is not None:
         z = np.stack([np.asarray(e, dtype=float) for e in embeddings])
         out["es"] = eigenscore(z, es_alpha)

@@ -48,6 +48,7 @@ import numpy as np
 from scipy.special import expit
 
 from blackbox_wd.adaptive import START, Settle
+from blackbox_wd.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.checks import is_finite_number as _number
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.settings import LATER_FIELDS, RECORDED, SCORE_FIELDS, fingerprint
@@ -55,7 +56,8 @@ from blackbox_wd.settings import LATER_FIELDS, RECORDED, SCORE_FIELDS, fingerpri
 FORMAT_1 = "bbwd-calibration/1"  # one head over FEATURES; still read, and written for such a calibration
 FORMAT = "bbwd-calibration/2"  # heads over any MEMBERS, and a sentence head
 FEATURES = ("avg_wd", "log_eigen_wd")  # the first calibrations' one head, and the head every result has
-BASELINE_MEMBERS = ("lne", "ls", "es", "er", "dse")
+# read from a result's ``baselines``: the paper's baselines and the peers (``baselines.peers``)
+BASELINE_MEMBERS = ("lne", "ls", "es", "er", "dse", *PEERS, *ANSWER_PEERS)
 # What a head may read, each a number of a result (``member_value``); "log_" members are the log of the score.
 MEMBERS = (
     "avg_wd",
@@ -78,8 +80,12 @@ ANSWER_MEMBERS = (
     "answer_unigram",
     "answer_disagreement",
     "sentence_verdict",
+    *ANSWER_PEERS,
     *ANSWER_LOGPROB_MEMBERS,
 )
+# Members read from the texts alone, whatever the teacher: a head over these alone judges a run of any teacher
+# (``Calibration.teacher_free``). DSE with its default judge, equal normalised answers.
+TEACHER_FREE = ("ls", "dse", "answer_unigram", "answer_disagreement", *PEERS, *ANSWER_PEERS)
 SENTENCE_MEMBERS = ("score", "unigram")  # of each sentence: its OT score and its lexical surprise
 # of each claim: the answer's AvgWD (read from the result) and the claim's score (``claims.score_claims``: lex_share)
 CLAIM_MEMBERS = ("avg_wd", "score")

@@ -1,0 +1,189 @@
+"""The peers: lm-polygraph's model-free estimators over the K samples, and their per-answer variants.
+
+Each needs only the texts. The sample-set scores are lm-polygraph 0.7.0's (``lm_polygraph.estimators``), to the bit
+on the same texts (``tests/test_peers.py`` checks them against its values, recorded by
+``scripts/record_polygraph.py``):
+
+=====================  ==============================================  ===========================================
+key                    lm-polygraph                                    value
+=====================  ==============================================  ===========================================
+``lexsim_rouge1``      ``LexicalSimilarity("rouge1")``                 1 + its value: 1 - mean pairwise ROUGE-1 F1
+``lexsim_rougel``      ``LexicalSimilarity("rougeL")``                 1 + its value: 1 - mean pairwise ROUGE-L F1
+``eigval_jaccard``     ``EigValLaplacian("Jaccard_score")``            sum_k max(0, 1 - lambda_k(L)), as it is
+``degmat_jaccard``     ``DegMat("Jaccard_score")``                     1 - mean of W, as it is
+``ecc_jaccard``        ``Eccentricity("Jaccard_score")``               as it is
+=====================  ==============================================  ===========================================
+
+ROUGE is ``rouge-score``'s with its Porter stemmer (``use_stemmer=True``, as lm-polygraph scores it; bbwd's LS has
+no stemmer). W is the Jaccard similarity of the samples' sets of lower-cased whitespace words (1 on the diagonal,
+0 for two empty texts) and L = I - D^-1/2 W D^-1/2 its normalised Laplacian (Lin, Trivedi & Sun, "Generating with
+Confidence", TMLR 2024). lm-polygraph reports the lexical similarity with a minus sign; bbwd adds 1, so that every
+score here is in [0, 1] or above 0 and higher means more likely hallucination.
+
+With a judged answer, each has a variant that scores the answer against the samples (Lin et al.'s per-response
+confidences, as uncertainties; lm-polygraph has none of them):
+
+=====================  ================================================================================
+``answer_rougel``      1 - mean over the samples of ROUGE-L F1(answer, sample), stemmed
+``answer_degmat``      1 - mean over the samples of Jaccard(answer, sample): the answer's degree
+``answer_ecc``         the answer's eccentricity in the graph of the answer and the samples: the distance of its
+                       row of the Laplacian's eigenvectors of eigenvalue below 0.9 from the rows' mean
+=====================  ================================================================================
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from functools import lru_cache
+from itertools import combinations
+
+import numpy as np
+from rapidfuzz.distance import LCSseq
+from scipy.linalg import eigh
+
+PEERS = ("lexsim_rouge1", "lexsim_rougel", "eigval_jaccard", "degmat_jaccard", "ecc_jaccard")
+ANSWER_PEERS = ("answer_rougel", "answer_degmat", "answer_ecc")
+ECC_THRESHOLD = 0.9  # lm-polygraph's Eccentricity(thres=0.9): eigenvectors of eigenvalues below it
+
+
+@lru_cache(maxsize=1)
+def _stemming_tokenizer():  # type: ignore[no-untyped-def]
+    from rouge_score.tokenizers import DefaultTokenizer  # loads nltk's stemmer: kept off the import path
+
+    return DefaultTokenizer(use_stemmer=True)
+
+
+def stemmed_tokens(text: str) -> tuple[str, ...]:
+    """rouge-score's tokens of ``text`` with its Porter stemmer (lower-cased [a-z0-9] runs, words of more than 3
+    letters stemmed), as ``RougeScorer([...], use_stemmer=True)`` reads it."""
+    return tuple(_stemming_tokenizer().tokenize(text))
+
+
+def rouge1_f1(a: Sequence[str], b: Sequence[str]) -> float:
+    """ROUGE-1 F1 of two token sequences, as rouge-score computes it (clipped unigram overlap; 0 when either is
+    empty or nothing overlaps).
+
+    >>> round(rouge1_f1("the cat sat".split(), "the cat the".split()), 4)  # overlap 2 of 3 and 3
+    0.6667
+    """
+    overlap = sum((Counter(a) & Counter(b)).values())
+    if overlap == 0:
+        return 0.0
+    precision, recall = overlap / len(b), overlap / len(a)
+    return 2 * precision * recall / (precision + recall)
+
+
+def rougel_f1(a: Sequence[str], b: Sequence[str]) -> float:
+    """ROUGE-L F1 of two token sequences, as rouge-score computes it (0 when either is empty)."""
+    lcs = LCSseq.similarity(a, b)
+    if lcs == 0:
+        return 0.0
+    precision, recall = lcs / len(b), lcs / len(a)
+    return 2 * precision * recall / (precision + recall)
+
+
+def jaccard_matrix(texts: Sequence[str]) -> np.ndarray:
+    """W: the Jaccard similarity of each pair's sets of lower-cased whitespace words, 1 on the diagonal (0 for two
+    texts without a word), as lm-polygraph's ``Jaccard_score``.
+
+    >>> jaccard_matrix(["a b", "b c", ""]).round(3).tolist()
+    [[1.0, 0.333, 0.0], [0.333, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    sets = [set(t.lower().split()) for t in texts]
+    w = np.eye(len(sets))
+    for i, j in combinations(range(len(sets)), 2):
+        union = len(sets[i] | sets[j])
+        w[i, j] = w[j, i] = len(sets[i] & sets[j]) / union if union else 0.0
+    return w
+
+
+def laplacian(w: np.ndarray) -> np.ndarray:
+    """L = I - D^-1/2 W D^-1/2, D the degrees (row sums) of W."""
+    d = 1.0 / np.sqrt(w.sum(axis=1))
+    return np.eye(len(w)) - d[:, None] * w * d[None, :]
+
+
+def eigval_laplacian(w: np.ndarray) -> float:
+    """sum_k max(0, 1 - lambda_k) over the eigenvalues of W's Laplacian: a continuous count of meaning sets (K for
+    K texts with nothing in common, 1 for K equal ones).
+
+    >>> round(eigval_laplacian(np.ones((4, 4))), 6), round(eigval_laplacian(np.eye(4)), 6)
+    (1.0, 4.0)
+    """
+    return float(np.maximum(0.0, 1.0 - eigh(laplacian(w), eigvals_only=True)).sum())
+
+
+def degree_matrix(w: np.ndarray) -> float:
+    """1 - the mean of W: lm-polygraph's ``trace(K - D) / K**2``.
+
+    >>> degree_matrix(np.eye(4)), degree_matrix(np.ones((4, 4)))
+    (0.75, 0.0)
+    """
+    return float(1.0 - w.mean())
+
+
+def _small_eigenvectors(w: np.ndarray) -> np.ndarray:
+    """The Laplacian's eigenvectors (columns) of eigenvalue below ``ECC_THRESHOLD``."""
+    values, vectors = eigh(laplacian(w))
+    return vectors[:, values < ECC_THRESHOLD]
+
+
+def eccentricity(w: np.ndarray) -> float:
+    """lm-polygraph's ``Eccentricity``: the norm over the Laplacian's eigenvectors of eigenvalue below 0.9 of each
+    one's distance from its own mean (0 for K equal texts).
+
+    >>> round(eccentricity(np.ones((4, 4))), 6)
+    0.0
+    """
+    v = _small_eigenvectors(w).T
+    return float(np.linalg.norm(np.linalg.norm(v - v.mean(axis=1, keepdims=True), axis=1)))
+
+
+def answer_eccentricity(w: np.ndarray) -> float:
+    """The eccentricity of text 0 in the graph W (Lin et al.'s C_Ecc, as an uncertainty): the distance of its row
+    of the small eigenvectors (``_small_eigenvectors``) from the mean row."""
+    v = _small_eigenvectors(w)
+    return float(np.linalg.norm(v[0] - v.mean(axis=0)))
+
+
+def peer_scores(responses: Sequence[str], answer: str | None = None) -> dict[str, float]:
+    """The peers of K responses (``PEERS``), and with a judged ``answer`` its variants (``ANSWER_PEERS``).
+
+    Parameters
+    ----------
+    responses : sequence of str
+        The K sampled responses (at least 2).
+    answer : str or None, default=None
+        The judged answer, scored against the samples.
+
+    Returns
+    -------
+    dict of str to float
+        Higher = more likely hallucination.
+
+    Examples
+    --------
+    >>> s = peer_scores(["Canberra", "Canberra", "Sydney"], answer="Sydney")
+    >>> round(s["lexsim_rouge1"], 4), round(s["degmat_jaccard"], 4), round(s["answer_degmat"], 4)
+    (0.6667, 0.4444, 0.6667)
+    """
+    if len(responses) < 2:
+        raise ValueError("the peers need at least 2 responses")
+    tokens = [stemmed_tokens(r) for r in responses]
+    pairs = list(combinations(tokens, 2))
+    w = jaccard_matrix(responses)
+    out = {
+        "lexsim_rouge1": 1.0 - float(np.mean([rouge1_f1(a, b) for a, b in pairs])),
+        "lexsim_rougel": 1.0 - float(np.mean([rougel_f1(a, b) for a, b in pairs])),
+        "eigval_jaccard": eigval_laplacian(w),
+        "degmat_jaccard": degree_matrix(w),
+        "ecc_jaccard": eccentricity(w),
+    }
+    if answer is not None:
+        said = stemmed_tokens(answer)
+        w_answer = jaccard_matrix([answer, *responses])
+        out["answer_rougel"] = 1.0 - float(np.mean([rougel_f1(said, t) for t in tokens]))
+        out["answer_degmat"] = 1.0 - float(w_answer[0, 1:].mean())
+        out["answer_ecc"] = answer_eccentricity(w_answer)
+    return out
