@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from blackbox_wd.answers.text import answer_disagreement
+from blackbox_wd.baselines.peers import PEERS, peer_scores
 from blackbox_wd.calibration.combine import CrossValidation, HeadFit, Table, fit_head, table_from
 from blackbox_wd.calibration.fit import expected_calibration_error, row_label
 from blackbox_wd.calibration.model import MEMBERS, Head, member_value
@@ -188,11 +189,13 @@ def question_of(row: dict[str, Any]) -> str:
 
 
 def with_members(row: dict[str, Any], strip: Sequence[str]) -> dict[str, Any]:
-    """The row with ``answer_disagreement`` computed where a run from before it lacks it (from its judged ``answer``
-    and ``responses``, as ``score_states`` computes it), less the members ``strip``."""
+    """The row with ``answer_disagreement`` and the peers computed where a run from before them lacks them (from its
+    judged ``answer`` and ``responses``, as ``score_states`` computes them), less the members ``strip``."""
     row = dict(row)
     if row.get("answer_disagreement") is None and row.get("answer") and row.get("responses"):
         row["answer_disagreement"] = answer_disagreement(row["answer"], row["responses"])
+    if row.get(PEERS[0]) is None and len(row.get("responses") or ()) >= 2:
+        row.update(peer_scores(row["responses"], row.get("answer") or None))
     for name in strip:
         row.pop(name, None)
     return row

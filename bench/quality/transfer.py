@@ -29,8 +29,9 @@ import numpy as np
 from bench.verdicts import labelled_rows, metric, model_of, question_of, rates, soft_ece, with_members
 from blackbox_wd.adaptive import stages
 from blackbox_wd.answers.text import em_key
+from blackbox_wd.baselines.peers import PEERS
 from blackbox_wd.calibration.combine import CrossValidation
-from blackbox_wd.calibration.fit import fit_files
+from blackbox_wd.calibration.fit import DESIGNS, fit_files
 from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Calibration, is_passage, member_value
 
 SAMPLES = "the recorded dev sets' target models at T=0.7-1.0, recorded in the data"
@@ -86,6 +87,13 @@ def best_member(rows: Sequence[dict[str, Any]], signs: dict[str, float], cal: Ca
             if value > best[1]:
                 best = (name, value)
     return best
+
+
+def best_peer(rows: Sequence[dict[str, Any]]) -> tuple[str, float]:
+    """The lm-polygraph estimator (``baselines.peers.PEERS``, each an uncertainty as it is) with the best metric on
+    the rows."""
+    y = np.array([r["y"] for r in rows])
+    return max(((name, metric(y, member_column(rows, name))) for name in PEERS), key=lambda nv: nv[1])
 
 
 def judge(cal: Calibration, rows: Sequence[dict[str, Any]], k: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
@@ -159,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--auto", action="store_true", help="also replay -k auto up to --k")
     ap.add_argument("--fit-ks", type=int, nargs="*", default=None, help="fit on these K's runs only (default: all)")
     ap.add_argument("--save", type=Path, default=None, help="write each left-out fit's calibration here")
+    ap.add_argument("--design", choices=DESIGNS, default="today", help="the members of each kind's heads")
     args = ap.parse_args(argv)
     runs = runs_of(args.runs)
     sets = [s for s in runs if args.k in runs[s]]
@@ -171,10 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for combiner in args.combiners:
         print(f"\n### combiner {combiner}, leave one {args.leave} out\n")
         print(
-            "| left out | n | verdict | best single member | shortfall | SC | ECE | FPR printed (range) | FPR seen | "
-            "TPR seen | -k auto: samples | -k auto: metric | flags agree |"
+            "| left out | n | verdict | best single member | shortfall | best peer | against it | SC | ECE | "
+            "FPR printed (range) | FPR seen | TPR seen | -k auto: samples | -k auto: metric | flags agree |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        short: dict[str, list[float]] = {"verdict": [], **{name: [] for name in PEERS}}
         gaps = []
         for fold, left in folds.items():
             tests = {s: [with_members(r, args.strip) for r in labelled_rows(runs[s][args.k])] for s in left}
@@ -182,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             with tempfile.TemporaryDirectory() as tmp:
                 others = [s for s in runs if s not in left]
                 train = training_files(runs, others, args.fit_ks, unseen, Path(tmp), args.strip)
-                fit = fit_files(train, samples=SAMPLES, cv=CrossValidation(combiner=combiner, folds=args.folds))
+                cv = CrossValidation(combiner=combiner, folds=args.folds)
+                fit = fit_files(train, samples=SAMPLES, cv=cv, design=DESIGNS[args.design])
                 signs = orientation(
                     [
                         r
@@ -203,6 +214,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 best_name, best = best_member(rows, signs, cal)
                 gap = shortfall(value, best, y)
                 gaps.append(gap)
+                peer_name, peer = best_peer(rows)
+                if np.all((y == 0) | (y == 1)):
+                    short["verdict"].append(value)
+                    for m in PEERS:
+                        short[m].append(metric(y, member_column(rows, m)))
                 sc = self_consistency(rows)
                 fpr, tpr = rates(y, flag)
                 ops = [v.head.operating_point for v in verdicts]
@@ -222,11 +238,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     auto = f"{rep['drawn'].mean():.2f} | {metric(yy, rep['p']):.3f} | {agree:.1%}"
                 print(
                     f"| {name} | {len(rows)} | {value:.3f} | {best_name} {best:.3f} | {gap:+.3f} | "
+                    f"{peer_name} {peer:.3f} | {shortfall(value, peer, y):+.3f} | "
                     f"{'' if sc is None else f'{metric(y, sc):.3f}'} | {soft_ece(y, p):.3f} | "
                     f"{printed:.3f} ({lo:.3f}-{hi:.3f}) | {fpr:.3f} | {tpr:.3f} | {auto} |"
                 )
                 sys.stdout.flush()
         print(f"\nworst shortfall {min(gaps):+.3f}, mean {np.mean(gaps):+.3f}")
+        if short["verdict"]:
+            means = ", ".join(f"{m} {np.mean(v):.3f}" for m, v in short.items())
+            print(f"short-answer sets ({len(short['verdict'])}), mean AUROC: {means}")
     return 0
 
 

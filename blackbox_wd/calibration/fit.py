@@ -34,6 +34,7 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
+from blackbox_wd.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.calibration.combine import (
     CrossValidation,
     HeadFit,
@@ -54,6 +55,7 @@ from blackbox_wd.calibration.model import (
     MEMBERS,
     SENTENCE_MEMBERS,
     SHORT_ONLY,
+    TEACHER_FREE,
     Calibration,
     FittedOn,
     Head,
@@ -83,6 +85,30 @@ CLAIM_COMBINER = "mean"
 # result with a judged answer but no teacher log-probs is judged by a head with the answer's other members
 OPTIONAL = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
 NONFACT = ("minor_inaccurate", "major_inaccurate")
+
+
+@dataclass(frozen=True)
+class Design:
+    """Which members the heads read: those of short answers (the ``phrase`` and ``sentence`` kinds) and those of the
+    others (passages, and the heads over every kind). After the heads over these, each is fitted again over its
+    members in ``TEACHER_FREE`` alone: the heads that judge a run of a teacher with no calibration of its own
+    (``Calibration.teacher_free``); a run of the calibration's own teacher never reaches them."""
+
+    short: tuple[str, ...]
+    other: tuple[str, ...]
+
+
+# Today's members: every member but the peers (``baselines.peers``), in every head
+BEFORE_PEERS = tuple(m for m in MEMBERS if m not in PEERS and m not in ANSWER_PEERS)
+DESIGNS = {
+    "today": Design(BEFORE_PEERS, BEFORE_PEERS),
+    "all": Design(MEMBERS, BEFORE_PEERS),
+    "texts": Design(TEACHER_FREE, BEFORE_PEERS),
+    "peers": Design((*PEERS, *ANSWER_PEERS, "answer_disagreement"), BEFORE_PEERS),
+    "texts+w2": Design((*TEACHER_FREE, "avg_wd", "log_eigen_wd_fixed", "answer_wd"), BEFORE_PEERS),
+}
+DESIGN = DESIGNS["today"]
+SHORT_KINDS = ("phrase", "sentence")
 
 
 @dataclass
@@ -378,6 +404,7 @@ def fit_calibration(
     samples: str | None = None,
     cv: CrossValidation = CV,
     sentence_combiner: str = SENTENCE_COMBINER,
+    design: Design = DESIGN,
 ) -> CalibrationFit:
     """Fit the heads and the sentence head, cross-validated by prompt (the module's docstring).
 
@@ -401,6 +428,8 @@ def fit_calibration(
         at least ``2 * folds`` prompts), their seed and the target false-positive rate of each threshold.
     sentence_combiner : {"logistic", "mean", "select"}, default=SENTENCE_COMBINER
         The sentence head's combiner (its folds are ``cv``'s).
+    design : Design, default=DESIGN
+        Which members the heads of short answers and of the others read.
 
     Returns
     -------
@@ -433,10 +462,10 @@ def fit_calibration(
     t = labelled.answers
     short_only = fittable(t, labelled.short_only, cv.folds)
     members = [m for m in MEMBERS if t.rows([m]).all() or m in short_only]
-    sets = head_sets(members, (*OPTIONAL, short_only) if short_only else OPTIONAL)
-    if FEATURES not in sets:
-        sets.append(FEATURES)
-    heads = fit_heads(t, sets, cv)
+    optional = (*OPTIONAL, short_only) if short_only else OPTIONAL
+    sets = member_sets([m for m in members if m in design.other], optional)
+    short = member_sets([m for m in members if m in design.short], optional)
+    heads = fit_heads(t, sets, cv, short)
     first = heads[0]
     applied = used_heads([h.head for h in heads])
     y, w = t.y[first.rows], t.w[first.rows]
@@ -462,7 +491,7 @@ def fit_calibration(
         claim_base_rate=None if claim is None else float(np.mean(labelled.claims.y)),  # type: ignore[union-attr]
         claim_n=None if claim is None else int(labelled.claims.y.size),  # type: ignore[union-attr]
     )
-    stages = fit_stages(labelled, sets, heads, cv)
+    stages = fit_stages(labelled, (sets, short), heads, cv)
     calibration = Calibration(
         model=applied[0].model,
         operating_point=applied[0].operating_point,
@@ -479,9 +508,23 @@ def fit_calibration(
     return CalibrationFit(calibration, labelled, heads, sentence, claim)
 
 
-def fit_heads(t: Table, sets: Sequence[Sequence[str]], cv: CrossValidation) -> list[HeadFit]:
+def member_sets(members: Sequence[str], optional: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
+    """The heads' member sets, most members first: ``members`` less each combination of the ``optional`` groups
+    (``combine.head_sets``), then [AvgWD, ln EigenWD] (the head every result of the calibration's teacher has), then
+    each set's members in ``TEACHER_FREE`` alone (``Design``)."""
+    sets = head_sets(members, optional)
+    if FEATURES not in sets:
+        sets.append(FEATURES)
+    free = [f for s in sets if (f := tuple(m for m in s if m in TEACHER_FREE))]
+    return list(dict.fromkeys([*sets, *free]))
+
+
+def fit_heads(
+    t: Table, sets: Sequence[Sequence[str]], cv: CrossValidation, short: Sequence[Sequence[str]] | None = None
+) -> list[HeadFit]:
     """The heads over every row (``sets``, most members first), then those of each kind of answer with rows enough
-    (``combine.kinds_to_fit``), each set less the members its kind's rows lack, fitted on that kind's rows alone; a
+    (``combine.kinds_to_fit``; a short answer's over ``short``, when given), each set less the members its kind's rows
+    lack, fitted on that kind's rows alone; a
     kind's head whose rows a head over every row already holds alone (a short-answer member's) is that head, not
     fitted twice but kept in the kind's order (so a kind's later head with fewer members never judges first)."""
     general = [fit_head(t, head, cv) for head in sets]
@@ -491,7 +534,7 @@ def fit_heads(t: Table, sets: Sequence[Sequence[str]], cv: CrossValidation) -> l
         if (same := fitted.get((head, (t.rows(head) & (t.kind == kind)).tobytes()))) is not None
         else fit_head(t, head, cv, kind=kind)
         for kind in kinds_to_fit(t, cv.folds)
-        for head in heads_on(t, sets, kind)
+        for head in heads_on(t, short if short is not None and kind in SHORT_KINDS else sets, kind)
     ]
 
 
@@ -519,15 +562,19 @@ def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[flo
 
 
 def fit_stages(
-    labelled: Labelled, sets: Sequence[Sequence[str]], final_fits: Sequence[HeadFit], cv: CrossValidation
+    labelled: Labelled,
+    sets: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]],
+    final_fits: Sequence[HeadFit],
+    cv: CrossValidation,
 ) -> tuple[Stage, ...]:
-    """The heads of every other sample count (the same member sets less the members no row of it has; fitted on its
-    rows) and, for each below the main K, its ``-k auto`` band (``settle.fit_settles`` over each prompt's nested
-    out-of-fold p and flag from the head that judges it, at every stage below K and at K, on the prompts scored at
-    all of them); above K, no band."""
+    """The heads of every other sample count (the same member sets, ``(other, short)`` as in ``fit_heads``, less the
+    members no row of it has; fitted on its rows) and, for each below the main K, its ``-k auto`` band
+    (``settle.fit_settles`` over each prompt's nested out-of-fold p and flag from the head that judges it, at every
+    stage below K and at K, on the prompts scored at all of them); above K, no band."""
     if not labelled.stages:
         return ()
-    fits = {k: fit_heads(t, heads_on(t, sets), cv) for k, t in labelled.stages.items()}
+    other, short = sets
+    fits = {k: fit_heads(t, heads_on(t, other), cv, heads_on(t, short)) for k, t in labelled.stages.items()}
     below = [k for k in fits if labelled.k is None or k < labelled.k]
     settles = dict.fromkeys(fits, Settle())
     if below:
@@ -568,6 +615,7 @@ def fit_files(
     settings_from: Path | None = None,
     samples: str | None = None,
     cv: CrossValidation = CV,
+    design: Design = DESIGN,
 ) -> CalibrationFit:
     """Read labelled results files and their settings, and fit a calibration on them.
 
@@ -581,7 +629,7 @@ def fit_files(
     settings_from : Path or None, default=None
         The reported settings (JSON) the rows were scored with; None: ``settings.json`` beside the first file.
         Its fingerprint must be the rows'.
-    samples, cv
+    samples, cv, design
         As in :func:`fit_calibration`.
 
     Returns
@@ -596,4 +644,6 @@ def fit_files(
                 f"the rows of K = {k} were scored under other settings than those of K = {labelled.k} "
                 f"(fingerprint {fp}, not {fingerprint({**settings, 'k': k})}): calibrate runs that differ only in -k"
             )
-    return fit_calibration(labelled, settings, source=", ".join(map(str, results)), label=label, samples=samples, cv=cv)
+    return fit_calibration(
+        labelled, settings, source=", ".join(map(str, results)), label=label, samples=samples, cv=cv, design=design
+    )
