@@ -42,7 +42,7 @@ from matplotlib.figure import Figure
 from sklearn.metrics import precision_recall_curve, roc_auc_score, roc_curve
 
 from blackbox_wd.answers.mathcheck import has_boxed
-from blackbox_wd.baselines import BASELINES
+from blackbox_wd.baselines import ANSWER_PEERS, BASELINES, PEERS
 from blackbox_wd.eval.claim_level import claim_lines
 from blackbox_wd.eval.data import PASSAGE_LABELS, SENTENCE_LABELS
 from blackbox_wd.metrics import (
@@ -62,9 +62,10 @@ from blackbox_wd.metrics import (
     sentence_task,
 )
 
-METHODS = ("avg_wd", "eigen_wd", "answer_wd", "sentence_wd", "lne", "ls", "es", "er", "dse")
+METHODS = ("avg_wd", "eigen_wd", "answer_wd", "sentence_wd", "lne", "ls", "es", "er", "dse", *PEERS, *ANSWER_PEERS)
 OURS = ("avg_wd", "eigen_wd", "answer_wd", "sentence_wd")
-OPTIONAL = ("sentence_wd",)  # tabulated only when a result has it (runs before sentence scores do not)
+# tabulated only when a result has it (runs before sentence scores or the peers do not; the answer's peers need one)
+OPTIONAL = ("sentence_wd", *PEERS, *ANSWER_PEERS)
 NAMES = {
     "avg_wd": "AvgWD",
     "eigen_wd": "EigenWD",
@@ -75,6 +76,14 @@ NAMES = {
     "es": "ES",
     "er": "ER",
     "dse": "DSE",
+    "lexsim_rouge1": "LexSim ROUGE-1",
+    "lexsim_rougel": "LexSim ROUGE-L",
+    "eigval_jaccard": "EigValLaplacian (Jaccard)",
+    "degmat_jaccard": "DegMat (Jaccard)",
+    "ecc_jaccard": "Eccentricity (Jaccard)",
+    "answer_rougel": "answer's ROUGE-L to the samples",
+    "answer_degmat": "answer's degree (Jaccard)",
+    "answer_ecc": "answer's eccentricity (Jaccard)",
 }
 SEVERITY = {label: n for n, label in enumerate(SENTENCE_LABELS)}  # metrics' ACCURATE, MINOR, MAJOR
 TASK_NAMES = {"nonfact": "NonFact", "nonfact_star": "NonFact*", "factual": "Factual"}
@@ -175,8 +184,8 @@ def summarize(
 
 
 def best_baseline(table: Mapping[str, MethodSummary]) -> str | None:
-    """The baseline with the highest AUROC (None when no baseline has one)."""
-    scored = [m for m in BASELINES if m in table and math.isfinite(table[m].auroc)]
+    """The baseline or peer with the highest AUROC (None when none has one)."""
+    scored = [m for m in (*BASELINES, *PEERS, *ANSWER_PEERS) if m in table and math.isfinite(table[m].auroc)]
     return max(scored, key=lambda m: table[m].auroc, default=None)
 
 
