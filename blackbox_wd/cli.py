@@ -250,8 +250,14 @@ def render(result: Result, console: Console) -> None:
     )
     if result.eigen_wd_fixed is not None:
         console.print(f"EigenWD {result.eigen_wd_fixed:.6g}   (the teacher's fixed bandwidth)")
-    if result.baselines:
-        console.print("baselines: " + ", ".join(f"{k.upper()} {v:.4g}" for k, v in result.baselines.items()))
+    from blackbox_wd.baselines.peers import PEER_NAMES  # numpy and scipy: loaded by then, not by `bbwd --help`
+
+    paper = {k: v for k, v in result.baselines.items() if k not in PEER_NAMES}
+    if paper:
+        console.print("baselines: " + ", ".join(f"{k.upper()} {v:.4g}" for k, v in paper.items()))
+    peers = [f"{name} {result.baselines[k]:.4g}" for k, name in PEER_NAMES.items() if k in result.baselines]
+    if peers:
+        console.print("peers (lm-polygraph): " + ", ".join(peers))
     render_answer(result, console)
     render_claims(result, console)
     drawn = f" sampler={s['sampler']}" if s.get("sampler") else ""

@@ -322,9 +322,9 @@ def score_states(
     logprobs: list[Any] | None = (
         [s.token_logprobs for s in samples] if target else [s.logprobs for s in ps.states] if teacher else None
     )
-    said = None if ps.samples.answer is None else ps.samples.answer.text
+    shown = None if ps.samples.answer is None else ps.samples.answer.text
     result.baselines = compute_baselines(
-        result.responses, logprobs=logprobs, embeddings=[s.last for s in ps.states], answer=said
+        result.responses, logprobs=logprobs, embeddings=[s.last for s in ps.states], answer=shown
     )
     result.lne_source = "target" if target else "teacher" if teacher else None
     timings["baselines"] = time.perf_counter() - t1

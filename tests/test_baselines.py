@@ -11,6 +11,8 @@ import torch
 
 from blackbox_wd.answers.text import rouge_l_f1, token_rouge_l_f1
 from blackbox_wd.baselines import (
+    ANSWER_PEERS,
+    PEERS,
     TeacherEntailment,
     compute_baselines,
     discrete_semantic_entropy,
@@ -300,11 +302,12 @@ def test_compute_baselines_keys_and_values():
     out = compute_baselines(
         responses, logprobs=[[-1.0, -3.0], [-0.5], [-1.25]], embeddings=list(_es_example()), entails=exact_match_entails
     )
-    assert set(out) == {"lne", "ls", "es", "er", "dse"}
+    assert set(out) == {"lne", "ls", "es", "er", "dse", *PEERS}
     assert out["lne"] == pytest.approx((2.0 + 0.5 + 1.25) / 3)
     assert out["ls"] == pytest.approx(1 - 1 / 3)  # only (Paris, paris.) match: mean 1/3
     assert out["dse"] == pytest.approx(0.636514, abs=1e-6)
-    assert set(compute_baselines(responses)) == {"ls"}
+    assert set(compute_baselines(responses)) == {"ls", *PEERS}
+    assert set(compute_baselines(responses, answer="Paris")) == {"ls", *PEERS, *ANSWER_PEERS}
 
 
 def test_teacher_entailment_on_a_real_tiny_llama(tiny_llama):

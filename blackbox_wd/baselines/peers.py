@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 from rapidfuzz.distance import LCSseq
@@ -44,11 +45,22 @@ from scipy.linalg import eigh
 
 PEERS = ("lexsim_rouge1", "lexsim_rougel", "eigval_jaccard", "degmat_jaccard", "ecc_jaccard")
 ANSWER_PEERS = ("answer_rougel", "answer_degmat", "answer_ecc")
+# short names, as `bbwd score` prints them
+PEER_NAMES = {
+    "lexsim_rouge1": "LexSim-R1",
+    "lexsim_rougel": "LexSim-RL",
+    "eigval_jaccard": "EigVal",
+    "degmat_jaccard": "DegMat",
+    "ecc_jaccard": "Ecc",
+    "answer_rougel": "answer RL",
+    "answer_degmat": "answer DegMat",
+    "answer_ecc": "answer Ecc",
+}
 ECC_THRESHOLD = 0.9  # lm-polygraph's Eccentricity(thres=0.9): eigenvectors of eigenvalues below it
 
 
 @lru_cache(maxsize=1)
-def _stemming_tokenizer():  # type: ignore[no-untyped-def]
+def _stemming_tokenizer() -> Any:
     from rouge_score.tokenizers import DefaultTokenizer  # loads nltk's stemmer: kept off the import path
 
     return DefaultTokenizer(use_stemmer=True)
