@@ -222,10 +222,11 @@ def test_fit_calibration_records_where_and_how_it_was_fitted(tmp_path):
     on = cal.fitted_on
     assert (on.n, on.positives, on.folds, on.protocol, on.label) == (200, int(y.sum()), 4, "zero-shot", "label")
     assert on.data == {"sciq": 67, "nq": 133} and on.base_rate == pytest.approx(y.mean())
-    assert [h.head.members for h in fit.heads] == [("avg_wd", "log_eigen_wd", "ls"), FEATURES]  # every row has LS
+    # every row has LS; last, the head over the members read from the texts alone (a run of another teacher's)
+    assert [h.head.members for h in fit.heads] == [("avg_wd", "log_eigen_wd", "ls"), FEATURES, ("ls",)]
     # LS is constant, so no combiner gives it weight: the applied heads leave it out, and the head that is then
-    # the same as the last is kept once
-    assert [h.members for h in cal.heads] == [FEATURES] and all(c != 0 for c in cal.model.coef)
+    # the same as the next is kept once
+    assert [h.members for h in cal.heads] == [FEATURES, ("ls",)] and all(c != 0 for c in cal.model.coef)
     assert on.cv["auroc"] == pytest.approx(roc_auc_score(y, fit.heads[0].z))
     assert on.cv["brier"] == pytest.approx(brier_score_loss(y, fit.heads[0].p))
     assert all(h.operating_point.fpr <= 0.1 for h in cal.heads) and cal.sentence is None
