@@ -185,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         short: dict[str, list[float]] = {"verdict": [], **{name: [] for name in PEERS}}
+        beside: list[str] = []  # the verdict beside each peer, a line per set
         gaps = []
         for fold, left in folds.items():
             tests = {s: [with_members(r, args.strip) for r in labelled_rows(runs[s][args.k])] for s in left}
@@ -219,6 +220,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     short["verdict"].append(value)
                     for m in PEERS:
                         short[m].append(metric(y, member_column(rows, m)))
+                    beside.append(
+                        f"| {name} | {value:.3f} | " + " | ".join(f"{short[m][-1]:.3f}" for m in PEERS) + " |"
+                    )
                 sc = self_consistency(rows)
                 fpr, tpr = rates(y, flag)
                 ops = [v.head.operating_point for v in verdicts]
@@ -245,8 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stdout.flush()
         print(f"\nworst shortfall {min(gaps):+.3f}, mean {np.mean(gaps):+.3f}")
         if short["verdict"]:
-            means = ", ".join(f"{m} {np.mean(v):.3f}" for m, v in short.items())
-            print(f"short-answer sets ({len(short['verdict'])}), mean AUROC: {means}")
+            print(f"\n| left out, AUROC | verdict | {' | '.join(PEERS)} |")
+            print("|---" * (len(PEERS) + 2) + "|")
+            print("\n".join(beside))
+            print("| mean | " + " | ".join(f"{np.mean(v):.3f}" for v in short.values()) + " |")
     return 0
 
 
