@@ -755,6 +755,10 @@ def calibrate(
             "the one shipped for their settings).",
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Write a calibration that judges worse than the labelled base rate out of fold."),
+    ] = False,
     suggest: Annotated[
         int | None,
         typer.Option(
@@ -787,6 +791,7 @@ def calibrate(
         target_fpr=target_fpr,
         refit=refit,
         base=base,
+        force=force,
     )
     typer.echo(line, err=True)
 
