@@ -5,9 +5,12 @@ in every row), with a label added to some: the others are skipped and counted. H
 (``refit``): below ``FULL_FROM`` labelled prompts of one sample count, the map and threshold of the calibration that
 judged the rows (``recalibrate``: its heads and members kept, ``FEW`` by default); from there, or with rows of several
 sample counts, the full fit (``fit.fit_calibration``: every head's scales, calibrator and threshold). ``FULL_FROM``
-and ``FEW`` were chosen on the learning curve of the twelve recorded dev sets (docs/calibration.md, "With your own
-labels"). Every threshold prints its FPR with the exact binomial interval of the correct rows it was measured on, and
-how many more labels would halve that interval.
+and ``FEW`` were chosen on the learning curve of the recorded dev sets (docs/calibration.md, "With your own labels";
+``FEW``: bench/RESULTS.md, "Which refit under 200 labels"). Rows of a teacher with no calibration of its own refit the
+shipped heads that read the texts alone (``model.embedded_calibration``). Every threshold prints its FPR with the exact
+binomial interval of the correct rows it was measured on, and how many more labels would halve that interval; rows
+that lack members the refitted heads read, and a fit that judges the rows worse than their base rate out of fold
+(``worse_than_base_rate``, unless ``force``), are refused.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from blackbox_wd.errors import BBWDError
 
 REFITS = ("auto", "map", "prior", "full")
 FULL_FROM = 200  # labelled prompts from which ``auto`` fits every head (the learning curve)
-FEW = "prior"  # below it, ``auto`` refits this much of the calibration that judged the rows
+# below it, ``auto`` refits this much of the calibration that judged the rows (bench/RESULTS.md, "Which refit under
+# 200 labels")
+FEW = "map"
 
 
 def calibrate(
@@ -189,7 +194,8 @@ def labelled_at_k(results: Sequence[Path], label: str, k: int | None) -> tuple[l
 
 
 def base_calibration(path: Path | None, settings: dict[str, Any], rows: Sequence[dict[str, Any]]) -> Calibration:
-    """The calibration a map refits: ``path``'s, else the one shipped for the rows' settings, when the rows were
+    """The calibration a map refits: ``path``'s, else the one shipped for the rows' settings (for a teacher without
+    one of its own, the shipped heads that read the texts alone: ``model.embedded_calibration``), when the rows were
     judged by it or by none; BBWDError naming the one that judged them otherwise."""
     if path is not None:
         cal = Calibration.load(path)
