@@ -684,7 +684,7 @@ def eval_command(
             bar.update(task, completed=done, rate=f"{elapsed / new:.1f} s/prompt", errors=start["errors"])
 
         message = execute(request, progress)
-    err.print(message, highlight=False)
+    err.print(message, highlight=False, soft_wrap=True)  # the note one line, as every door says it
 
 
 @app.command()

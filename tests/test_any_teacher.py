@@ -102,6 +102,37 @@ def test_batch_of_recorded_samples_with_a_folder_teacher_gives_every_row_a_risk(
 
 
 @pytest.mark.slow
+def test_eval_of_recorded_samples_with_a_folder_teacher_judges_every_prompt(tiny_folder, tmp_path):
+    records = [
+        {
+            "id": "a",
+            "source": "t",
+            "prompt": "What is 2 + 2?",
+            "answers": ["4"],
+            "samples": ["4"] * 9 + ["5"],
+            "label": 0,
+        },
+        {
+            "id": "b",
+            "source": "t",
+            "prompt": "Who wrote it?",
+            "answers": ["Eliot"],
+            "samples": list("abcdefghij"),
+            "label": 1,
+        },
+    ]
+    data = tmp_path / "recorded.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    args = ("eval", "--data", str(data), "-o", str(tmp_path / "eval"), "--device", "cpu", "--no-lne", "--no-cache")
+    code, err = run_cli(*args, "--teacher", tiny_folder)
+    assert code == 0, err
+    assert notes(err) == [note_of(tiny_folder, black_box=True)]
+    rows = jsonl(tmp_path / "eval" / "results.jsonl")
+    assert all(0.0 <= r["p_hallucination"] <= 1.0 and isinstance(r["flag"], bool) for r in rows), rows
+    assert {r["calibration"] for r in rows} == {texts_alone().id}
+
+
+@pytest.mark.slow
 def test_serve_with_a_folder_teacher_returns_a_risk_and_says_the_note_once(tiny_folder, tmp_path):
     with BbwdServe(["--teacher", tiny_folder, *RUN], tmp_path / "serve.log", token=None) as server:
         got = server.client().chat.completions.create(model=tiny_folder, messages=[{"role": "user", "content": PROMPT}])
