@@ -880,6 +880,9 @@ def default_calibration_path(teacher: str, white_box: bool = True) -> Path | Non
     return PACKAGE_CALIBRATIONS / (f"{teacher}.json" if white_box else f"{teacher}.api.json")
 
 
+TEXTS_ALONE_FILE = f"{EMBEDDED}.api.json"  # the shipped file whose heads of the texts alone judge any teacher
+
+
 def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
     """The shipped calibration for the run's teacher and kind (white- or black-box) when its meaning settings match,
     else the heads of the shipped API calibration that read the texts alone (``texts_alone_calibration``).
@@ -915,9 +918,6 @@ def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | Non
         f"note: {without} yet, so no risk is shown: fit one on labelled results with 'bbwd calibrate' and pass it "
         f"with --calibration{nor}"
     )
-
-
-TEXTS_ALONE_FILE = f"{EMBEDDED}.api.json"  # the shipped file whose heads of the texts alone judge any teacher
 
 
 def texts_alone_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
