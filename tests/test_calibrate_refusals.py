@@ -89,3 +89,26 @@ def test_a_full_fit_worse_than_the_base_rate_is_refused(noise):
     code, err = calibrate(noise, "--refit", "full", "--folds", "4")
     assert code == 2 and err.startswith("error: the full fit judges the labelled rows worse than their base rate"), err
     assert not (noise / "cal.json").exists()
+
+
+def test_what_a_row_lacks_is_read_from_the_head_a_row_like_it_has_members_for():
+    from test_teacher_free import calibration, head
+
+    from blackbox_wd.calibration.recalibrate import row_lacks
+
+    base = calibration(
+        (
+            head(("avg_wd", "answer_wd", "ls", "dse")),
+            head(("avg_wd", "ls", "dse")),
+            head(("avg_wd", "lne")),
+            head(("avg_wd",)),
+        )
+    )
+    short, passage = {"token_counts": [3, 3, 3]}, {"token_counts": [200, 200, 200]}
+    full = {**short, "avg_wd": 1.0, "answer_wd": 2.0, "baselines": {"ls": 0.1, "dse": 0.5}}
+    assert row_lacks(base, full, 10) == ()
+    assert row_lacks(base, {**full, "answer_wd": None}, 10) == ()  # no judged answer: the head without it
+    assert row_lacks(base, {**full, "baselines": {"dse": 0.5}}, 10) == ("ls",)
+    assert row_lacks(base, {**short, "avg_wd": 1.0}, 10) == ("ls", "dse")  # AvgWD alone: what the rows of #59 were
+    assert row_lacks(base, {**passage, "avg_wd": 1.0, "baselines": {"ls": 0.1}}, 10) == ()  # no DSE on a passage
+    assert row_lacks(base, {**short, "avg_wd": 1.0, "lne": 0.3, "baselines": {"ls": 0.1, "dse": 0.5}}, 10) == ()

@@ -14,6 +14,11 @@ that judged the labelled rows (those of their K) is chosen on the rows: the smal
 target, printed with its exact binomial interval from the number of correct rows (``combine.fpr_interval``). The
 heads of the other K (``-k auto``'s stages) keep their flags (threshold and band edges mapped by g); the sentence and
 claim heads are kept as they are (the labels are the answers').
+
+Rows that lack members the base's heads read for rows like them are refused (``check_members``): g would be fitted on
+a head that scored rows never fall to. g's out-of-fold log-loss and Brier score (``out_of_fold``, ``FOLDS`` folds of
+the rows) are stored in ``FittedOn.cv`` (``log_loss_oof``, ``brier_oof``): ``bbwd calibrate`` refuses a map that
+judges worse than the rows' base rate.
 """
 
 from __future__ import annotations
@@ -108,7 +113,8 @@ def row_lacks(base: Calibration, row: Mapping[str, Any], k: int) -> tuple[str, .
     """The members a labelled row lacks that the heads of ``base`` read for a row like it: of the first head (of
     the row's K and kind of answer, as ``Calibration.head_for`` orders them) whose missing members are all ones every
     scored row has, those missing; a row may lack the judged answer's members (it has none), those read as missing
-    on a passage (``short_only``) and ``OPTIONAL``. Empty when the row has them all.
+    on a passage (``short_only``), DSE on a passage (``bbwd eval`` clusters no passages) and ``OPTIONAL``. Empty
+    when the row has them all.
 
     A row that lacks such a member is judged by a head that a row scored by bbwd never falls to (the rows of
     ``avg_wd`` and ``eigen_wd`` alone: the last head, of ln EigenWD), so a map fitted on it would be carried into
@@ -120,7 +126,7 @@ def row_lacks(base: Calibration, row: Mapping[str, Any], k: int) -> tuple[str, .
     heads = [h for h in every if h.kind == kind] + [h for h in every if h.kind is None]
     skip = set(base.short_only) if kind == "passage" else set()
     no_answer = set(ANSWER_MEMBERS) if member_value(row, "answer_wd") is None else set()
-    optional = set(OPTIONAL) | skip | no_answer
+    optional = set(OPTIONAL) | skip | no_answer | ({"dse"} if kind == "passage" else set())
     for head in heads:
         absent = tuple(m for m in head.members if m in skip or base.member(row, m) is None)
         if not set(absent) & optional:
