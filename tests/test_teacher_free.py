@@ -158,3 +158,23 @@ def test_without_heads_of_the_texts_alone_no_risk_is_shown(tmp_path, monkeypatch
         "note: no calibration ships for black-box runs with teacher /models/tiny yet, so no risk is shown: fit one "
         "on labelled results with 'bbwd calibrate' and pass it with --calibration"
     )
+
+
+def test_a_folder_teacher_gets_a_verdict_through_the_builder(shipped, tiny_folder):
+    """The wiring every door builds (``Detector.from_settings``): a folder teacher, recorded samples, the shipped API
+    file's heads of the texts alone (here ``MIXED``'s); the members they read are ones such a run computes."""
+    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.settings import Settings
+
+    detector = Detector.from_settings(Settings(teacher=tiny_folder, device="cpu", k=10), recorded=True)
+    assert detector.calibration == MIXED.teacher_free()
+    assert detector.calibration_note is not None and detector.calibration_note.startswith(
+        f"note: no calibration ships for black-box runs with teacher {tiny_folder}: judged by the heads of"
+    )
+    agree = detector.score("What is 2 + 2?", responses=["4"] * 9 + ["5"], answer="4")
+    scatter = detector.score("What is 2 + 2?", responses=list("abcdefghij"), answer="4")
+    for result in (agree, scatter):
+        assert result.flag is not None and result.calibration["members"] == ["answer_disagreement"]
+    assert agree.answer_disagreement == pytest.approx(0.1) and scatter.answer_disagreement == 1.0
+    assert agree.p_hallucination == pytest.approx(1 / (1 + math.exp(-0.1)))  # sigmoid of the phrase head's z
+    assert (agree.flag, scatter.flag) == (False, True)  # threshold 0.7
