@@ -27,7 +27,7 @@ def note_of(teacher: str, black_box: bool = False) -> str:
     kind = "black-box runs with " if black_box else ""
     return (
         f"note: no calibration ships for {kind}teacher {teacher}: judged by the heads of smollm2-135m.api.json that "
-        "read the texts alone, no teacher state, fitted on recorded answers of other models: its risk is a "
+        "read the texts alone (no teacher state), fitted on recorded answers of other models: its risk is a "
         "probability on that data"
     )
 

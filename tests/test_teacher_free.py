@@ -129,7 +129,7 @@ def test_a_teacher_without_its_own_file_is_judged_by_the_api_files_heads_of_the_
     assert cal == MIXED.teacher_free() and cal.origin == "embedded smollm2-135m.api.json, its heads of the texts alone"
     assert note == (
         "note: no calibration ships for black-box runs with teacher /models/tiny: judged by the heads of "
-        "smollm2-135m.api.json that read the texts alone, no teacher state, fitted on recorded answers of other "
+        "smollm2-135m.api.json that read the texts alone (no teacher state), fitted on recorded answers of other "
         "models: its risk is a probability on that data"
     )
     cal, note = embedded_calibration({**OTHER_TEACHER, "white_box": True, "teacher": "gemma3-270m"})

@@ -908,7 +908,7 @@ def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | Non
     if texts is not None:
         return texts, (
             f"note: {without}{f' ({why})' if why else ''}: judged by the heads of {TEXTS_ALONE_FILE} that read the "
-            "texts alone, no teacher state, fitted on recorded answers of other models: its risk is a probability "
+            "texts alone (no teacher state), fitted on recorded answers of other models: its risk is a probability "
             "on that data"
         )
     nor = f"; nor do the heads of {TEXTS_ALONE_FILE} that read the texts alone: {why_texts}" if why_texts else ""
