@@ -690,7 +690,7 @@ def eval_command(
             bar.update(task, completed=done, rate=f"{elapsed / new:.1f} s/prompt", errors=start["errors"])
 
         message = execute(request, progress)
-    err.print(message, highlight=False)
+    err.print(message, highlight=False, soft_wrap=True)  # the note one line, as every door says it
 
 
 @app.command()
@@ -761,6 +761,10 @@ def calibrate(
             "the one shipped for their settings).",
         ),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Write a calibration that judges worse than the labelled base rate out of fold."),
+    ] = False,
     suggest: Annotated[
         int | None,
         typer.Option(
@@ -793,6 +797,7 @@ def calibrate(
         target_fpr=target_fpr,
         refit=refit,
         base=base,
+        force=force,
     )
     typer.echo(line, err=True)
 

@@ -199,7 +199,10 @@ def test_default_calibration_path_only_for_registry_names():
     assert default_calibration_path("/models/x.gguf") is None and default_calibration_path("org/name") is None
     assert default_calibration_path("..") is None
     assert default_calibration_path("smollm2-135m", False).name == "smollm2-135m.api.json"  # fixed K and -k auto
-    assert embedded_calibration({**REPORTED, "teacher": "/models/x.gguf"}) == (None, None)  # no note: not ours to ship
+    cal, note = embedded_calibration({**REPORTED, "teacher": "/models/x.gguf"})  # none of its own: the texts' heads
+    texts = Calibration.load(default_calibration_path("smollm2-135m", False)).teacher_free()
+    assert (cal is None) == (texts is None) and note is not None and "\n" not in note
+    assert note.startswith("note: no calibration ships for teacher /models/x.gguf")
 
 
 def test_the_shipped_calibration_is_valid_for_scores_default_settings():
@@ -292,7 +295,9 @@ def test_embedded_calibration_applies_only_when_it_matches(tmp_path, monkeypatch
     path = tmp_path / "smollm2-135m.json"
     monkeypatch.setattr(calibration_module, "default_calibration_path", lambda teacher, white_box=True: path)
     cal, note = embedded_calibration(REPORTED)  # none shipped
-    assert cal is None and note.startswith("note: no calibration ships for smollm2-135m yet, so no risk is shown")
+    assert cal is None and note.startswith(
+        "note: no calibration ships for teacher smollm2-135m yet, so no risk is shown"
+    )
     make().save(path)
     cal, note = embedded_calibration({**REPORTED, "seed": 3})
     assert note is None and cal == make() and cal.origin == "embedded smollm2-135m.json"

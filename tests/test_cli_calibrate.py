@@ -136,7 +136,7 @@ def test_calibrate_combiner_sets_the_answer_heads_weights(tmp_path, capsys, comb
             "at least 14",
         ),
         (["--settings-from", "nowhere.json"], "error: no settings for"),
-        (["--target-fpr", "1.5"], "error: target FPR must be in [0, 1) (got 1.5)"),
+        (["--target-fpr", "1.5", "--refit", "full"], "error: target FPR must be in [0, 1) (got 1.5)"),
         (["-o", "/nonexistent/dir/cal.json"], "error: output folder /nonexistent/dir does not exist"),
         (["--combiner", "median"], "error: unknown combiner 'median': use one of logistic, mean, select"),
     ],
@@ -181,14 +181,14 @@ def test_calibrate_stores_and_prints_who_drew_the_samples(tmp_path, capsys):
 
 
 def test_calibrate_fits_recorded_samples_of_unstated_origin_and_its_note_says_so(tmp_path, capsys):
-    labelled_rows(tmp_path / "results.jsonl", RECORDED_SETTINGS, n=30)
+    labelled_rows(tmp_path / "results.jsonl", RECORDED_SETTINGS, n=120)  # rows of AvgWD and EigenWD: a full fit
     (tmp_path / "settings.json").write_text(json.dumps(RECORDED_SETTINGS))
-    code, out, err = calibrate(capsys, tmp_path, tmp_path / "cal.json", "--folds", "2")
+    code, out, err = calibrate(capsys, tmp_path, tmp_path / "cal.json", "--folds", "2", "--refit", "full")
     assert code == 0, err
     cal = Calibration.load(tmp_path / "cal.json")
     assert cal.fitted_on.samples is None
     note = cal.sampling_note({**RECORDED_SETTINGS, "target": "gpt-4o-mini", "endpoint": "api.openai.com"})
-    assert note is not None and "fitted on recorded samples (origin not stated; synthetic (30))" in note, note
+    assert note is not None and "fitted on recorded samples (origin not stated; synthetic (120))" in note, note
 
 
 def test_calibrate_refuses_settings_that_are_not_those_of_the_rows(tmp_path, capsys):

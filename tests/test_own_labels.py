@@ -75,7 +75,7 @@ def test_calibrate_reads_batch_rows_with_no_option_and_counts_the_unlabelled(lab
     cal = Calibration.load(path)
     assert f"{LABELLED} labelled prompts ({N - LABELLED} rows without a label skipped, 0 with an error)" in err, err
     assert cal.fitted_on.n == LABELLED and cal.fitted_on.base_rate == pytest.approx(0.5)
-    assert cal.fitted_on.refit is not None and cal.fitted_on.refit.startswith("prior of embedded smollm2-135m.api.json")
+    assert cal.fitted_on.refit is not None and cal.fitted_on.refit.startswith("map of embedded smollm2-135m.api.json")
     point = cal.operating_point
     assert point.rule == "target_fpr_labelled" and point.negatives == LABELLED / 2
     assert point.fpr_interval == pytest.approx(fpr_interval(point.fpr * point.negatives, point.negatives))

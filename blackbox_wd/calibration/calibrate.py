@@ -5,14 +5,18 @@ in every row), with a label added to some: the others are skipped and counted. H
 (``refit``): below ``FULL_FROM`` labelled prompts of one sample count, the map and threshold of the calibration that
 judged the rows (``recalibrate``: its heads and members kept, ``FEW`` by default); from there, or with rows of several
 sample counts, the full fit (``fit.fit_calibration``: every head's scales, calibrator and threshold). ``FULL_FROM``
-and ``FEW`` were chosen on the learning curve of the twelve recorded dev sets (docs/calibration.md, "With your own
-labels"). Every threshold prints its FPR with the exact binomial interval of the correct rows it was measured on, and
-how many more labels would halve that interval.
+and ``FEW`` were chosen on the learning curve of the recorded dev sets (docs/calibration.md, "With your own labels";
+``FEW``: bench/RESULTS.md, "Which refit under 200 labels"). Rows of a teacher with no calibration of its own refit the
+shipped heads that read the texts alone (``model.embedded_calibration``). Every threshold prints its FPR with the exact
+binomial interval of the correct rows it was measured on, and how many more labels would halve that interval; rows
+that lack members the refitted heads read, and a fit that judges the rows worse than their base rate out of fold
+(``worse_than_base_rate``, unless ``force``), are refused.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +30,9 @@ from blackbox_wd.errors import BBWDError
 
 REFITS = ("auto", "map", "prior", "full")
 FULL_FROM = 200  # labelled prompts from which ``auto`` fits every head (the learning curve)
-FEW = "prior"  # below it, ``auto`` refits this much of the calibration that judged the rows
+# below it, ``auto`` refits this much of the calibration that judged the rows (bench/RESULTS.md, "Which refit under
+# 200 labels")
+FEW = "map"
 
 
 def calibrate(
@@ -41,6 +47,7 @@ def calibrate(
     target_fpr: float = 0.1,
     refit: str = "auto",
     base: Path | None = None,
+    force: bool = False,
 ) -> str:
     """Fit a calibration on the labelled rows of ``results`` and save it to ``output``; return the line to print.
 
@@ -56,6 +63,9 @@ def calibrate(
         How much the labels refit (the module's docstring).
     base : Path or None
         The calibration a map refits; None: the one that judged the rows, when it is the one shipped for them.
+    force : bool
+        Write a calibration that judges worse than the labelled base rate out of fold (``worse_than_base_rate``),
+        which is refused otherwise.
 
     Returns
     -------
@@ -83,12 +93,13 @@ def calibrate(
             samples=samples,
             cv=combine.CrossValidation(combiner=combiner or combine.COMBINER, folds=folds, target_fpr=target_fpr),
         )
+        forced = refuse_worse(fitted.calibration, "full fit", force)
         fitted.calibration.save(output)
         paths = report.write_report(fitted, output)
         point = fitted.calibration.operating_point
         return (
             f"wrote {output}, {paths['report']}, {paths['reliability']}: full fit on {skipped}; "
-            f"{report.summary_line(fitted)}; {interval_line(point, rows.answers.y, rows.answers.w)}"
+            f"{report.summary_line(fitted)}; {interval_line(point, rows.answers.y, rows.answers.w)}{forced}"
         )
     if rows.stages:
         raise BBWDError(
@@ -109,6 +120,7 @@ def calibrate(
         data=rows.data,
         samples=samples,
     )
+    forced = refuse_worse(cal, f"{mode} refit", force)
     cal.save(output)
     stage = cal.stage(k)
     point = (cal.heads if stage is None else stage.heads)[0].operating_point
@@ -116,8 +128,41 @@ def calibrate(
     return (
         f"wrote {output}: {on.refit} on {skipped}, base rate {on.base_rate:.3f}, "
         f"p' = expit({on.cv['slope']:.3f} logit p {on.cv['intercept']:+.3f}); threshold {point.threshold:.4f}: "
-        f"{interval_line(point, rows.answers.y, rows.answers.w)}, TPR {point.tpr:.3f}"
+        f"{interval_line(point, rows.answers.y, rows.answers.w)}, TPR {point.tpr:.3f}{forced}"
     )
+
+
+def worse_than_base_rate(cal: Calibration) -> str | None:
+    """None when a fitted calibration judges its labelled rows out of fold at least as well as p = their base rate on
+    every row, by log-loss and by Brier score; else its figures and the base rate's (one line).
+
+    The out-of-fold figures are a refit's ``log_loss_oof`` and ``brier_oof`` (``recalibrate.out_of_fold``), a full
+    fit's ``log_loss`` and ``brier`` (its first head's); the base rate's are its entropy and r (1 - r).
+    """
+    cv, rate = cal.fitted_on.cv, cal.fitted_on.base_rate
+    log_loss, brier = (cv["log_loss_oof"], cv["brier_oof"]) if "log_loss_oof" in cv else (cv["log_loss"], cv["brier"])
+    entropy = -(rate * math.log(rate) + (1 - rate) * math.log(1 - rate))
+    spread = rate * (1 - rate)
+    if log_loss <= entropy and brier <= spread:
+        return None
+    return (
+        f"out-of-fold log-loss {log_loss:.3f} and Brier {brier:.3f}, against {entropy:.3f} and {spread:.3f} for "
+        f"p = {rate:.3f} (the labelled base rate) on every row"
+    )
+
+
+def refuse_worse(cal: Calibration, what: str, force: bool) -> str:
+    """Raise BBWDError when ``cal`` judges worse than the base rate out of fold (``worse_than_base_rate``), unless
+    ``force``; return what the printed line adds (empty when it judges at least as well)."""
+    why = worse_than_base_rate(cal)
+    if why is None:
+        return ""
+    if not force:
+        raise BBWDError(
+            f"the {what} judges the labelled rows worse than their base rate, so nothing was written: {why}; label "
+            "more rows, or --force to write it anyway"
+        )
+    return f"; written with --force although it judges worse than the base rate: {why}"
 
 
 def interval_line(point: OperatingPoint, y: np.ndarray, w: np.ndarray) -> str:
@@ -149,7 +194,8 @@ def labelled_at_k(results: Sequence[Path], label: str, k: int | None) -> tuple[l
 
 
 def base_calibration(path: Path | None, settings: dict[str, Any], rows: Sequence[dict[str, Any]]) -> Calibration:
-    """The calibration a map refits: ``path``'s, else the one shipped for the rows' settings, when the rows were
+    """The calibration a map refits: ``path``'s, else the one shipped for the rows' settings (for a teacher without
+    one of its own, the shipped heads that read the texts alone: ``model.embedded_calibration``), when the rows were
     judged by it or by none; BBWDError naming the one that judged them otherwise."""
     if path is not None:
         cal = Calibration.load(path)

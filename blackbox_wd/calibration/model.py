@@ -52,6 +52,7 @@ from blackbox_wd.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.checks import is_finite_number as _number
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.settings import LATER_FIELDS, RECORDED, SCORE_FIELDS, fingerprint
+from blackbox_wd.teachers.registry import EMBEDDED
 
 FORMAT_1 = "bbwd-calibration/1"  # one head over FEATURES; still read, and written for such a calibration
 FORMAT = "bbwd-calibration/2"  # heads over any MEMBERS, and a sentence head
@@ -109,6 +110,9 @@ PER_K = ("k", "stop")
 # ... and the sampling side: a calibration fitted under other values of these applies, with a note.
 SAMPLING = ("target", "sampler", "endpoint", "temperature", "top_p", "max_tokens")
 assert sorted(MEANING + SAMPLING) == sorted(COVERED)
+# Of the meaning settings, those of the teacher's states: a calibration whose heads read none (``teacher_free``)
+# serves a run under any values of them.
+TEACHER_SIDE = tuple(name for name in MEANING if name not in PER_K)
 PACKAGE_CALIBRATIONS = Path(__file__).resolve().parents[1] / "calibrations"
 
 
@@ -434,6 +438,47 @@ class Calibration:
         """Every head, most members first: the first (``model``, ``operating_point``), then ``more_heads``."""
         return (Head(self.model, self.operating_point), *self.more_heads)
 
+    @cached_property
+    def is_teacher_free(self) -> bool:
+        """True when every head (of every fitted K) reads members of the texts alone (``TEACHER_FREE``) and there is
+        no sentence or claim head (they read the teacher's states): the calibration judges a run of any teacher.
+
+        >>> Calibration.load(PACKAGE_CALIBRATIONS / "smollm2-135m.json").is_teacher_free
+        False
+        """
+        every = (*self.heads, *(h for s in self.stages for h in s.heads))
+        return self.sentence is None and self.claim is None and all(_reads_texts_alone(h) for h in every)
+
+    def teacher_free(self) -> Calibration | None:
+        """The calibration restricted to its heads that read the texts alone (``TEACHER_FREE``), in their order, at
+        every fitted K (a stage without such a head is left out); no sentence head and no claim head (they read
+        the teacher's states). It judges a run of any teacher (``is_teacher_free``: ``check`` and ``mismatch`` leave
+        the teacher's settings out). None when the calibration's own K has no such head.
+
+        Returns
+        -------
+        Calibration or None
+        """
+        heads = tuple(h for h in self.heads if _reads_texts_alone(h))
+        if not heads:
+            return None
+        stages = tuple(
+            replace(s, heads=kept) for s in self.stages if (kept := tuple(h for h in s.heads if _reads_texts_alone(h)))
+        )
+        fitted_on = replace(
+            self.fitted_on, sentence_base_rate=None, sentence_n=None, claim_base_rate=None, claim_n=None
+        )
+        return replace(
+            self,
+            model=heads[0].model,
+            operating_point=heads[0].operating_point,
+            more_heads=heads[1:],
+            sentence=None,
+            claim=None,
+            stages=stages,
+            fitted_on=fitted_on,
+        )
+
     @property
     def k(self) -> int:
         """The calibration's own K: the sample count its first heads (``heads``) were fitted at."""
@@ -599,8 +644,10 @@ class Calibration:
         """None when the run's settings mean what the calibration's meant (``MEANING``), else which differ (one
         line). Settings of the sampling side (``SAMPLING``) may differ: see :meth:`sampling_note`. The sample count
         and ``-k auto`` are not compared: the heads of the fitted K judge any K at or above it (``fitted_k``), and
-        a stage's heads the same stage of ``-k auto``."""
-        reported = {**reported, **{name: self.settings.get(name) for name in PER_K}}
+        a stage's heads the same stage of ``-k auto``; nor, for a calibration whose heads read no teacher state
+        (``is_teacher_free``), the teacher's settings (``TEACHER_SIDE``)."""
+        ignored = PER_K + TEACHER_SIDE if self.is_teacher_free else PER_K
+        reported = {**reported, **{name: self.settings.get(name) for name in ignored}}
         if calibration_fingerprint(reported) == self.fingerprint:
             return None
         diffs = self._diffs(reported, MEANING)
@@ -734,6 +781,11 @@ class Calibration:
         return cls.from_json(path.read_bytes(), origin=str(path))
 
 
+def _reads_texts_alone(head: Head) -> bool:
+    """True when every member of ``head`` is read from the texts alone (``TEACHER_FREE``)."""
+    return set(head.members) <= set(TEACHER_FREE)
+
+
 LATER_POINT_FIELDS = ("fpr_range", "tpr_range", "fpr_interval", "negatives", "kind")  # of a head, added later
 
 
@@ -828,31 +880,73 @@ def default_calibration_path(teacher: str, white_box: bool = True) -> Path | Non
     return PACKAGE_CALIBRATIONS / (f"{teacher}.json" if white_box else f"{teacher}.api.json")
 
 
-def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
-    """The shipped calibration for the run's teacher and kind (white- or black-box) when its meaning settings match.
+TEXTS_ALONE_FILE = f"{EMBEDDED}.api.json"  # the shipped file whose heads of the texts alone judge any teacher
 
-    Returns (calibration, None) when it applies as fitted; (calibration, a one-line note) when it applies to
-    samples drawn otherwise (``Calibration.sampling_note``); (None, a one-line note) when one is shipped but its
-    meaning settings differ, or none ships for this registry teacher and kind; (None, None) for other teachers.
+
+def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
+    """The shipped calibration for the run's teacher and kind (white- or black-box) when its meaning settings match,
+    else the heads of the shipped API calibration that read the texts alone (``texts_alone_calibration``).
+
+    Returns (calibration, None) when the teacher's own applies as fitted; (calibration, a one-line note) when it
+    applies to samples drawn otherwise (``Calibration.sampling_note``), or when the heads of the texts alone judge
+    (the teacher has no file of its own, or its meaning settings differ); (None, a one-line note) when neither
+    applies.
     """
     teacher = str(reported.get("teacher"))
     white_box = bool(reported.get("white_box", True))
     path = default_calibration_path(teacher, white_box)
-    if path is None:
-        return None, None
-    if not path.is_file():
-        kind = "" if white_box else "black-box runs with "
-        return None, (
-            f"note: no calibration ships for {kind}{teacher} yet, so no risk is shown: fit one on labelled "
-            "results with 'bbwd calibrate' and pass it with --calibration"
+    why: str | None = None
+    if path is not None and path.is_file():
+        own = replace(Calibration.load(path), origin=f"embedded {path.name}")
+        why = _why_not(own, reported)
+        if why is None:
+            return own, own.sampling_note(reported)
+        without = f"the embedded calibration {path.name} does not apply to this run"
+    else:
+        without = f"no calibration ships for {'' if white_box else 'black-box runs with '}teacher {teacher}"
+    texts, why_texts = texts_alone_calibration(reported)
+    if texts is not None:
+        return texts, (
+            f"note: {without}{f' ({why})' if why else ''}: judged by the heads of {TEXTS_ALONE_FILE} that read the "
+            "texts alone (no teacher state), fitted on recorded answers of other models: its risk is a probability "
+            "on that data"
         )
-    cal = replace(Calibration.load(path), origin=f"embedded {path.name}")
+    nor = f"; nor do the heads of {TEXTS_ALONE_FILE} that read the texts alone: {why_texts}" if why_texts else ""
+    if why is not None:
+        return None, f"note: {without}, no risk shown: {why}{nor}"
+    return None, (
+        f"note: {without} yet, so no risk is shown: fit one on labelled results with 'bbwd calibrate' and pass it "
+        f"with --calibration{nor}"
+    )
+
+
+def texts_alone_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
+    """The heads of the shipped API calibration that read the texts alone (``Calibration.teacher_free``), for a run
+    of a teacher whose own calibration does not ship or does not apply.
+
+    Returns
+    -------
+    tuple of (Calibration or None, str or None)
+        The calibration and None when it applies to the run; else None and why not (the file has no such heads, or
+        the run's K is below its fitted K), or (None, None) when the file has none.
+    """
+    path = default_calibration_path(EMBEDDED, white_box=False)
+    if path is None or not path.is_file():
+        return None, None
+    texts = Calibration.load(path).teacher_free()
+    if texts is None:
+        return None, None
+    texts = replace(texts, origin=f"embedded {path.name}, its heads of the texts alone")
+    why = _why_not(texts, reported)
+    return (texts, None) if why is None else (None, why)
+
+
+def _why_not(cal: Calibration, reported: Mapping[str, Any]) -> str | None:
+    """Why ``cal`` does not judge the run (its meaning settings, or a K below its fitted K); None when it does."""
     why = cal.mismatch(reported)
     if why is None:
         try:
             cal.check(reported)
         except BBWDError as exc:
             why = one_line(exc)
-    if why is not None:
-        return None, f"note: the embedded calibration {path.name} does not apply to this run, no risk shown: {why}"
-    return cal, cal.sampling_note(reported)
+    return why

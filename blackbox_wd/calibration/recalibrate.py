@@ -14,6 +14,11 @@ that judged the labelled rows (those of their K) is chosen on the rows: the smal
 target, printed with its exact binomial interval from the number of correct rows (``combine.fpr_interval``). The
 heads of the other K (``-k auto``'s stages) keep their flags (threshold and band edges mapped by g); the sentence and
 claim heads are kept as they are (the labels are the answers').
+
+Rows that lack members the base's heads read for rows like them are refused (``check_members``): g would be fitted on
+a head that scored rows never fall to. g's out-of-fold log-loss and Brier score (``out_of_fold``, ``FOLDS`` folds of
+the rows) are stored in ``FittedOn.cv`` (``log_loss_oof``, ``brier_oof``): ``bbwd calibrate`` refuses a map that
+judges worse than the rows' base rate.
 """
 
 from __future__ import annotations
@@ -29,20 +34,28 @@ from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration.combine import operating_point, weighted_log_loss
 from blackbox_wd.calibration.model import (
+    ANSWER_LOGPROB_MEMBERS,
+    ANSWER_MEMBERS,
     Calibration,
     FittedOn,
     Head,
     Isotonic,
     Platt,
     Stage,
+    answer_kind,
     calibration_fingerprint,
     covered_settings,
+    member_value,
 )
 from blackbox_wd.errors import BBWDError
 
 MODES = ("prior", "map")
 CLIP = 1e-4  # p is read in [CLIP, 1 - CLIP] before the logit: an isotonic head's p can be 0 or 1
 MIN_CLASS = 10  # labelled rows of each class a refit needs (a threshold at FPR 0.1 needs 10 correct rows)
+FOLDS = 5  # the refit's out-of-fold log-loss and Brier score (``out_of_fold``), in ``FittedOn.cv``
+# members a scored row may lack and still be judged as bbwd judges it: LNE and the answer's log-prob members (no
+# log-prob pass), the fixed-bandwidth EigenWD (a teacher without a reference bandwidth)
+OPTIONAL = ("lne", "log_eigen_wd_fixed", *ANSWER_LOGPROB_MEMBERS)
 
 
 def fit_map(p: np.ndarray, y: np.ndarray, w: np.ndarray, mode: str) -> tuple[float, float]:
@@ -94,6 +107,58 @@ def entries(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     y = np.concatenate([np.where(soft, 1.0, h)[known], np.zeros(int(soft.sum()))]).astype(int)
     w = np.concatenate([np.where(soft, h, 1.0)[known], 1.0 - h[soft]])
     return of, y, w
+
+
+def row_lacks(base: Calibration, row: Mapping[str, Any], k: int) -> tuple[str, ...]:
+    """The members a labelled row lacks that the heads of ``base`` read for a row like it: of the first head (of
+    the row's K and kind of answer, as ``Calibration.head_for`` orders them) whose missing members are all ones every
+    scored row has, those missing; a row may lack the judged answer's members (it has none), those read as missing
+    on a passage (``short_only``), DSE on a passage (``bbwd eval`` clusters no passages) and ``OPTIONAL``. Empty
+    when the row has them all.
+
+    A row that lacks such a member is judged by a head that a row scored by bbwd never falls to (the rows of
+    ``avg_wd`` and ``eigen_wd`` alone: the last head, of ln EigenWD), so a map fitted on it would be carried into
+    heads it never saw.
+    """
+    stage = base.stage(k)
+    kind = answer_kind(row, k)
+    every = base.heads if stage is None else stage.heads
+    heads = [h for h in every if h.kind == kind] + [h for h in every if h.kind is None]
+    skip = set(base.short_only) if kind == "passage" else set()
+    no_answer = set(ANSWER_MEMBERS) if member_value(row, "answer_wd") is None else set()
+    optional = set(OPTIONAL) | skip | no_answer | ({"dse"} if kind == "passage" else set())
+    for head in heads:
+        absent = tuple(m for m in head.members if m in skip or base.member(row, m) is None)
+        if not set(absent) & optional:
+            return absent
+    return ()
+
+
+def check_members(base: Calibration, rows: Sequence[Mapping[str, Any]], k: int) -> None:
+    """Raise BBWDError naming each member the labelled rows lack (``row_lacks``) and how many rows lack it."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for name in row_lacks(base, row, k):
+            counts[name] = counts.get(name, 0) + 1
+    if counts:
+        name = f"calibration {base.origin}" if base.origin else "the calibration"
+        lack = ", ".join(f"{m} ({n} of {len(rows)} rows)" for m, n in counts.items())
+        raise BBWDError(
+            f"the labelled rows lack members the heads of {name} read: {lack}; score the rows with this bbwd (bbwd "
+            "batch), give a calibration over what they have with --base FILE, or fit one with --refit full"
+        )
+
+
+def out_of_fold(p: np.ndarray, y: np.ndarray, w: np.ndarray, of: np.ndarray, mode: str) -> np.ndarray:
+    """g(p) of each entry with g fitted (``fit_map``) on the other folds' rows: ``FOLDS`` folds of the rows (an
+    entry's row, ``of``, decides its fold: a passage label's two entries stay together), in a fixed random order."""
+    fold = (np.random.default_rng(0).permutation(int(of.max()) + 1) % FOLDS)[of]
+    out = np.empty_like(p)
+    for f in range(FOLDS):
+        test = fold == f
+        a, b = fit_map(p[~test], y[~test], w[~test], mode)
+        out[test] = expit(a * logit(np.clip(p[test], CLIP, 1 - CLIP)) + b)
+    return out
 
 
 def mapped_head(head: Head, a: float, b: float, threshold: float | None = None) -> Head:
@@ -170,8 +235,10 @@ def recalibrate(
                 f"{MIN_CLASS} of each class"
             )
     fitted = base.fitted_k(k)
+    check_members(base, rows, k)
     p = np.array([base.verdict(r, k=k).p_fitted for r in rows])[of]
     a, b = fit_map(p, y, w, mode)
+    p_oof = out_of_fold(p, y, w, of, mode)
     own = fitted == base.k
     heads = tuple(mapped_head(h, a, b) for h in base.heads)
     stages = tuple(
@@ -202,6 +269,8 @@ def recalibrate(
             "auroc_base": _auroc(y, p, w),
             "log_loss": weighted_log_loss(y, p_new, w),
             "log_loss_base": weighted_log_loss(y, p, w),
+            "log_loss_oof": weighted_log_loss(y, p_oof, w),
+            "brier_oof": float(np.sum(w * (p_oof - y) ** 2) / np.sum(w)),
             "slope": a,
             "intercept": b,
         },
