@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from blackbox_wd.answers.text import answer_disagreement
 from blackbox_wd.baselines.peers import PEERS, peer_scores
 from blackbox_wd.calibration.combine import CrossValidation, HeadFit, Table, fit_head, table_from
 from blackbox_wd.calibration.fit import expected_calibration_error, row_label
-from blackbox_wd.calibration.model import MEMBERS, Head, member_value
+from blackbox_wd.calibration.model import MEMBERS, Calibration, Head, member_value
 from blackbox_wd.scores import eigen_wd
 
 SEVERITY = {"accurate": 0, "minor_inaccurate": 1, "major_inaccurate": 2}
@@ -199,3 +200,48 @@ def with_members(row: dict[str, Any], strip: Sequence[str]) -> dict[str, Any]:
     for name in strip:
         row.pop(name, None)
     return row
+
+
+def runs_of(root: Path) -> dict[str, dict[int, Path]]:
+    """{set: {K: results.jsonl}} of the folders ``<set>-k<K>`` under ``root``."""
+    out: dict[str, dict[int, Path]] = {}
+    for d in sorted(root.iterdir()):
+        m = re.fullmatch(r"(.+)-k(\d+)", d.name)
+        if m and (d / "results.jsonl").is_file():
+            out.setdefault(m.group(1), {})[int(m.group(2))] = d / "results.jsonl"
+    return out
+
+
+def judge(cal: Calibration, rows: Sequence[dict[str, Any]], k: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
+    """(p, flag, verdict) of each row under the calibration's heads for ``k`` samples."""
+    verdicts = [cal.verdict(r, k=k) for r in rows]
+    return np.array([v.p for v in verdicts]), np.array([v.flag for v in verdicts], dtype=float), verdicts
+
+
+def training_files(
+    runs: dict[str, dict[int, Path]],
+    sets: Sequence[str],
+    ks: Sequence[int] | None,
+    unseen: set[str],
+    out: Path,
+    strip: Sequence[str],
+) -> list[Path]:
+    """The runs of ``sets`` (at ``ks``; None: every K) written under ``out`` without the rows whose question is in
+    ``unseen`` (grouped by prompt: a question the left-out model answered is never fitted on), each row
+    ``with_members``, without its claims' labels: the answer verdict measured here reads no claim head, and the
+    claims of the bios left after a model's entities are taken out are too few to fit one."""
+    files = []
+    for name in sets:
+        for k, path in runs[name].items():
+            if ks is not None and k not in ks:
+                continue
+            folder = out / f"{name}-k{k}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "settings.json").write_bytes((path.parent / "settings.json").read_bytes())
+            with (folder / "results.jsonl").open("w") as f:
+                for line in path.read_text().splitlines():
+                    row = json.loads(line)
+                    if question_of(row) not in unseen:
+                        f.write(json.dumps(with_members(row, (*strip, "claim_labels"))) + "\n")
+            files.append(folder / "results.jsonl")
+    return files

@@ -517,13 +517,40 @@ def test_transfer_study_leaves_each_set_out_and_replays_k_auto(tmp_path: Path) -
     rows = {c[0]: c for c in table_rows(out)}
     assert {"one", "two", "three"} <= set(rows), out
     for name in ("one", "two", "three"):
-        verdict, drawn = float(rows[name][2]), float(rows[name][10])
+        verdict, drawn = float(rows[name][2]), float(rows[name][12])
         assert verdict > 0.8 and 3 <= drawn <= 5, rows[name]
     # leave one model out: a set not in MODELS is a model of its own, so each set is left out once, as above
     out = bench(
         "quality.transfer", "--runs", tmp_path, "--k", 5, "--combiners", "mean", "--folds", 2, "--leave", "model"
     )
     assert "leave one model out" in out and {c[0] for c in table_rows(out)} >= {"one", "two", "three"}, out
+
+
+@smoke("quality.teachers")
+def test_teachers_study_judges_a_second_teachers_rows_by_the_heads_of_the_texts_alone(tmp_path: Path) -> None:
+    """Two synthetic sets scored by two teachers (the second's W2 members on another scale): each set's calibration
+    fitted without it on the first teacher's rows judges the first's rows with its own heads and the second's with
+    the heads that read the texts alone (LS here), beside the second's own fit."""
+    settings = {"teacher": "smollm2-135m", "target": "recorded", "layer": 15, "alpha": 0.001, "p": 0.1, "k": 10}
+    settings |= {"proj_dim": 128, "proj_seed": 0, "norm": "none", "sampler": None, "endpoint": None}
+    settings |= {"temperature": None, "top_p": None, "max_tokens": None}
+    for n, name in enumerate(("one", "two")):
+        rows = [{**r, "source": name, "n_samples": 10} for r in eval_rows(60, 10, passages=False, seed=n)]
+        eval_run(tmp_path / "r" / f"{name}-k10", rows)
+        (tmp_path / "r" / f"{name}-k10" / "settings.json").write_text(json.dumps(settings))
+        other = [{**r, "avg_wd": r["avg_wd"] / 100} for r in rows]
+        eval_run(tmp_path / "g" / f"{name}-k10", other)
+        (tmp_path / "g" / f"{name}-k10" / "settings.json").write_text(json.dumps({**settings, "teacher": "other"}))
+    runs = ("--runs", tmp_path / "r", "--k", 10, "--combiners", "mean", "--folds", 2, "--leave", "model")
+    bench("quality.transfer", *runs, "--save", tmp_path / "c")
+    out = bench(
+        "quality.teachers", "--runs", tmp_path / "r", "--other", tmp_path / "g", "--calibrations", tmp_path / "c"
+    )
+    rows = table_rows(out)
+    by = {c[2]: c for c in rows if c[2].startswith(("default", "second"))}
+    assert {"default teacher, its own heads", "second teacher, the text heads"} <= set(by), out
+    assert 0.5 < float(by["second teacher, the text heads"][3]) <= 1.0, out
+    assert sum("#59's checks" in c[2] for c in rows) == 2, out
 
 
 @smoke("quality.labels")

@@ -21,8 +21,17 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.quality.transfer import judge, runs_of, training_files
-from bench.verdicts import labelled_rows, metric, model_of, rates, soft_ece, with_members
+from bench.verdicts import (
+    judge,
+    labelled_rows,
+    metric,
+    model_of,
+    rates,
+    runs_of,
+    soft_ece,
+    training_files,
+    with_members,
+)
 from blackbox_wd.calibration.fit import fit_files, verdicts_by_prompt
 from blackbox_wd.calibration.model import Calibration
 

@@ -15,9 +15,7 @@ where RUNS holds ``<set>-k<K>/results.jsonl`` (with ``settings.json``) for each 
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -26,7 +24,18 @@ from typing import Any
 
 import numpy as np
 
-from bench.verdicts import labelled_rows, metric, model_of, question_of, rates, soft_ece, with_members
+from bench.verdicts import (
+    judge,
+    labelled_rows,
+    metric,
+    model_of,
+    question_of,
+    rates,
+    runs_of,
+    soft_ece,
+    training_files,
+    with_members,
+)
 from blackbox_wd.adaptive import stages
 from blackbox_wd.answers.text import em_key
 from blackbox_wd.baselines.peers import PEERS
@@ -35,16 +44,6 @@ from blackbox_wd.calibration.fit import DESIGNS, fit_files
 from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Calibration, is_passage, member_value
 
 SAMPLES = "the recorded dev sets' target models at T=0.7-1.0, recorded in the data"
-
-
-def runs_of(root: Path) -> dict[str, dict[int, Path]]:
-    """{set: {K: results.jsonl}} of the folders ``<set>-k<K>`` under ``root``."""
-    out: dict[str, dict[int, Path]] = {}
-    for d in sorted(root.iterdir()):
-        m = re.fullmatch(r"(.+)-k(\d+)", d.name)
-        if m and (d / "results.jsonl").is_file():
-            out.setdefault(m.group(1), {})[int(m.group(2))] = d / "results.jsonl"
-    return out
 
 
 def shortfall(verdict: float, best: float, y: np.ndarray) -> float:
@@ -93,13 +92,8 @@ def best_peer(rows: Sequence[dict[str, Any]]) -> tuple[str, float]:
     """The lm-polygraph estimator (``baselines.peers.PEERS``, each an uncertainty as it is) with the best metric on
     the rows."""
     y = np.array([r["y"] for r in rows])
-    return max(((name, metric(y, member_column(rows, name))) for name in PEERS), key=lambda nv: nv[1])
-
-
-def judge(cal: Calibration, rows: Sequence[dict[str, Any]], k: int) -> tuple[np.ndarray, np.ndarray, list[Any]]:
-    """(p, flag, verdict) of each row under the calibration's heads for ``k`` samples."""
-    verdicts = [cal.verdict(r, k=k) for r in rows]
-    return np.array([v.p for v in verdicts]), np.array([v.flag for v in verdicts], dtype=float), verdicts
+    scored = [(name, metric(y, x)) for name in PEERS if np.isfinite(x := member_column(rows, name)).all()]
+    return max(scored, key=lambda nv: nv[1], default=("none", math.nan))
 
 
 def auto_replay(cal: Calibration, runs: dict[int, list[dict[str, Any]]], k_max: int) -> dict[str, Any]:
@@ -117,35 +111,6 @@ def auto_replay(cal: Calibration, runs: dict[int, list[dict[str, Any]]], k_max: 
                 flag.append(float(v.flag))
                 break
     return {"ids": ids, "drawn": np.array(drawn), "p": np.array(p), "flag": np.array(flag)}
-
-
-def training_files(
-    runs: dict[str, dict[int, Path]],
-    sets: Sequence[str],
-    ks: Sequence[int] | None,
-    unseen: set[str],
-    out: Path,
-    strip: Sequence[str],
-) -> list[Path]:
-    """The runs of ``sets`` (at ``ks``; None: every K) written under ``out`` without the rows whose question is in
-    ``unseen`` (grouped by prompt: a question the left-out model answered is never fitted on), each row
-    ``with_members``, without its claims' labels: the answer verdict measured here reads no claim head, and the
-    claims of the bios left after a model's entities are taken out are too few to fit one."""
-    files = []
-    for name in sets:
-        for k, path in runs[name].items():
-            if ks is not None and k not in ks:
-                continue
-            folder = out / f"{name}-k{k}"
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "settings.json").write_bytes((path.parent / "settings.json").read_bytes())
-            with (folder / "results.jsonl").open("w") as f:
-                for line in path.read_text().splitlines():
-                    row = json.loads(line)
-                    if question_of(row) not in unseen:
-                        f.write(json.dumps(with_members(row, (*strip, "claim_labels"))) + "\n")
-            files.append(folder / "results.jsonl")
-    return files
 
 
 def self_consistency(rows: Sequence[dict[str, Any]]) -> np.ndarray | None:
@@ -216,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 gap = shortfall(value, best, y)
                 gaps.append(gap)
                 peer_name, peer = best_peer(rows)
-                if np.all((y == 0) | (y == 1)):
+                if np.all((y == 0) | (y == 1)) and math.isfinite(peer):
                     short["verdict"].append(value)
                     for m in PEERS:
                         short[m].append(metric(y, member_column(rows, m)))
