@@ -195,7 +195,8 @@
       names.forEach(function (name, k) {
         var tr = el("tr");
         tr.appendChild(el("td", null, name));
-        tr.appendChild(el("td", null, fmt(D.members[i][k + 1], 4)));
+        var v = D.members[i][k + 1];
+        tr.appendChild(el("td", null, v === null ? "n/a" : String(v)));
         mt.appendChild(tr);
       });
       box.appendChild(mt);
