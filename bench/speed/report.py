@@ -13,7 +13,8 @@ template: its settings, usage, timings, members and calibration id), each with a
 Goals (#60): the page at most 60 MB, opened in at most 3 s.
 
     python -m bench.speed.report                 # 100,000 rows, open and sort 3 times (medians)
-    python -m bench.speed.report --rows 5000     # a quick run
+    python -m bench.speed.report --rows 5000     # fewer rows
+    python -m bench.speed.report --quick         # smoke run: 2,000 rows, one browser run
 """
 
 from __future__ import annotations
@@ -126,7 +127,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=3, help="browser runs (medians reported)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2,000 rows, one browser run")
     args = ap.parse_args()
+    if args.quick:
+        args.rows, args.repeats = 2_000, 1
     from blackbox_wd.report.page import Limits, write_report
 
     with tempfile.TemporaryDirectory() as tmp:
