@@ -83,7 +83,7 @@ def test_a_malformed_line_is_named_and_the_rest_make_the_page(tmp_path):
     named = [line for line in err.splitlines() if " line " in line]
     assert named == [
         f"{scores} line 3: not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))",
-        f"{scores} line 6: not a scored row (no avg_wd and no error field: is it a log line, not bbwd output?)",
+        f"{scores} line 6: not a scored row (no avg_wd and no error field: is it a log line?)",
         f"{scores} line 7: not a scored row (a JSON list, not an object)",
     ]
     data = page_data(out.read_text(encoding="utf-8"))

@@ -144,7 +144,7 @@ def report_row(obj: Any, line: int) -> ReportRow:
     if not isinstance(obj, dict):
         raise ValueError(f"not a scored row (a JSON {type(obj).__name__}, not an object)")
     if "avg_wd" not in obj and "error" not in obj:
-        raise ValueError("not a scored row (no avg_wd and no error field: is it a log line, not bbwd output?)")
+        raise ValueError("not a scored row (no avg_wd and no error field: is it a log line?)")
     flag, label, error = obj.get("flag"), obj.get("label"), obj.get("error")
     answer = obj.get("answer") if isinstance(obj.get("answer"), str) else obj.get("response")
     calibration = obj.get("calibration")
