@@ -23,6 +23,7 @@ SCORES = FIXTURES / "report_scores.jsonl"
 LOG = FIXTURES / "report_log.jsonl"
 HOSTILE = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'> is the answer."
 HOSTILE_ID = "<b>hostile</b>"
+CLAIM = "<img src=x onerror='window.pwned = 4'>Bob was born in Paris."
 
 
 def chromium() -> str:
@@ -40,9 +41,16 @@ def page_file(tmp_path_factory) -> Path:
     hostile = dict(rows[0], id=HOSTILE_ID, line=999, prompt="<script>window.pwned = 3</script>?", flag=True)
     hostile["sentences"] = [dict(rows[0]["sentences"][0], text=HOSTILE, start=0, end=len(HOSTILE))]
     hostile["p_hallucination"] = 0.999
+    hostile["claims"] = [{"text": CLAIM, "score": 0.5, "p_hallucination": 0.7, "flag": True}]
+    # a row whose sentences have scores and no p (a calibration without a sentence head): shaded by rank
+    unjudged = dict(rows[1], id="unjudged", line=998, flag=False, p_hallucination=0.01)
+    unjudged["sentences"] = [
+        {"text": text, "start": 4 * i, "end": 4 * i + 3, "score": score, "p_hallucination": None, "flag": None}
+        for i, (text, score) in enumerate([("One", 9.0), ("Two", 1.0), ("Six", 5.0)])
+    ]
     folder = tmp_path_factory.mktemp("report")
     scores = folder / "scores.jsonl"
-    scores.write_text("".join(json.dumps(r) + "\n" for r in [*rows, hostile]), encoding="utf-8")
+    scores.write_text("".join(json.dumps(r) + "\n" for r in [*rows, hostile, unjudged]), encoding="utf-8")
     out = folder / "page.html"
     code, err = run_cli("report", str(scores), "-o", str(out), "--log", str(LOG))
     assert code == 0, err
@@ -93,19 +101,19 @@ def open_row(pg, row_id: str) -> None:
 
 def test_opens_with_every_row_and_no_console_error(page):
     assert page.errors == []
-    assert page.text_content("#n-rows") == "21"
+    assert page.text_content("#n-rows") == "22"
     assert page.text_content("#n-errors") == "1"
-    assert page.text_content("#shown") == "21 of 21 rows"
-    assert page.evaluate("bbwdTable.getDataCount()") == 21
+    assert page.text_content("#shown") == "22 of 22 rows"
+    assert page.evaluate("bbwdTable.getDataCount()") == 22
     rows = page.locator("#table .tabulator-row").count()
-    assert rows == 21  # one page of 25
+    assert rows == 22  # one page of 25
     assert "0.795" in page.text_content("#threshold")
 
 
 def test_rows_are_sorted_by_risk_and_sort_again(page):
     risks = shown_risks(page)
     known = [r for r in risks if r is not None]
-    assert known == sorted(known, reverse=True) and len(known) == 20
+    assert known == sorted(known, reverse=True) and len(known) == 21
     assert risks[-1] is None  # the error row at the bottom
     assert shown_ids(page)[0] == "<b>hostile</b>"  # p 0.999, shown as text
     page.click(".tabulator-col[tabulator-field='risk'] .tabulator-col-title")
@@ -119,7 +127,7 @@ def test_the_flagged_filter(page):
     page.check("#only-flagged")
     page.wait_for_function(f"document.querySelectorAll('#table .tabulator-row').length === {len(flagged)}")
     assert set(shown_ids(page)) == flagged
-    assert page.text_content("#shown") == f"{len(flagged)} of 21 rows"
+    assert page.text_content("#shown") == f"{len(flagged)} of 22 rows"
     verdicts = page.locator("#table .tabulator-row .tabulator-cell[tabulator-field='flag']").all_text_contents()
     assert verdicts == ["flagged"] * len(flagged)
     page.uncheck("#only-flagged")
@@ -160,6 +168,7 @@ def test_a_hostile_answer_is_text_and_never_runs(page):
     assert page.text_content("#detail .answer") == HOSTILE
     assert page.text_content("#detail .prompt") == "<script>window.pwned = 3</script>?"
     assert page.text_content("#detail h2").startswith(HOSTILE_ID)
+    assert page.locator("#detail .claims td").all_text_contents() == [CLAIM, "p 0.700"]
     assert page.locator("#detail script, #detail img, #table img, #detail b").count() == 0
     page.wait_for_timeout(200)  # an onerror would have fired by now
     assert page.evaluate("typeof window.pwned") == "undefined"
@@ -172,3 +181,12 @@ def test_the_search_box_finds_a_row_by_its_answer(page):
     page.fill("#search", " ".join(words).upper())
     page.wait_for_function("document.querySelector('#shown').textContent.startsWith('1 of')")
     assert shown_ids(page) == [log[3]["id"]]
+
+
+def test_sentences_without_a_p_are_shaded_by_their_score_rank(page):
+    open_row(page, "unjudged")
+    spans = page.locator("#detail .answer .sent")
+    assert spans.all_text_contents() == ["One", "Two", "Six"]
+    assert [spans.nth(i).get_attribute("data-risk") for i in range(3)] == ["1", "0", "0.5"]
+    assert page.text_content("#detail .answer") == "One Two Six"  # the answer put back from its sentences
+    assert page.errors == []

@@ -9,6 +9,8 @@ template: its settings, usage, timings, members and calibration id), each with a
     open      Chromium (Debian's, driven by Playwright) from page.goto to the table built and rendered
     sort      a click on the risk column's header until the first row shown is the least risky
     filter    a click on "flagged only" until the counter shows the flagged rows
+    search    the last scored row's id typed in the search box until it alone is shown (the filter waits 200 ms)
+    open row  a click on that row until its shaded sentences show
 
 Goals (#60): the page at most 60 MB, opened in at most 3 s.
 
@@ -82,13 +84,14 @@ def rows(n: int, seed: int = 0) -> list[dict]:
 
 
 def browser_times(page_file: Path, repeats: int) -> dict[str, list[float]]:
-    """Seconds to open the page (table rendered), sort it by risk and filter the flagged rows, each repeated."""
+    """Seconds to open the page (table rendered), sort it by risk, filter the flagged rows, search a row by its id and
+    open it, each repeated."""
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium")
     if chromium is None:
         raise SystemExit("error: chromium is not installed (apt-get install -y chromium)")
-    out: dict[str, list[float]] = {"open": [], "sort": [], "filter": []}
+    out: dict[str, list[float]] = {"open": [], "sort": [], "filter": [], "search": [], "row": []}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         for _ in range(repeats):
@@ -116,6 +119,16 @@ def browser_times(page_file: Path, repeats: int) -> dict[str, list[float]]:
                 "x => document.querySelector('#shown').textContent.startsWith(x + ' of')", arg=flagged, timeout=60_000
             )
             out["filter"].append(time.perf_counter() - t0)
+            page.uncheck("#only-flagged")
+            last = page.evaluate("bbwdTable.getData().filter(r => !r.err).pop().id")  # the last row with an answer
+            t0 = time.perf_counter()
+            page.fill("#search", last)  # the filter runs 200 ms after the last key (debounced)
+            page.wait_for_function("document.querySelector('#shown').textContent.startsWith('1 of')", timeout=60_000)
+            out["search"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            page.locator("#table .tabulator-row .tabulator-cell[tabulator-field='id']").first.click()
+            page.wait_for_selector("#detail .answer .sent", timeout=60_000)
+            out["row"].append(time.perf_counter() - t0)
             if errors:
                 raise SystemExit(f"error: the page raised: {errors[0]}")
             page.close()
@@ -141,7 +154,17 @@ def main() -> None:
         load = os.getloadavg()[0]
         print(
             table(
-                ["rows", "scored file MB", "page MB", "write s", "open s", "sort s", "flagged filter s"],
+                [
+                    "rows",
+                    "scored file MB",
+                    "page MB",
+                    "write s",
+                    "open s",
+                    "sort s",
+                    "flagged filter s",
+                    "search s",
+                    "open a row s",
+                ],
                 [
                     [
                         f"{args.rows:,}",
@@ -151,6 +174,8 @@ def main() -> None:
                         f"{statistics.median(times['open']):.2f}",
                         f"{statistics.median(times['sort']):.2f}",
                         f"{statistics.median(times['filter']):.2f}",
+                        f"{statistics.median(times['search']):.2f}",
+                        f"{statistics.median(times['row']):.2f}",
                     ]
                 ],
             )
