@@ -110,6 +110,8 @@ def test_a_missing_file_and_the_input_as_output_are_refused(tmp_path):
     code, err = run_cli("report", str(copy), "-o", str(copy))
     assert code == 2 and "is an input" in err
     assert copy.read_bytes() == SCORES.read_bytes()
+    code, err = run_cli("report", str(SCORES), "-o", str(tmp_path / "p.html"), "--log", str(tmp_path / "no.jsonl"))
+    assert (code, err.strip()) == (2, f"error: --log not found: {tmp_path / 'no.jsonl'}")
 
 
 def test_a_log_line_that_changed_is_named(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -143,7 +144,7 @@ def promise_of(rows: list[ReportRow], calibration: Path | None = None) -> Promis
         origin=origin,
         threshold=op.threshold,
         fpr=op.fpr,
-        fpr_interval=tuple(op.fpr_interval) if op.fpr_interval else None,  # type: ignore[arg-type]
+        fpr_interval=(op.fpr_interval[0], op.fpr_interval[1]) if op.fpr_interval else None,
         tpr=op.tpr,
         target_fpr=op.target_fpr,
         heads=len(thresholds),
@@ -153,13 +154,23 @@ def promise_of(rows: list[ReportRow], calibration: Path | None = None) -> Promis
 
 
 def risks(rows: list[ReportRow]) -> tuple[list[float | None], str]:
-    """Each row's risk: its p_hallucination, or where no row has one its AvgWD's rank in [0, 1]."""
+    """Each row's risk: its p_hallucination, or where no row has one its AvgWD's rank in [0, 1].
+
+    Parameters
+    ----------
+    rows : list of ReportRow
+
+    Returns
+    -------
+    tuple of (list of float or None, str)
+        The risks, in the rows' order (None for a row without one), and what they are: "p_hallucination" or
+        "avg_wd rank".
+    """
     if any(r.p is not None for r in rows):
         return [r.p for r in rows], "p_hallucination"
     known = sorted(r.avg_wd for r in rows if r.avg_wd is not None)
     if not known:
         return [None] * len(rows), "p_hallucination"
-    from bisect import bisect_left, bisect_right
 
     def rank(v: float) -> float:
         return (bisect_left(known, v) + bisect_right(known, v)) / 2 / len(known)
@@ -351,10 +362,24 @@ def _asset(name: str) -> str:
 
 
 def render(summary: Summary, data_json: str, title: str) -> str:
-    """The page's HTML: the template with the summary, the data block and the inlined assets."""
+    """The page's HTML: the template with the summary, the data block and the inlined assets.
+
+    Parameters
+    ----------
+    summary : Summary
+    data_json : str
+        The rows (``payload``) as ``script_json`` gives them.
+    title : str
+
+    Returns
+    -------
+    str
+        The whole page.
+    """
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     template = env.from_string(_asset("page.html.j2"))
-    meta = {"summary": asdict(summary), "title": title, "generated": time.strftime("%Y-%m-%d %H:%M")}
+    shown = {k: v for k, v in asdict(summary).items() if k != "skipped"}  # the script reads no skipped line
+    meta = {"summary": shown, "title": title, "generated": time.strftime("%Y-%m-%d %H:%M")}
     return template.render(
         title=title,
         s=summary,

@@ -105,7 +105,23 @@ def _marks(items: Any) -> list[Mark]:
 
 
 def answer_from_sentences(sentences: Any) -> str | None:
-    """The judged answer put back from its sentences' texts at their offsets (the space between them as blanks)."""
+    """The judged answer put back from its sentences' texts at their offsets (the space between them as blanks).
+
+    Parameters
+    ----------
+    sentences : Any
+        A row's ``sentences``: objects with ``text`` and ``start``, in order.
+
+    Returns
+    -------
+    str or None
+        None when there are none, or they are not such objects in order.
+
+    Examples
+    --------
+    >>> answer_from_sentences([{"text": "Sydney.", "start": 0}, {"text": "It is.", "start": 8}])
+    'Sydney. It is.'
+    """
     if not isinstance(sentences, list) or not sentences:
         return None
     chars: list[str] = []
@@ -172,7 +188,16 @@ def report_row(obj: Any, line: int) -> ReportRow:
 
 
 def scored_lines(path: Path) -> Iterator[tuple[int, Any | ValueError]]:
-    """Each line's number and its JSON value, or the ValueError saying why it is not JSON (blank lines included)."""
+    """Each line's number and its JSON value, or the ValueError saying why it is not JSON (blank lines included).
+
+    Parameters
+    ----------
+    path : Path
+
+    Returns
+    -------
+    iterator of (int, Any or ValueError)
+    """
     with path.open("rb") as f:
         for n, raw in enumerate(f, start=1):
             try:
@@ -211,7 +236,7 @@ def read_rows(path: Path, log: Path | None = None, warn: Callable[[str], None] |
     if not path.is_file():
         raise BBWDError(f"scored rows not found: {path}")
     rows, skipped = [], []
-    joins: dict[int, str] = {}  # a row's log line -> the hash the row says it had
+    joins: dict[int, tuple[int, str]] = {}  # a row's index -> its log line and the hash the row says it had
     for n, value in scored_lines(path):
         try:
             if isinstance(value, ValueError):
@@ -224,7 +249,7 @@ def read_rows(path: Path, log: Path | None = None, warn: Callable[[str], None] |
             continue
         rows.append(row)
         if log is not None and isinstance(value.get("line"), int):
-            joins[len(rows) - 1] = f"{value['line']}:{value.get('input_hash', '')}"
+            joins[len(rows) - 1] = (value["line"], str(value.get("input_hash") or ""))
     if not rows:
         raise BBWDError(f"{path} holds no scored rows (bbwd batch or bbwd eval output)")
     if log is not None:
@@ -232,14 +257,15 @@ def read_rows(path: Path, log: Path | None = None, warn: Callable[[str], None] |
     return ReadRows(rows, skipped)
 
 
-def _join_log(rows: list[ReportRow], joins: dict[int, str], log: Path, warn: Callable[[str], None] | None) -> list[str]:
+def _join_log(
+    rows: list[ReportRow], joins: dict[int, tuple[int, str]], log: Path, warn: Callable[[str], None] | None
+) -> list[str]:
     """Give each row its log line's prompt, samples and judged answer; the rows whose line differs, named."""
     if not log.is_file():
         raise BBWDError(f"--log not found: {log}")
     wanted: dict[int, list[tuple[int, str]]] = {}
-    for i, key in joins.items():
-        line, digest = key.split(":", 1)
-        wanted.setdefault(int(line), []).append((i, digest))
+    for i, (line, digest) in joins.items():
+        wanted.setdefault(line, []).append((i, digest))
     notes = []
     for rec in _records(log, max(wanted, default=0)):
         for i, digest in wanted.get(rec.line, []):
