@@ -212,7 +212,9 @@
 
   // ---- charts -----------------------------------------------------------------------------------------------
   function chartWidth() {
-    return Math.max(320, Math.min(560, Math.floor((document.body.clientWidth - 80) / (S.labelled ? 3 : 1.6))));
+    // two charts and the labels' card (~440 px) in one row, or the histogram alone
+    var room = document.body.clientWidth - 100;
+    return Math.max(300, Math.min(560, Math.floor(S.labelled ? (room - 480) / 2 : room / 1.6)));
   }
   var bars = uPlot.paths.bars({ size: [0.92, 60] });
   var h = S.histogram;
