@@ -204,6 +204,15 @@ def test_eval_rows_bring_their_prompt_samples_and_answer(tmp_path):
     (r,) = read_rows(path).rows
     assert (r.prompt, r.answer, r.samples, r.label) == (row["question"], row["answer"], row["responses"], 0)
     assert r.sentences[0].score == 0.2 and r.sentences[0].p is None
+    assert r.settings is None
+    # eval keeps the run's settings in settings.json beside its rows: read where its fingerprint is theirs
+    settings = {"teacher": "smollm2-135m", "target": "recorded", "k": 2, "fingerprint": "2a809f4c08f064d8"}
+    (tmp_path / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    assert read_rows(path).rows[0].settings is None  # the row has no fingerprint
+    path.write_text(json.dumps(row | {"fingerprint": "2a809f4c08f064d8"}) + "\n", encoding="utf-8")
+    (r,) = read_rows(path).rows
+    assert r.settings == settings
+    assert summarize([r], []).settings == {"teacher": "smollm2-135m", "target": "recorded", "k": "2"}
 
 
 def test_the_data_block_cannot_close_its_script():

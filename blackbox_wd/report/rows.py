@@ -49,7 +49,8 @@ class ReportRow:
     members: dict[str, float | None] = field(default_factory=dict)  # the verdict's members and their values
     avg_wd: float | None = None
     calibration: str | None = None  # the id of the calibration that judged it
-    settings: dict[str, Any] | None = None
+    settings: dict[str, Any] | None = None  # the run's reported settings (eval's rows: its settings.json)
+    fingerprint: str | None = None
     n_samples: int = 0
     target_tokens: int = 0
 
@@ -182,6 +183,7 @@ def report_row(obj: Any, line: int) -> ReportRow:
         avg_wd=_number(obj.get("avg_wd")),
         calibration=calibration if isinstance(calibration, str) else None,
         settings=obj.get("settings") if isinstance(obj.get("settings"), dict) else None,
+        fingerprint=obj.get("fingerprint") if isinstance(obj.get("fingerprint"), str) else None,
         n_samples=_count(obj.get("n_samples")),
         target_tokens=_count(obj.get("target_tokens")),
     )
@@ -252,9 +254,27 @@ def read_rows(path: Path, log: Path | None = None, warn: Callable[[str], None] |
             joins[len(rows) - 1] = (value["line"], str(value.get("input_hash") or ""))
     if not rows:
         raise BBWDError(f"{path} holds no scored rows (bbwd batch or bbwd eval output)")
+    _settings_beside(path, rows)
     if log is not None:
         skipped += _join_log(rows, joins, log, warn)
     return ReadRows(rows, skipped)
+
+
+def _settings_beside(path: Path, rows: list[ReportRow]) -> None:
+    """Give the rows without settings (``bbwd eval``'s) those of the ``settings.json`` beside them, where its
+    fingerprint is theirs."""
+    beside = path.parent / "settings.json"
+    if all(r.settings is not None for r in rows) or not beside.is_file():
+        return
+    try:
+        settings = json.loads(beside.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return
+    if not isinstance(settings, dict) or not settings.get("fingerprint"):
+        return
+    for row in rows:
+        if row.settings is None and row.fingerprint == settings["fingerprint"]:
+            row.settings = settings
 
 
 def _join_log(
