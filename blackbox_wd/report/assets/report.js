@@ -63,6 +63,13 @@
   if (D.label.some(function (v) { return v !== null; })) {
     columns.splice(4, 0, { title: "label", field: "label", sorter: "number", width: 70, formatter: textCell });
   }
+  // sorted by risk here (nulls last), so that the table's initial sort finds them in order: 0.5 s less at 100,000
+  rows.sort(function (a, b) {
+    if (a.risk === b.risk) return a.i - b.i;
+    if (a.risk === null) return 1;
+    if (b.risk === null) return -1;
+    return b.risk - a.risk;
+  });
   var table = new Tabulator("#table", {
     data: rows,
     index: "i",
