@@ -190,3 +190,20 @@ def test_sentences_without_a_p_are_shaded_by_their_score_rank(page):
     assert [spans.nth(i).get_attribute("data-risk") for i in range(3)] == ["1", "0", "0.5"]
     assert page.text_content("#detail .answer") == "One Two Six"  # the answer put back from its sentences
     assert page.errors == []
+
+
+def test_rows_are_paged(page):
+    page.select_option(".tabulator-page-size", "25")
+    assert page.locator("#table .tabulator-row").count() == 22  # 22 rows: one page of 25
+    page.evaluate("bbwdTable.setPageSize(10)")
+    ids, risks = [], []
+    for step, count in ((None, 10), ("next", 10), ("last", 2)):
+        if step:
+            page.click(f".tabulator-page[data-page='{step}']")
+        page.wait_for_function(f"document.querySelectorAll('#table .tabulator-row').length === {count}")
+        ids += shown_ids(page)
+        risks += shown_risks(page)
+    assert len(set(ids)) == 22  # every row once
+    known = [r for r in risks if r is not None]
+    assert known == sorted(known, reverse=True) and risks[-1] is None  # in risk order across the pages
+    assert page.errors == []
