@@ -54,7 +54,8 @@ def shape(lines: list[str]) -> list[str]:
 
 
 def test_readme_is_short():
-    assert len(README.read_text(encoding="utf-8").splitlines()) <= 200
+    # 200 until #60 added the report page's command and screenshot
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 210
 
 
 def test_shape_ignores_values_not_lines():
