@@ -106,6 +106,29 @@ DESIGNS = {
     "texts": Design(TEACHER_FREE, BEFORE_PEERS),
     "peers": Design((*PEERS, *ANSWER_PEERS, "answer_disagreement"), BEFORE_PEERS),
     "texts+w2": Design((*TEACHER_FREE, "avg_wd", "log_eigen_wd_fixed", "answer_wd"), BEFORE_PEERS),
+    # #58's second rule (bench/RESULTS.md, "Ahead of the peers"): fewer members, the strongest peers first
+    "lexsim": Design(("lexsim_rouge1", "lexsim_rougel"), BEFORE_PEERS),
+    "lexsim+answer": Design(("lexsim_rouge1", "lexsim_rougel", "answer_rougel", "answer_disagreement"), MEMBERS),
+    "peers-lite": Design(
+        (
+            "lexsim_rouge1",
+            "lexsim_rougel",
+            "eigval_jaccard",
+            "degmat_jaccard",
+            "answer_rougel",
+            "answer_degmat",
+            "answer_disagreement",
+        ),
+        (
+            "lexsim_rouge1",
+            "lexsim_rougel",
+            "eigval_jaccard",
+            "degmat_jaccard",
+            "answer_rougel",
+            "answer_degmat",
+            "avg_wd",
+        ),
+    ),
 }
 DESIGN = DESIGNS["today"]
 SHORT_KINDS = ("phrase", "sentence")
