@@ -28,7 +28,8 @@ def calibrate(folder, *args: str) -> tuple[int, str]:
         (
             {**RECORDED_SETTINGS, "white_box": False},
             "embedded smollm2-135m.api.json",
-            "ls (80 of 80 rows), es (80 of 80 rows), er (80 of 80 rows)",
+            "lexsim_rouge1 (80 of 80 rows), lexsim_rougel (80 of 80 rows), eigval_jaccard (80 of 80 rows), "
+            "degmat_jaccard (80 of 80 rows), ecc_jaccard (80 of 80 rows)",
         ),
     ],
 )

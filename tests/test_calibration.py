@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from blackbox_wd.adaptive import Settle
+from blackbox_wd.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.batch import BatchRunner
 from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.calibration.model import (
@@ -260,9 +261,9 @@ def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
     }
     cal.check(run)
     assert cal.settings["target"] == "recorded" and cal.fitted_on.samples.startswith("gpt-3.5-turbo (SAC3 NQ-open;")
-    # prompts at K = 10: 13 kk records have 6-9 samples (scored at K = 3 and 5 only)
-    kk = {"kk_llama31_8b_triviaqa": 1398, "kk_llama31_8b_sciq": 1398, "kk_llama31_8b_math": 2565}
-    kk |= {"kk_mistral_7b_triviaqa": 1400, "kk_mistral_7b_sciq": 1400, "kk_mistral_7b_math": 2572}
+    # prompts at K = 10: the kk sets' first 500 records, 3 of which have 6-9 samples (scored at K = 3 and 5 only)
+    kk = {"kk_llama31_8b_triviaqa": 498, "kk_llama31_8b_sciq": 500, "kk_llama31_8b_math": 499}
+    kk |= {"kk_mistral_7b_triviaqa": 500, "kk_mistral_7b_sciq": 500, "kk_mistral_7b_math": 500}
     assert cal.fitted_on.data == {
         "sac3_nq_open": 250,
         "wikibio_gpt3": 119,
@@ -272,12 +273,16 @@ def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
         "gbu_popqa_llama3_70b": 94,
         **kk,
     }
-    assert cal.fitted_on.n == 11477 and cal.k == 10  # K = 10: every prompt but the 13 short of 10 samples
-    assert 0.55 < cal.fitted_on.base_rate < 0.65 and cal.sentence is not None and cal.fitted_on.sentence_n == 959
+    assert cal.fitted_on.n == 3741 and cal.k == 10  # K = 10: every prompt but the 3 short of 10 samples
+    assert 0.40 < cal.fitted_on.base_rate < 0.50 and cal.sentence is not None and cal.fitted_on.sentence_n == 959
     assert cal.ks == (3, 5, 10, 20)  # every K, one file
     # the answer's disagreement is a short-answer member; heads of their own for phrases, sentences and passages
     assert "answer_disagreement" in cal.model.features and "answer_disagreement" in cal.short_only
     assert {h.kind for h in cal.heads} == {None, "phrase", "sentence", "passage"}
+    # #58's design: a short answer's first head reads the peers, the answer's peers and its disagreement, no W2 member
+    for kind in ("phrase", "sentence"):
+        first = next(h for h in cal.heads if h.kind == kind)
+        assert set(first.members) == {*PEERS, *ANSWER_PEERS, "answer_disagreement"}, first.members
     passage = [h for h in cal.heads if h.kind == "passage"]
     assert passage[0].members[0] == "avg_wd" and not set(passage[0].members) & set(cal.short_only)
     # a threshold is chosen leave-one-set-out where three of its sets can measure an FPR: not the sentences' (SAC3)

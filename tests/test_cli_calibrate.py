@@ -12,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from blackbox_wd.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.calibration.fit import CV, fit_calibration, read_labelled
@@ -321,8 +322,10 @@ def by_hand(body: dict, result: dict) -> tuple[float, float]:
             break
     assert m["features"] == result["calibration"]["members"]
     z = z_by_hand(m, [values[f] for f in m["features"]])
-    assert m["calibrator"]["method"] == "platt"  # what this computes
-    return 1 / (1 + math.exp(m["calibrator"]["a"] * z + m["calibrator"]["b"])), head["operating_point"]["threshold"]
+    c = m["calibrator"]
+    if c["method"] == "isotonic":  # linear between the fitted points, constant beyond them
+        return float(np.interp(z, c["x"], c["y"])), head["operating_point"]["threshold"]
+    return 1 / (1 + math.exp(c["a"] * z + c["b"])), head["operating_point"]["threshold"]
 
 
 @pytest.mark.slow
@@ -361,8 +364,9 @@ def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkey
         args += ["--no-cache", "-k", "10", "--temperature", "0.7", "--max-tokens", "24", "--device", "cpu", "--json"]
         answered = bbwd(capsys, *args, "--response", "Herman Melville wrote it. He was born in New York.", MOBY)
     assert answered[0] == 0, answered[2]
-    judged = json.loads(answered[1])  # the first head: every member, the answer's and its sentences' verdicts too
-    assert "sentence_verdict" in judged["calibration"]["members"] and len(judged["sentences"]) == 2
+    judged = json.loads(answered[1])  # a sentence's first head: the peers, the answer's and its disagreement (#58)
+    assert set(judged["calibration"]["members"]) == {*PEERS, *ANSWER_PEERS, "answer_disagreement"}
+    assert len(judged["sentences"]) == 2
     assert judged["p_hallucination"] == pytest.approx(by_hand(body, judged)[0], rel=1e-12, abs=1e-12)
     assert all(0 < s["p_hallucination"] < 1 for s in judged["sentences"])
     assert code == 0, err
@@ -374,7 +378,7 @@ def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkey
     p_by_hand, threshold = by_hand(body, result)
     assert p == pytest.approx(p_by_hand, rel=1e-12, abs=1e-12) and 0 < p < 1 and result["flag"] == (p >= threshold)
     assert result["calibration"]["origin"] == "embedded smollm2-135m.api.json"
-    assert result["calibration"]["id"] == Calibration.load(SHIPPED_API).id and result["calibration"]["n"] == 11477
+    assert result["calibration"]["id"] == Calibration.load(SHIPPED_API).id and result["calibration"]["n"] == 3741
     assert len(err.strip().splitlines()) == 1 and err.startswith(
         "note: calibration embedded smollm2-135m.api.json was fitted on recorded samples (gpt-3.5-turbo (SAC3 "
         "NQ-open; FActScore bios, PopQA entities), text-davinci-003 (WikiBio), Llama-3-70B-Instruct (FActScore, "
