@@ -385,8 +385,8 @@ def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkey
         "PopQA), Llama-3.1-8B-Instruct and Mistral-7B-Instruct-v0.3 (TriviaQA, SciQ, math word problems) at "
         "T=0.7-1.0, recorded in the data; sac3_nq_open (250), wikibio_gpt3 (119), gbu_factscore_gpt35 (100), "
         "gbu_factscore_llama3_70b (88), gbu_popqa_gpt35 (93), gbu_popqa_llama3_70b (94), kk_llama31_8b_triviaqa "
-        "(1398), kk_llama31_8b_sciq (1398), kk_llama31_8b_math (2565), kk_mistral_7b_triviaqa (1400), "
-        "kk_mistral_7b_sciq (1400), kk_mistral_7b_math (2572)); this run: target \"smollm2-135m\", endpoint "
+        "(498), kk_llama31_8b_sciq (500), kk_llama31_8b_math (499), kk_mistral_7b_triviaqa (500), "
+        "kk_mistral_7b_sciq (500), kk_mistral_7b_math (500)); this run: target \"smollm2-135m\", endpoint "
     ), err
     assert "temperature 0.7, top_p 1.0, max_tokens 24: its risk is a probability on that data" in err
 
