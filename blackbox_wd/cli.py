@@ -255,9 +255,9 @@ def render(result: Result, console: Console) -> None:
     paper = {k: v for k, v in result.baselines.items() if k not in PEER_NAMES}
     if paper:
         console.print("baselines: " + ", ".join(f"{k.upper()} {v:.4g}" for k, v in paper.items()))
-    peers = [f"{name} {result.baselines[k]:.4g}" for k, name in PEER_NAMES.items() if k in result.baselines]
-    if peers:
-        console.print("peers (lm-polygraph): " + ", ".join(peers))
+    peers = [f"{name} {result.baselines[k]:.3g}" for k, name in PEER_NAMES.items() if k in result.baselines]
+    if peers:  # lm-polygraph's estimators
+        console.print("peers: " + ", ".join(peers))
     render_answer(result, console)
     render_claims(result, console)
     drawn = f" sampler={s['sampler']}" if s.get("sampler") else ""
