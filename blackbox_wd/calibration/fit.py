@@ -487,7 +487,9 @@ def fit_calibration(
     members = [m for m in MEMBERS if t.rows([m]).all() or m in short_only]
     optional = (*OPTIONAL, short_only) if short_only else OPTIONAL
     sets = member_sets([m for m in members if m in design.other], optional)
-    short = member_sets([m for m in members if m in design.short], optional)
+    # a short answer's heads over the design's members, when the rows have any (else over the others', as before it)
+    has_short = [m for m in members if m in design.short]
+    short = member_sets(has_short, optional) if has_short else sets
     heads = fit_heads(t, sets, cv, short)
     first = heads[0]
     applied = used_heads([h.head for h in heads])
