@@ -438,6 +438,12 @@ class Calibration:
         """Every head, most members first: the first (``model``, ``operating_point``), then ``more_heads``."""
         return (Head(self.model, self.operating_point), *self.more_heads)
 
+    def with_heads(self, heads: tuple[Head, ...], **changes: Any) -> Calibration:
+        """The calibration with ``heads`` (most members first) as its own, and the fields ``changes``."""
+        return replace(
+            self, model=heads[0].model, operating_point=heads[0].operating_point, more_heads=heads[1:], **changes
+        )
+
     @cached_property
     def is_teacher_free(self) -> bool:
         """True when every head (of every fitted K) reads members of the texts alone (``TEACHER_FREE``) and there is
@@ -468,16 +474,7 @@ class Calibration:
         fitted_on = replace(
             self.fitted_on, sentence_base_rate=None, sentence_n=None, claim_base_rate=None, claim_n=None
         )
-        return replace(
-            self,
-            model=heads[0].model,
-            operating_point=heads[0].operating_point,
-            more_heads=heads[1:],
-            sentence=None,
-            claim=None,
-            stages=stages,
-            fitted_on=fitted_on,
-        )
+        return self.with_heads(heads, sentence=None, claim=None, stages=stages, fitted_on=fitted_on)
 
     @property
     def k(self) -> int:

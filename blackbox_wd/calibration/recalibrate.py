@@ -281,11 +281,8 @@ def recalibrate(
         claim_n=base.fitted_on.claim_n,
         refit=f"{mode} of {base.origin or 'a calibration'} ({base.id})",
     )
-    return replace(
-        base,
-        model=heads[0].model,
-        operating_point=heads[0].operating_point,
-        more_heads=heads[1:],
+    return base.with_heads(
+        heads,
         stages=stages,
         fingerprint=calibration_fingerprint(reported),
         settings=covered_settings(reported),
