@@ -102,6 +102,21 @@ def test_batch_of_recorded_samples_with_a_folder_teacher_gives_every_row_a_risk(
 
 
 @pytest.mark.slow
+def test_batch_of_recorded_samples_with_gemma_as_the_teacher_gives_every_row_a_risk(tmp_path):
+    """#59's door: ``bbwd batch LOG -o OUT --teacher gemma3-270m`` with no other option (the bundled Gemma-3-270m)."""
+    recorded_log(tmp_path / "log.jsonl")
+    out = str(tmp_path / "out.jsonl")
+    code, err = run_cli("batch", str(tmp_path / "log.jsonl"), "-o", out, "--teacher", "gemma3-270m")
+    assert code == 0, err
+    assert notes(err) == [note_of("gemma3-270m", black_box=True)]
+    rows = jsonl(tmp_path / "out.jsonl")
+    assert [r["error"] for r in rows] == [None, None] and {r["settings"]["teacher"] for r in rows} == {"gemma3-270m"}
+    assert all(0.0 <= r["p_hallucination"] <= 1.0 and isinstance(r["flag"], bool) for r in rows)
+    assert all(set(r["members"]) <= set(TEACHER_FREE) for r in rows)
+    assert {r["calibration"] for r in rows} == {texts_alone().id}
+
+
+@pytest.mark.slow
 def test_eval_of_recorded_samples_with_a_folder_teacher_judges_every_prompt(tiny_folder, tmp_path):
     records = [
         {
