@@ -449,3 +449,31 @@ def test_rows_mixing_short_answers_and_passages_fit_a_head_without_the_short_onl
         path.write_text("".join(json.dumps({**r, "token_counts": [counts] * 10}) + "\n" for r in rows))
         one_kind = read_labelled([path])
         assert one_kind.short_only == () and np.isfinite(one_kind.answers.members["es"]).all()
+
+
+def test_pooled_short_heads_rank_every_short_answer_by_one_score():
+    """``Design.heads == "pooled"``: the phrase and sentence answers hold the same head, fitted on both kinds' rows
+    with a Platt calibrator, so p rises with z across both kinds; fitted apart, two kinds of different base rates get
+    heads whose p interleave."""
+    from blackbox_wd.calibration.fit import SHORT_KINDS, fit_heads
+
+    rng = np.random.default_rng(7)
+    n = 240
+    kinds = np.array(["phrase"] * n + ["sentence"] * n + ["passage"] * n)
+    shift = np.where(kinds == "sentence", 1.5, 0.0)  # the sentences hallucinate more at the same score
+    x = rng.normal(0, 1, 3 * n)
+    y = (rng.random(3 * n) < 1 / (1 + np.exp(-(2 * x + shift - 0.5)))).astype(int)
+    members = {"ls": x, "avg_wd": rng.normal(0, 1, 3 * n)}
+    t = table_from(members, y, [str(i) for i in range(3 * n)], ["s"] * 3 * n, kinds)
+    cv = CrossValidation(combiner="mean")
+    pooled = fit_heads(t, [("ls",)], cv, [("ls",)], "pooled")
+    by_kind = {h.head.kind: h.head for h in pooled if h.head.kind is not None}
+    assert set(by_kind) == {*SHORT_KINDS, "passage"}
+    assert by_kind["phrase"].model == by_kind["sentence"].model and by_kind["phrase"].model.method == "platt"
+    assert by_kind["passage"].model != by_kind["phrase"].model
+    short = np.isin(kinds, SHORT_KINDS)
+    z = by_kind["phrase"].model.decision(x[short].reshape(-1, 1))
+    p = np.concatenate([by_kind[k].model.probability(x[kinds == k].reshape(-1, 1)) for k in SHORT_KINDS])
+    assert roc_auc_score(y[short], p) == pytest.approx(roc_auc_score(y[short], z))  # one score, no interleaving
+    apart = {h.head.kind: h.head for h in fit_heads(t, [("ls",)], cv, [("ls",)]) if h.head.kind is not None}
+    assert apart["phrase"].model != apart["sentence"].model  # what pooling replaces

@@ -40,10 +40,35 @@ from blackbox_wd.adaptive import stages
 from blackbox_wd.answers.text import em_key
 from blackbox_wd.baselines.peers import PEERS
 from blackbox_wd.calibration.combine import CrossValidation
-from blackbox_wd.calibration.fit import DESIGNS, fit_files
-from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, Calibration, is_passage, member_value
+from blackbox_wd.calibration.fit import DESIGN, Design, fit_files
+from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, TEACHER_FREE, Calibration, is_passage, member_value
 
 SAMPLES = "the recorded dev sets' target models at T=0.7-1.0, recorded in the data"
+# the candidate designs of #58's rules (bench/RESULTS.md, "Ahead of the peers"); ``peers`` is the shipped ``DESIGN``
+TODAY = DESIGN.other  # every member but the peers: the designs before #58
+LEXSIM = ("lexsim_rouge1", "lexsim_rougel")  # lm-polygraph's LexicalSimilarity, ROUGE-1 and ROUGE-L
+ANSWER = (*LEXSIM, "answer_rougel", "answer_disagreement")
+LITE = (*LEXSIM, "eigval_jaccard", "degmat_jaccard", "answer_rougel", "answer_degmat")  # the second rule's
+W2 = (*LEXSIM, "avg_wd", "sentence_wd", "answer_wd")
+DESIGNS = {
+    "today": Design(TODAY, TODAY),
+    "all": Design(MEMBERS, TODAY),
+    "texts": Design(TEACHER_FREE, TODAY),
+    "peers": DESIGN,
+    "texts+w2": Design((*TEACHER_FREE, "avg_wd", "log_eigen_wd_fixed", "answer_wd"), TODAY),
+    "lexsim": Design(LEXSIM, TODAY),
+    "lexsim+answer": Design(ANSWER, MEMBERS),
+    "peers-lite": Design((*LITE, "answer_disagreement"), (*LITE, "avg_wd")),
+    "peers-pooled": Design(DESIGN.short, TODAY, "pooled"),
+    "lexsim+answer-pooled": Design(ANSWER, MEMBERS, "pooled"),
+    "lexsim-pooled": Design(LEXSIM, TODAY, "pooled"),
+    "lexsim-all": Design(LEXSIM, LEXSIM, "pooled"),
+    "lexsim-answer-all": Design(ANSWER, LEXSIM, "pooled"),
+    "lexsim-w2": Design(ANSWER, W2, "pooled"),
+    "lexsim-short": Design(LEXSIM, LEXSIM, "short"),
+    "lexsim-w2-short": Design(ANSWER, W2, "short"),
+    "lexsim-w2-one": Design(ANSWER, W2, "one"),
+}
 
 
 def shortfall(verdict: float, best: float, y: np.ndarray) -> float:

@@ -90,31 +90,27 @@ NONFACT = ("minor_inaccurate", "major_inaccurate")
 @dataclass(frozen=True)
 class Design:
     """Which members the heads read: those of short answers (the ``phrase`` and ``sentence`` kinds) and those of the
-    others (passages, and the heads over every kind). After the heads over these, each is fitted again over its
-    members in ``TEACHER_FREE`` alone: the heads that judge a run of a teacher with no calibration of its own
-    (``Calibration.teacher_free``); a run of the calibration's own teacher never reaches them."""
+    others (passages, and the heads over every kind), and which heads there are (``heads``): ``"kinds"``, heads of
+    each kind of answer fitted on its rows, then the heads over every kind; ``"pooled"``, the same but one head per
+    member set over the phrase and sentence answers together (each short kind holds a copy), Platt, so that every short
+    answer of a run is ranked by one score; ``"short"``, those pooled heads and the heads over every kind (no
+    passage heads); ``"one"``, the heads over every kind alone. After the heads over these, each
+    is fitted again over its members in ``TEACHER_FREE`` alone: the heads that judge a run of a teacher with no
+    calibration of its own (``Calibration.teacher_free``); a run of the calibration's own teacher never reaches them."""
 
     short: tuple[str, ...]
     other: tuple[str, ...]
+    heads: str = "kinds"
 
 
-# Today's members: every member but the peers (``baselines.peers``), in every head
-BEFORE_PEERS = tuple(m for m in MEMBERS if m not in PEERS and m not in ANSWER_PEERS)
-# the four lexical and graph peers (no Eccentricity) and the answer's ROUGE-L and degree (#58's second rule)
-LITE = ("lexsim_rouge1", "lexsim_rougel", "eigval_jaccard", "degmat_jaccard", "answer_rougel", "answer_degmat")
-DESIGNS = {
-    "today": Design(BEFORE_PEERS, BEFORE_PEERS),
-    "all": Design(MEMBERS, BEFORE_PEERS),
-    "texts": Design(TEACHER_FREE, BEFORE_PEERS),
-    "peers": Design((*PEERS, *ANSWER_PEERS, "answer_disagreement"), BEFORE_PEERS),
-    "texts+w2": Design((*TEACHER_FREE, "avg_wd", "log_eigen_wd_fixed", "answer_wd"), BEFORE_PEERS),
-    # #58's second rule (bench/RESULTS.md, "Ahead of the peers"): fewer members, the strongest peers first
-    "lexsim": Design(("lexsim_rouge1", "lexsim_rougel"), BEFORE_PEERS),
-    "lexsim+answer": Design(("lexsim_rouge1", "lexsim_rougel", "answer_rougel", "answer_disagreement"), MEMBERS),
-    "peers-lite": Design((*LITE, "answer_disagreement"), (*LITE, "avg_wd")),
-}
-DESIGN = DESIGNS["peers"]  # #58: chosen by model left out (bench/RESULTS.md, "Ahead of the peers")
+# #58: short answers read the five peers (``baselines.peers``), the answer's three and its disagreement; the others
+# every member but the peers. Chosen by model left out (bench/RESULTS.md, "Ahead of the peers")
+DESIGN = Design(
+    (*PEERS, *ANSWER_PEERS, "answer_disagreement"),
+    tuple(m for m in MEMBERS if m not in PEERS and m not in ANSWER_PEERS),
+)
 SHORT_KINDS = ("phrase", "sentence")
+POOLED = "short"  # the kind of the rows a pooled head is fitted on: both SHORT_KINDS
 
 
 @dataclass
@@ -473,7 +469,7 @@ def fit_calibration(
     # a short answer's heads over the design's members, when the rows have any (else over the others', as before it)
     has_short = [m for m in members if m in design.short]
     short = member_sets(has_short, optional) if has_short else sets
-    heads = fit_heads(t, sets, cv, short)
+    heads = fit_heads(t, sets, cv, short, design.heads)
     first = heads[0]
     applied = used_heads([h.head for h in heads])
     y, w = t.y[first.rows], t.w[first.rows]
@@ -499,7 +495,7 @@ def fit_calibration(
         claim_base_rate=None if claim is None else float(np.mean(labelled.claims.y)),  # type: ignore[union-attr]
         claim_n=None if claim is None else int(labelled.claims.y.size),  # type: ignore[union-attr]
     )
-    stages = fit_stages(labelled, (sets, short), heads, cv)
+    stages = fit_stages(labelled, (sets, short), heads, cv, design.heads)
     calibration = Calibration(
         model=applied[0].model,
         operating_point=applied[0].operating_point,
@@ -528,22 +524,40 @@ def member_sets(members: Sequence[str], optional: Sequence[Sequence[str]]) -> li
 
 
 def fit_heads(
-    t: Table, sets: Sequence[Sequence[str]], cv: CrossValidation, short: Sequence[Sequence[str]] | None = None
+    t: Table,
+    sets: Sequence[Sequence[str]],
+    cv: CrossValidation,
+    short: Sequence[Sequence[str]] | None = None,
+    heads: str = "kinds",
 ) -> list[HeadFit]:
     """The heads over every row (``sets``, most members first), then those of each kind of answer with rows enough
     (``combine.kinds_to_fit``; a short answer's over ``short``, when given), each set less the members its kind's rows
     lack, fitted on that kind's rows alone; a
     kind's head whose rows a head over every row already holds alone (a short-answer member's) is that head, not
-    fitted twice but kept in the kind's order (so a kind's later head with fewer members never judges first)."""
+    fitted twice but kept in the kind's order (so a kind's later head with fewer members never judges first).
+    ``heads`` (``Design.heads``): "pooled", the short kinds' heads are fitted once on the phrase and sentence rows
+    together, with a Platt calibrator, and each short kind holds a copy of them (and the passages get heads of their
+    own); "short", those and no other kind's; "one", no heads of a kind."""
     general = [fit_head(t, head, cv) for head in sets]
     fitted = {(h.head.members, h.rows.tobytes()): h for h in general}
-    return general + [
-        replace(same, head=replace(same.head, kind=kind))
-        if (same := fitted.get((head, (t.rows(head) & (t.kind == kind)).tobytes()))) is not None
-        else fit_head(t, head, cv, kind=kind)
-        for kind in kinds_to_fit(t, cv.folds)
-        for head in heads_on(t, short if short is not None and kind in SHORT_KINDS else sets, kind)
-    ]
+    kinds = kinds_to_fit(t, cv.folds) if heads in ("kinds", "pooled") else []
+    pool = []
+    if heads in ("pooled", "short"):
+        t = replace(t, kind=np.where(np.isin(t.kind, SHORT_KINDS), POOLED, t.kind))
+        kinds = [kind for kind in kinds if kind not in SHORT_KINDS]
+        if all(np.unique(t.groups[(t.kind == POOLED) & (t.y == c)]).size >= 2 * cv.folds for c in (0, 1)):
+            pool = [fit_head(t, head, cv, ("platt",), POOLED) for head in heads_on(t, short or sets, POOLED)]
+    return (
+        general
+        + [replace(h, head=replace(h.head, kind=kind)) for kind in SHORT_KINDS for h in pool]
+        + [
+            replace(same, head=replace(same.head, kind=kind))
+            if (same := fitted.get((head, (t.rows(head) & (t.kind == kind)).tobytes()))) is not None
+            else fit_head(t, head, cv, kind=kind)
+            for kind in kinds
+            for head in heads_on(t, short if short is not None and kind in SHORT_KINDS else sets, kind)
+        ]
+    )
 
 
 def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, Any]) -> Table:
@@ -574,6 +588,7 @@ def fit_stages(
     sets: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]],
     final_fits: Sequence[HeadFit],
     cv: CrossValidation,
+    heads: str = "kinds",
 ) -> tuple[Stage, ...]:
     """The heads of every other sample count (the same member sets, ``(other, short)`` as in ``fit_heads``, less the
     members no row of it has; fitted on its rows) and, for each below the main K, its ``-k auto`` band
@@ -582,7 +597,7 @@ def fit_stages(
     if not labelled.stages:
         return ()
     other, short = sets
-    fits = {k: fit_heads(t, heads_on(t, other), cv, heads_on(t, short)) for k, t in labelled.stages.items()}
+    fits = {k: fit_heads(t, heads_on(t, other), cv, heads_on(t, short), heads) for k, t in labelled.stages.items()}
     below = [k for k in fits if labelled.k is None or k < labelled.k]
     settles = dict.fromkeys(fits, Settle())
     if below:
