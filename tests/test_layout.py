@@ -73,5 +73,5 @@ def test_settings_and_teachers_stand_alone():
                     todo.append(dep)
         return seen
 
-    assert not reach("blackbox_wd.settings") & {"blackbox_wd.pipeline", "blackbox_wd.clients"}
+    assert not reach("blackbox_wd.settings") & {"blackbox_wd.run.detector", "blackbox_wd.clients"}
     assert "blackbox_wd.teachers.hf" not in reach("blackbox_wd.teachers.embedded")
