@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from blackbox_wd.eval.data import Dataset
+    from blackbox_wd.doors.eval.data import Dataset
     from blackbox_wd.teachers.hf import HFTeacher
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: scripts run from here as ``python -m bench.<kind>.<name>``
@@ -96,7 +96,7 @@ def synthetic_pairs(teacher: HFTeacher, k: int, target: int = 80) -> Pairs:
 
 def dataset(name: str, n: int, protocol: str = "zero-shot") -> Dataset:
     """The first n items of a shared set as ``bbwd eval`` prompts them (SciQ: items with support only)."""
-    from blackbox_wd.eval.data import load
+    from blackbox_wd.doors.eval.data import load
 
     return load(name, protocol, n, require_context=name == "sciq")
 

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from blackbox_wd.answers.text import answer_disagreement
-from blackbox_wd.baselines.peers import PEERS, peer_scores
 from blackbox_wd.calibration.combine import CrossValidation, HeadFit, Table, fit_head, table_from
 from blackbox_wd.calibration.fit import expected_calibration_error, row_label
 from blackbox_wd.calibration.model import MEMBERS, Calibration, Head, member_value
-from blackbox_wd.scores import eigen_wd
+from blackbox_wd.measure.wd import eigen_wd
+from blackbox_wd.signals.answers.text import answer_disagreement
+from blackbox_wd.signals.baselines.peers import PEERS, peer_scores
 
 SEVERITY = {"accurate": 0, "minor_inaccurate": 1, "major_inaccurate": 2}
 API_MEMBERS = tuple(m for m in MEMBERS if m not in ("lne", "dse"))  # what every API row of both sets has

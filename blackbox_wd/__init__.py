@@ -8,20 +8,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from blackbox_wd.calibration import Calibration
     from blackbox_wd.errors import BBWDError
-    from blackbox_wd.pipeline import Detector
-    from blackbox_wd.result import Result
+    from blackbox_wd.run.detector import Detector
+    from blackbox_wd.run.result import Result
     from blackbox_wd.settings import Settings
 
 __all__ = ["BBWDError", "Calibration", "Detector", "Result", "Settings"]
 __version__ = "0.1.0"
 
-# The public names, imported on first use (PEP 562): ``import blackbox_wd.cli`` and ``bbwd --help``
+# The public names, imported on first use (PEP 562): ``import blackbox_wd.doors.cli`` and ``bbwd --help``
 # must not pay for torch and transformers, which ``pipeline`` imports.
 _LAZY = {
     "BBWDError": "blackbox_wd.errors",
     "Calibration": "blackbox_wd.calibration",
-    "Detector": "blackbox_wd.pipeline",
-    "Result": "blackbox_wd.result",
+    "Detector": "blackbox_wd.run.detector",
+    "Result": "blackbox_wd.run.result",
     "Settings": "blackbox_wd.settings",
 }
 

@@ -1,3 +1,3 @@
-from blackbox_wd.cli import main
+from blackbox_wd.doors.cli import main
 
 main()

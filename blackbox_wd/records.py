@@ -10,6 +10,10 @@ from blackbox_wd.errors import BBWDError
 
 Messages = list[dict[str, str]]
 
+# continuous labels of a passage in [0, 1], higher = more hallucination: WikiBio's human score (mean of 0 / 0.5 / 1
+# over its sentences), the long-form sets' share of unsupported claims
+PASSAGE_LABELS = ("human_score", "unsupported_share")
+
 
 def as_messages(prompt: str | Messages) -> Messages:
     """A prompt string becomes a single user message; a message list is checked and passed on."""

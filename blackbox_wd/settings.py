@@ -13,8 +13,8 @@ from urllib.parse import urlsplit, urlunsplit
 from blackbox_wd.adaptive import RULE
 from blackbox_wd.adaptive import stages as adaptive_stages
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.measure.wd import DEFAULT_ALPHA, P_NORM
 from blackbox_wd.records import SamplingParams
-from blackbox_wd.scores import DEFAULT_ALPHA, P_NORM
 from blackbox_wd.teachers.registry import EMBEDDED, default_norm
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from blackbox_wd.cli import main
+from blackbox_wd.doors.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from blackbox_wd.cli import main
+from blackbox_wd.doors.cli import main
 
 
 def run_cli(*args: str) -> tuple[int, str]:

@@ -137,7 +137,7 @@ def tiny_nli_dir(tmp_path_factory):
 
 def break_teacher_pass_on(monkeypatch, word: str, message: str = "boom") -> None:
     """Make every teacher pass that holds a prompt containing ``word`` raise RuntimeError(message)."""
-    import blackbox_wd.scoring as pipeline_module
+    import blackbox_wd.run.stages as pipeline_module
 
     real = pipeline_module.teacher_pass
 
@@ -152,9 +152,9 @@ def break_teacher_pass_on(monkeypatch, word: str, message: str = "boom") -> None
 def direct_sentences(teacher, messages, answer, samples, sentences=None):
     """The answer's sentences and their scores computed directly from the package's functions: the answer and the
     samples forced in one call, the answer's token costs to each sample, its spans and tokens' sentences."""
-    from blackbox_wd.scores import sentence_scores
-    from blackbox_wd.sentences import locate, split, token_sentence
-    from blackbox_wd.transport import token_costs_to_each
+    from blackbox_wd.measure.sentences import locate, split, token_sentence
+    from blackbox_wd.measure.transport import token_costs_to_each
+    from blackbox_wd.measure.wd import sentence_scores
 
     states = teacher.encode(messages, [answer, *samples])
     costs = token_costs_to_each(states[0].states, [s.states for s in states[1:]])

@@ -114,7 +114,7 @@ LOOP = Path(__file__).resolve().parents[1] / "fixtures" / "calibration-api-auto.
 
 
 def detector_with(smollm_teacher, sampler, calibration=LOOP):
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.run.detector import Detector
 
     settings = Settings(target="fake-model", base_url="http://127.0.0.1:9/v1", stop="settle", device="cpu")
     return Detector(smollm_teacher, sampler, settings, Calibration.load(calibration))
@@ -146,7 +146,7 @@ def test_a_target_whose_answers_all_differ_is_sampled_to_the_maximum(smollm_teac
 
 
 def test_without_a_calibration_with_stages_every_prompt_draws_k_and_says_so(smollm_teacher):
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.run.detector import Detector
 
     target = Fixed(lambda i: "Paris.")
     settings = Settings(target="fake-model", base_url="http://127.0.0.1:9/v1", stop="settle", device="cpu")
@@ -265,7 +265,7 @@ def test_an_adaptive_batch_of_a_recorded_log_killed_and_resumed_stops_where_an_u
     """A log of recorded answers (SAC3's first 12 questions, their 10 samples as responses and the judged answer),
     no --target: -k auto scores each record's first 3, 5, then 10 responses under the shipped API calibration's
     stages; killed after a group and resumed, every row (where it stopped included) equals the clean run's."""
-    from blackbox_wd.eval.data import data_dir
+    from blackbox_wd.doors.eval.data import data_dir
 
     records = [json.loads(line) for line in (data_dir() / "sac3_nq_open.jsonl").read_text().splitlines()[:12]]
     src = tmp_path / "in.jsonl"
@@ -313,7 +313,7 @@ def killed_and_resumed(cmd: list[str], tmp_path: Path, n: int) -> list[dict]:
 def test_the_paired_pearson_difference_is_scipys_and_zero_for_one_score():
     from scipy.stats import pearsonr
 
-    from blackbox_wd.metrics import paired_pearson_diff
+    from blackbox_wd.calibration.metrics import paired_pearson_diff
 
     rng = np.random.default_rng(0)
     h = rng.random(120)
@@ -324,7 +324,7 @@ def test_the_paired_pearson_difference_is_scipys_and_zero_for_one_score():
 
 
 def test_evals_summary_replays_the_rule_from_the_rows_stages():
-    from blackbox_wd.eval.report import adaptive_lines
+    from blackbox_wd.doors.eval.report import adaptive_lines
 
     def row(label, stop_at, p_stop, p_last):
         ks = [3, 5, 10]

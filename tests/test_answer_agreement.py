@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blackbox_wd.answers.text import answer_disagreement, em_key, number_of, same_answer
 from blackbox_wd.calibration.model import SHORT_ONLY
+from blackbox_wd.signals.answers.text import answer_disagreement, em_key, number_of, same_answer
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from serve_support import BbwdServe
 
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.model import TEACHER_FREE, default_calibration_path
-from blackbox_wd.cli import main
+from blackbox_wd.doors.cli import main
 
 PROMPT = "What is the capital of Australia?"
 RUN = ["-k", "3", "--max-tokens", "6", "--device", "cpu", "--seed", "1"]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from blackbox_wd.answers.text import rouge_l_f1, token_rouge_l_f1
-from blackbox_wd.baselines import (
+from blackbox_wd.signals.answers.text import rouge_l_f1, token_rouge_l_f1
+from blackbox_wd.signals.baselines import (
     ANSWER_PEERS,
     PEERS,
     TeacherEntailment,
@@ -23,10 +23,10 @@ from blackbox_wd.baselines import (
     lne,
     semantic_ids,
 )
-from blackbox_wd.baselines.dse import cluster_entropy, entailment_prompt
-from blackbox_wd.baselines.er import effective_rank_of_spectrum
-from blackbox_wd.baselines.es import embedding_covariance
-from blackbox_wd.baselines.ls import mean_pairwise_rouge_l
+from blackbox_wd.signals.baselines.dse import cluster_entropy, entailment_prompt
+from blackbox_wd.signals.baselines.er import effective_rank_of_spectrum
+from blackbox_wd.signals.baselines.es import embedding_covariance
+from blackbox_wd.signals.baselines.ls import mean_pairwise_rouge_l
 
 # --- LNE ----------------------------------------------------------------------------------
 
@@ -335,7 +335,7 @@ def test_exact_match_judge_on_strings_without_words():
 
 
 def test_teacher_judge_prefetch_matches_one_by_one(tiny_llama):
-    from blackbox_wd.baselines.dse import TeacherEntailment, semantic_ids
+    from blackbox_wd.signals.baselines.dse import TeacherEntailment, semantic_ids
     from blackbox_wd.teachers.hf import HFTeacher
 
     teacher = HFTeacher(*tiny_llama)
@@ -352,7 +352,7 @@ def test_teacher_judge_prefetch_matches_one_by_one(tiny_llama):
 
 
 def test_final_answer_judge_clusters_math_solutions():
-    from blackbox_wd.baselines.dse import final_answer_entails
+    from blackbox_wd.signals.baselines.dse import final_answer_entails
 
     sols = ["so x = \\boxed{\\frac{1}{2}}", "hence \\boxed{0.5}", "the answer is \\boxed{2}", "I am not sure"]
     assert final_answer_entails(sols[0], sols[1]) and not final_answer_entails(sols[0], sols[2])

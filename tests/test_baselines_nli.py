@@ -8,9 +8,9 @@ import pytest
 import torch
 from conftest import save_tiny_nli
 
-from blackbox_wd.baselines import discrete_semantic_entropy, semantic_ids
-from blackbox_wd.baselines.nli import NLIEntailment, entailment_id, load_nli
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.signals.baselines import discrete_semantic_entropy, semantic_ids
+from blackbox_wd.signals.baselines.nli import NLIEntailment, entailment_id, load_nli
 
 RESPONSES = ["paris", "it is paris", "rome is a big city", "london"]
 

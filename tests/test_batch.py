@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from blackbox_wd.batch import read_done
-from blackbox_wd.logs import parse_line
+from blackbox_wd.doors.batch import read_done
+from blackbox_wd.run.inputs import parse_line
 
 BBWD = [sys.executable, "-m", "blackbox_wd", "batch"]
 COMMON = ["-k", "3", "--max-tokens", "12", "--device", "cpu", "--group-size", "4"]
@@ -311,9 +311,9 @@ def test_a_shared_pass_that_raises_fails_only_the_record_that_caused_it(tiny_lla
 
     from conftest import break_teacher_pass_on
 
-    from blackbox_wd.batch import BatchRunner
     from blackbox_wd.clients.local import LocalSampler
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.doors.batch import BatchRunner
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
     from blackbox_wd.teachers.hf import HFTeacher
 
@@ -337,13 +337,13 @@ def test_a_shared_pass_that_raises_fails_only_the_record_that_caused_it(tiny_lla
 def test_a_record_with_a_response_gets_its_answer_wd(tiny_llama, tmp_path):
     import asyncio
 
-    from blackbox_wd.batch import BatchRunner
     from blackbox_wd.clients.local import LocalSampler
-    from blackbox_wd.pipeline import Detector
-    from blackbox_wd.scores import answer_wd
+    from blackbox_wd.doors.batch import BatchRunner
+    from blackbox_wd.measure.transport import w2_to_each
+    from blackbox_wd.measure.wd import answer_wd
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
     from blackbox_wd.teachers.hf import HFTeacher
-    from blackbox_wd.transport import w2_to_each
 
     samples = ["paris", "it is rome", "a big city"]
     src = tmp_path / "in.jsonl"
@@ -370,9 +370,9 @@ def test_a_record_with_a_response_gets_its_answer_wd(tiny_llama, tmp_path):
 def test_a_response_over_the_context_leaves_the_record_scored_with_answer_error(tiny_llama, tmp_path):
     import asyncio
 
-    from blackbox_wd.batch import BatchRunner
     from blackbox_wd.clients.local import LocalSampler
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.doors.batch import BatchRunner
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
     from blackbox_wd.teachers.hf import HFTeacher
 
@@ -399,9 +399,9 @@ def test_a_response_gets_its_sentences_scored(smollm_teacher, tmp_path):
 
     from conftest import direct_sentences
 
-    from blackbox_wd.batch import BatchRunner
     from blackbox_wd.clients.local import LocalSampler
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.doors.batch import BatchRunner
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
 
     prompt = "What is the capital of Australia?"

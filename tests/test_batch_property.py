@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tiny_vocab import WORDS
 
-from blackbox_wd.batch import BatchRunner
 from blackbox_wd.clients.local import LocalSampler
-from blackbox_wd.pipeline import Detector
+from blackbox_wd.doors.batch import BatchRunner
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.hf import HFTeacher
 

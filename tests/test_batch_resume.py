@@ -8,10 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from blackbox_wd.batch import BatchRunner
 from blackbox_wd.clients.local import LocalSampler
+from blackbox_wd.doors.batch import BatchRunner
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.pipeline import Detector
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.hf import HFTeacher
 

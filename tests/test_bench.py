@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blackbox_wd.claims import MEMBERS as CLAIM_MEMBERS
+from blackbox_wd.signals.claims import MEMBERS as CLAIM_MEMBERS
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -162,7 +162,7 @@ def test_teacher_gpu_bench_quick_runs_on_cpu(tmp_path: Path) -> None:
 def test_teacher_gpu_bench_shapes_counts_the_recorded_sets_tokens(tmp_path: Path) -> None:
     """``shapes`` (the step before ``run``) on the first records of the two recorded sets: each record's prompt
     tokens and its K responses' token counts, the set's shared prefix no longer than its shortest prompt."""
-    from blackbox_wd.eval.data import data_dir
+    from blackbox_wd.doors.eval.data import data_dir
 
     data = tmp_path / "data"
     data.mkdir()

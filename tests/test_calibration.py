@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 
 from blackbox_wd.adaptive import Settle
-from blackbox_wd.baselines.peers import ANSWER_PEERS, PEERS
-from blackbox_wd.batch import BatchRunner
 from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.calibration.model import (
     Calibration,
@@ -28,9 +26,11 @@ from blackbox_wd.calibration.model import (
     embedded_calibration,
 )
 from blackbox_wd.clients.local import LocalSampler
+from blackbox_wd.doors.batch import BatchRunner
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.pipeline import Detector
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
+from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.teachers.hf import HFTeacher
 
 REPORTED = {

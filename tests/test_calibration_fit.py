@@ -28,9 +28,9 @@ from blackbox_wd.calibration.fit import (
     read_labelled,
     read_settings,
 )
+from blackbox_wd.calibration.metrics import paired_auroc_diff
 from blackbox_wd.calibration.model import FEATURES, Isotonic, Platt
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.metrics import paired_auroc_diff
 from blackbox_wd.settings import fingerprint
 
 SETTINGS = {
@@ -366,9 +366,9 @@ def test_paired_bootstrap_equals_a_loop_over_the_same_resamples():
 
 def test_eval_writes_the_settings_its_rows_were_scored_with(tiny_llama, tmp_path):
     from blackbox_wd.clients.local import LocalSampler
-    from blackbox_wd.eval.data import load
-    from blackbox_wd.eval.run import evaluate
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.doors.eval.data import load
+    from blackbox_wd.doors.eval.run import evaluate
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
     from blackbox_wd.teachers.hf import HFTeacher
 

@@ -13,11 +13,11 @@ import pytest
 
 from blackbox_wd.calibration.fit import claim_table
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration, Head, OperatingPoint, Platt, ScoreModel
-from blackbox_wd.claims import ClaimScore, claim_dicts, read_claims, score_claims
+from blackbox_wd.doors.eval.claim_level import claim_columns, claim_lines
+from blackbox_wd.doors.serve.protocol import ServeError, forwarded, parse_request
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.eval.claim_level import claim_columns, claim_lines
-from blackbox_wd.logs import parse_line
-from blackbox_wd.serve.protocol import ServeError, forwarded, parse_request
+from blackbox_wd.run.inputs import parse_line
+from blackbox_wd.signals.claims import ClaimScore, claim_dicts, read_claims, score_claims
 
 PROMPT = "Tell me about Ada Lovelace."
 ANSWER = "Ada Lovelace was born in London in 1815. She wrote the first program for the Analytical Engine."

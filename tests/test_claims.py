@@ -6,10 +6,10 @@ import numpy as np
 import ot
 import pytest
 
-from blackbox_wd.claims import MEMBERS, claim_members, key_words, lexical_members, nearest_costs, partial_costs
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.lexical import unigram_surprise
-from blackbox_wd.transport import w2
+from blackbox_wd.measure.transport import w2
+from blackbox_wd.signals.claims import MEMBERS, claim_members, key_words, lexical_members, nearest_costs, partial_costs
+from blackbox_wd.signals.lexical import unigram_surprise
 
 SAMPLES = [
     "Marie Curie was born in Warsaw in 1867.",

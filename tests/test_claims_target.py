@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench.common import LlamaCppServer
-from blackbox_wd.decompose import PROMPT, decompose_messages, parse_claims
 from blackbox_wd.settings import Settings
+from blackbox_wd.signals.decompose import PROMPT, decompose_messages, parse_claims
 from blackbox_wd.teachers.embedded import ensure_gguf
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "llamacpp_claims.json"
@@ -92,7 +92,7 @@ def test_serve_lists_the_claims_of_the_answer_it_forwards(monkeypatch) -> None:
     claims as the target lists them, each scored as ``bbwd score`` scores it."""
     import asyncio
 
-    from blackbox_wd.serve.service import Service
+    from blackbox_wd.doors.serve.service import Service
 
     fixture = json.loads(FIXTURE.read_text())
     meta = fixture["meta"]
@@ -145,7 +145,7 @@ def test_the_prompt_is_the_documented_one() -> None:
     ],
 )
 def test_claims_target_errors_are_one_line(tmp_path, capsys, args, message) -> None:
-    from blackbox_wd.cli import main
+    from blackbox_wd.doors.cli import main
 
     log = tmp_path / "log.jsonl"
     log.write_text(json.dumps({"prompt": "Who?", "responses": ["A", "B"], "response": "A"}) + "\n")
@@ -158,7 +158,7 @@ def test_claims_target_errors_are_one_line(tmp_path, capsys, args, message) -> N
 
 def test_recorded_samples_cannot_list_claims_in_the_python_api() -> None:
     from blackbox_wd.errors import BBWDError
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
 
     with pytest.raises(BBWDError, match="recorded samples have no target to ask"):

@@ -12,12 +12,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from blackbox_wd.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration import model as calibration_module
 from blackbox_wd.calibration.fit import CV, fit_calibration, read_labelled
-from blackbox_wd.cli import main
+from blackbox_wd.doors.cli import main
 from blackbox_wd.settings import fingerprint
+from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
 BBWD = [sys.executable, "-m", "blackbox_wd"]
 PROMPT = "What is the capital of Australia?"
@@ -203,7 +203,7 @@ def test_calibrate_refuses_settings_that_are_not_those_of_the_rows(tmp_path, cap
 def embedded_calibration_file(tmp_path_factory, smollm_teacher):
     """A calibration for the embedded model run with RUN, fitted on synthetic rows scored under its real settings."""
     from blackbox_wd.clients import local_sampler_for
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
 
     settings = Settings(k=3, max_tokens=12, device="cpu")

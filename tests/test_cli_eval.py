@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import save_tiny_nli
 
-from blackbox_wd.cli import main
+from blackbox_wd.doors.cli import main
 
 METHODS = ("avg_wd", "eigen_wd", "lne", "ls", "es", "er", "dse")
 FIXTURE = str(Path(__file__).resolve().parents[1] / "fixtures" / "tiny_qa.jsonl")

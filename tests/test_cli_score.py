@@ -70,7 +70,7 @@ ANSWER = "The capital of Australia is Sydney. It was founded in 1788.\n\nCanberr
 @pytest.mark.slow
 def test_score_response_gets_answer_wd_and_sentences(smollm_teacher):
     from blackbox_wd.clients import local_sampler_for
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
 
     prompt = "What is the capital of Australia?"
@@ -112,8 +112,8 @@ def test_score_response_gets_answer_wd_and_sentences(smollm_teacher):
 def test_sentences_are_coloured_by_rank_within_the_answer():
     from rich.console import Console
 
-    from blackbox_wd.cli import render_answer, risk_colours
-    from blackbox_wd.sentences import SentenceScore
+    from blackbox_wd.doors.cli import render_answer, risk_colours
+    from blackbox_wd.measure.sentences import SentenceScore
 
     assert risk_colours([3.0, None, 1.0, 2.0]) == ["red", None, "green", "yellow"]
     assert risk_colours([5.0]) == ["yellow"] and risk_colours([1.0, 2.0]) == ["green", "red"]

@@ -22,7 +22,9 @@ def modules_with_examples() -> list[str]:
 
 
 def test_examples_are_found() -> None:
-    assert {"blackbox_wd.checks", "blackbox_wd.scores", "blackbox_wd.transport"} <= set(modules_with_examples())
+    assert {"blackbox_wd.checks", "blackbox_wd.measure.wd", "blackbox_wd.measure.transport"} <= set(
+        modules_with_examples()
+    )
 
 
 @pytest.mark.parametrize("name", modules_with_examples())

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from blackbox_wd.eval import data
-from blackbox_wd.eval.data import Item, load, user_prompt
+from blackbox_wd.doors.eval import data
+from blackbox_wd.doors.eval.data import Item, load, user_prompt
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "fixtures" / "tiny_qa.jsonl"

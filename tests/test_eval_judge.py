@@ -10,7 +10,7 @@ from bench.common import LlamaCppServer
 from blackbox_wd.clients.api import APISampler
 from blackbox_wd.clients.cache import SampleCache
 from blackbox_wd.clients.presets import Endpoint
-from blackbox_wd.eval.judge import JUDGE_PARAMS, JUDGE_PROMPT, LLMJudge, parse_verdict
+from blackbox_wd.doors.eval.judge import JUDGE_PARAMS, JUDGE_PROMPT, LLMJudge, parse_verdict
 
 
 @pytest.mark.parametrize(

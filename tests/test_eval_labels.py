@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from blackbox_wd.answers.text import max_rouge_l, normalize_answer
-from blackbox_wd.eval.labels import hallucination_label, is_correct, prompt_labels, qa_correct_em, qa_correct_rouge
+from blackbox_wd.doors.eval.labels import (
+    hallucination_label,
+    is_correct,
+    prompt_labels,
+    qa_correct_em,
+    qa_correct_rouge,
+)
+from blackbox_wd.signals.answers.text import max_rouge_l, normalize_answer
 
 
 def test_normalize_answer_squad_style():

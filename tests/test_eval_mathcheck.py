@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from blackbox_wd.answers.mathcheck import has_boxed, math_correct, parse_response, same_final_answer
+from blackbox_wd.signals.answers.mathcheck import has_boxed, math_correct, parse_response, same_final_answer
 
 EQUIVALENT = [
     (r"\left( 3, \frac{\pi}{2} \right)", r"(3,\frac{\pi}{2})"),  # \left \right, spaces

@@ -8,15 +8,15 @@ import math
 import numpy as np
 import pytest
 
+from blackbox_wd.clients.sampling import BatchSampler, RecordedSamples
+from blackbox_wd.doors.eval.data import load
+from blackbox_wd.doors.eval.main import plan
+from blackbox_wd.doors.eval.run import evaluate
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.eval.data import load
-from blackbox_wd.eval.main import plan
-from blackbox_wd.eval.run import evaluate
-from blackbox_wd.pipeline import Detector
-from blackbox_wd.sampling import BatchSampler, RecordedSamples
-from blackbox_wd.scores import answer_wd
+from blackbox_wd.measure.transport import w2_to_each
+from blackbox_wd.measure.wd import answer_wd
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
-from blackbox_wd.transport import w2_to_each
 
 RECORDS = [
     {
@@ -157,7 +157,7 @@ def test_passages_get_pearson_and_spearman_and_no_answer_dse(teacher, tmp_path):
     rows = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3)), load(path), tmp_path / "out")
     assert {r["dse_judge"] for r in rows} == {"none (passage)"} and all("dse" not in r for r in rows)
     assert [r["human_score"] for r in rows] == [0.0, 1 / 3, 2 / 3, 1.0]
-    from blackbox_wd.eval.report import write_report
+    from blackbox_wd.doors.eval.report import write_report
 
     paths = write_report(rows, tmp_path / "out", n_boot=50)
     text = paths["summary"].read_text()
@@ -203,8 +203,8 @@ def _bio(tmp_path, records=None):
 
 
 def test_a_records_sentences_are_the_ones_scored_and_come_back_beside_their_labels(teacher, tmp_path, monkeypatch):
-    from blackbox_wd.eval.report import write_report
-    from blackbox_wd.sentences import SentenceScore
+    from blackbox_wd.doors.eval.report import write_report
+    from blackbox_wd.measure.sentences import SentenceScore
 
     seen = []
     score_many = Detector.score_many

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blackbox_wd.eval.report import (
+from blackbox_wd.doors.eval.report import (
     METHODS,
     NAMES,
     OPTIONAL,

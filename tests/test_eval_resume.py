@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from blackbox_wd.doors.eval.run import done_rows
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.eval.run import done_rows
-from blackbox_wd.runlog import RunLog
+from blackbox_wd.run.runlog import RunLog
 
 HASHES = {"a": "1" * 16, "b": "2" * 16, "c": "3" * 16}
 

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from blackbox_wd.eval.data import Dataset, Item
-from blackbox_wd.eval.run import default_max_tokens, protocol, run_fingerprint, score_item
-from blackbox_wd.pipeline import Detector
+from blackbox_wd.doors.eval.data import Dataset, Item
+from blackbox_wd.doors.eval.run import default_max_tokens, protocol, run_fingerprint, score_item
 from blackbox_wd.records import Sample, SampleSet
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 
 
@@ -132,7 +132,7 @@ def test_a_teacher_pass_that_raises_fails_only_the_item_that_caused_it(detector,
 
     from conftest import break_teacher_pass_on
 
-    from blackbox_wd.eval.run import score_items
+    from blackbox_wd.doors.eval.run import score_items
 
     items = [
         ITEM,
@@ -150,8 +150,8 @@ def test_a_teacher_pass_that_raises_fails_only_the_item_that_caused_it(detector,
 
 
 def test_a_transient_error_is_recomputed_in_place_on_resume(detector, tmp_path):
+    from blackbox_wd.doors.eval.run import evaluate
     from blackbox_wd.errors import SamplingError
-    from blackbox_wd.eval.run import evaluate
 
     class FlakyOnce(FixedSampler):
         """Fails the prompt about Rome with an HTTP 503 on its first draw."""

@@ -20,7 +20,7 @@ PLAIN = [{"role": "user", "content": "What is the capital of France?"}]
 @pytest.fixture(scope="module")
 def smollm_card():
     """SmolLM2-135M's card: tokenizer and context, no weights."""
-    from blackbox_wd.teachers.card import load_card
+    from blackbox_wd.teachers.hf import load_card
 
     return load_card("smollm2-135m")
 
@@ -28,7 +28,7 @@ def smollm_card():
 @pytest.fixture(scope="module")
 def gemma_card():
     """Gemma-3-270m's card (no chat template: the prompt is plain text after <bos>)."""
-    from blackbox_wd.teachers.card import load_card
+    from blackbox_wd.teachers.hf import load_card
 
     return load_card("gemma3-270m")
 
@@ -120,7 +120,7 @@ def test_batch_refuses_a_50_mb_prompt_in_bounded_memory(tmp_path):
     # The child's own peak: VmHWM of its address space. (ru_maxrss survives execve, so a child started from
     # a pytest process that already holds the models would report the parent's size.)
     code = (
-        "import sys\nfrom blackbox_wd.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
+        "import sys\nfrom blackbox_wd.doors.cli import main\ntry:\n    main(sys.argv[1:])\nfinally:\n"
         "    hwm = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
         "    print('maxrss_kb', hwm.split()[1], file=sys.stderr)\n"
     )

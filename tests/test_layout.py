@@ -1,7 +1,9 @@
-"""The package's imports form no cycle (settings, clients, pipeline; hf and embedded).
+"""The package's layout: its imports form no cycle and run downward, its stack of imports stays shallow, it keeps
+few modules of its own beside its folders, and no module grows long.
 
-Every import counts: module level, inside functions and under TYPE_CHECKING, since a lazy import
-only hides a circle. The package's own ``__init__`` (the public facade) is left out.
+Every import counts for the cycles and the floors: module level, inside functions and under TYPE_CHECKING, since a
+lazy import only hides a circle. The depth counts what an import runs: module-level imports, not those under
+TYPE_CHECKING. The package's own ``__init__`` (the public facade) is left out.
 """
 
 from __future__ import annotations
@@ -17,10 +19,33 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> set[str]:
-    """blackbox_wd modules (and names that may be modules) imported anywhere in a file."""
+def runtime_nodes(tree: ast.Module) -> list[ast.stmt]:
+    """The imports a module runs when it is imported: module level, not under TYPE_CHECKING nor in a function."""
+    out: list[ast.stmt] = []
+
+    def walk(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                out.append(node)
+            elif isinstance(node, ast.If):
+                if "TYPE_CHECKING" not in ast.unparse(node.test):
+                    walk(node.body)
+                walk(node.orelse)
+            elif isinstance(node, ast.Try):
+                for block in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):
+                    walk(block)
+            elif isinstance(node, ast.ClassDef):
+                walk(node.body)
+
+    walk(tree.body)
+    return out
+
+
+def imports(path: Path, runtime: bool = False) -> set[str]:
+    """blackbox_wd modules (and names that may be modules) imported anywhere in a file (``runtime``: on import)."""
+    tree = ast.parse(path.read_text())
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in runtime_nodes(tree) if runtime else ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("blackbox_wd"):
             out.add(node.module)
             out.update(f"{node.module}.{a.name}" for a in node.names)
@@ -29,11 +54,11 @@ def imports(path: Path) -> set[str]:
     return out
 
 
-def graph() -> dict[str, set[str]]:
+def graph(runtime: bool = False) -> dict[str, set[str]]:
     modules = {module_name(p): p for p in PACKAGE.rglob("*.py") if p != PACKAGE / "__init__.py"}
     edges = {}
     for name, path in modules.items():
-        deps = {d for d in imports(path) if d in modules and d != name}
+        deps = {d for d in imports(path, runtime) if d in modules and d != name}
         # importing a.b.c runs a/__init__ and a/b/__init__ first (a package importing its own
         # submodules is the usual layout, so a module's own ancestors are left out)
         parents = {".".join(d.split(".")[:i]) for d in deps for i in range(2, d.count(".") + 1)}
@@ -73,5 +98,90 @@ def test_settings_and_teachers_stand_alone():
                     todo.append(dep)
         return seen
 
-    assert not reach("blackbox_wd.settings") & {"blackbox_wd.pipeline", "blackbox_wd.clients"}
+    assert not reach("blackbox_wd.settings") & {"blackbox_wd.run.detector", "blackbox_wd.clients"}
     assert "blackbox_wd.teachers.hf" not in reach("blackbox_wd.teachers.embedded")
+
+
+# The floors, from the bottom up: a module imports from its own folder (or module) and from the floors below it,
+# never from its own floor's other folders nor from a floor above. The bottom floor's plain modules are shared by
+# every floor and may import one another.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("errors", "checks", "records", "paths", "cpus", "adaptive"),  # plain data and rules
+    ("teachers", "measure"),  # the teacher pass; W2 distances to scores
+    ("settings",),  # its defaults are the teachers' and the measure's
+    ("clients",),  # the samplers
+    ("signals",),  # baselines, answers, claims
+    ("calibration",),  # scores to a probability and a flag
+    ("run",),  # the wiring and the stages
+    ("doors",),  # the commands
+    ("__main__",),
+)
+MAX_OWN_MODULES = 8  # blackbox_wd's own modules beside its folders, __init__ and __main__ aside
+MAX_DEPTH = 10  # imports in the longest chain that importing a module runs
+MAX_LINES = 600
+# Modules over MAX_LINES, to be split (a module that shrinks under the limit leaves the list).
+LONG_MODULES = frozenset(
+    {
+        "blackbox_wd/calibration/fit.py",
+        "blackbox_wd/calibration/model.py",
+        "blackbox_wd/doors/eval/report.py",
+        "blackbox_wd/doors/cli.py",
+    }
+)
+
+
+def floor_of(module: str) -> tuple[int, str]:
+    unit = module.split(".")[1]
+    return next(i for i, units in enumerate(FLOORS) if unit in units), unit
+
+
+def test_every_folder_and_module_has_a_floor():
+    own = {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    folders = {d.name for d in PACKAGE.iterdir() if (d / "__init__.py").exists()}
+    assert own | folders == {unit for units in FLOORS for unit in units}
+
+
+def test_few_modules_of_its_own():
+    own = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert len(own) <= MAX_OWN_MODULES, own
+
+
+def test_imports_run_downward():
+    upward = []
+    for module, deps in graph().items():
+        (floor, unit) = floor_of(module)
+        for dep in deps:
+            (dep_floor, dep_unit) = floor_of(dep)
+            if dep_unit != unit and (dep_floor > floor or (dep_floor == floor and floor > 0)):
+                upward.append(f"{module} -> {dep}")
+    assert sorted(upward) == []
+
+
+def longest_chain(edges: dict[str, set[str]]) -> list[str]:
+    memo: dict[str, list[str]] = {}
+
+    def chain(node: str) -> list[str]:
+        if node not in memo:
+            memo[node] = [node]  # a cycle (test_no_import_cycles) ends here
+            memo[node] = [node, *max((chain(dep) for dep in edges[node]), key=len, default=[])]
+        return memo[node]
+
+    return max((chain(node) for node in edges), key=len)
+
+
+def test_import_stack_is_shallow():
+    chain = longest_chain(graph(runtime=True))
+    assert len(chain) - 1 <= MAX_DEPTH, " -> ".join(chain)
+
+
+def test_longest_chain_counts_imports():
+    assert longest_chain({"a": {"b"}, "b": {"c"}, "c": set(), "d": {"c"}}) == ["a", "b", "c"]
+
+
+def test_no_module_is_long():
+    lengths = {
+        str(p.relative_to(PACKAGE.parent)): len(p.read_text().splitlines()) for p in sorted(PACKAGE.rglob("*.py"))
+    }
+    long = {name for name, n in lengths.items() if n > MAX_LINES}
+    assert long - LONG_MODULES == set(), {name: lengths[name] for name in long - LONG_MODULES}
+    assert LONG_MODULES - long == set(), "under the limit now: take it off LONG_MODULES"

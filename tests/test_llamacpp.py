@@ -17,8 +17,8 @@ from scipy.stats import chi2_contingency, chisquare
 from blackbox_wd.clients import llamacpp, local_sampler_for, local_sampler_name
 from blackbox_wd.clients.llamacpp import LlamaCppSampler, new_slot_dir
 from blackbox_wd.clients.local import LocalSampler
-from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import SamplingParams
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.embedded import ensure_gguf
 from blackbox_wd.teachers.hf import HFTeacher

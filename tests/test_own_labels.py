@@ -84,7 +84,7 @@ def test_calibrate_reads_batch_rows_with_no_option_and_counts_the_unlabelled(lab
 
 @pytest.mark.slow
 def test_rejudged_rows_are_a_fresh_runs_with_that_calibration_and_no_teacher_pass(scored, labelled, monkeypatch):
-    import blackbox_wd.scoring as scoring
+    import blackbox_wd.run.stages as scoring
 
     folder, _ = scored
     path, _ = labelled

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blackbox_wd.baselines import compute_baselines
-from blackbox_wd.baselines.peers import (
+from blackbox_wd.signals.baselines import compute_baselines
+from blackbox_wd.signals.baselines.peers import (
     ANSWER_PEERS,
     PEERS,
     answer_eccentricity,

@@ -15,14 +15,14 @@ import torch
 from transformers import TemperatureLogitsWarper
 
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler, row_generators
+from blackbox_wd.measure.transport import pairwise_w2
 from blackbox_wd.records import SamplingParams
-from blackbox_wd.scoring import token_floor
+from blackbox_wd.run.stages import token_floor
 from blackbox_wd.teachers import levels
 from blackbox_wd.teachers.hf import HFTeacher
 from blackbox_wd.teachers.levels import Levels
 from blackbox_wd.teachers.pad import pad_batch
 from blackbox_wd.teachers.prefix import SHARED_MIN, SharedMemo, shared_length
-from blackbox_wd.transport import pairwise_w2
 
 PROMPTS = [
     [{"role": "user", "content": "what"}],
@@ -308,8 +308,8 @@ def test_rows_that_stop_cost_no_more_steps(teacher):
 def test_answer_nll_and_cocoa_come_with_the_teachers_log_probs(teacher):
     """With the teacher's log-prob pass (LNE's) the judged answer's log-probs are a plain forward's, and answer_nll
     and cocoa follow from them and AnswerWD; without it the pass stops at the layer and they are None."""
-    from blackbox_wd.pipeline import Detector
-    from blackbox_wd.sampling import RecordedSamples
+    from blackbox_wd.clients.sampling import RecordedSamples
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
 
     messages, answer = PROMPTS[1], "it is rome a big city"

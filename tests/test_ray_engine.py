@@ -22,9 +22,9 @@ import ray  # part of the test extra: these tests never skip
 from test_claims_target import claims_settings
 from tiny_vocab import WORDS
 
-from blackbox_wd.batch import BatchRunner, read_done
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.pipeline import Detector
+from blackbox_wd.doors.batch import BatchRunner, read_done
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import GROUP_SIZE, Settings
 
 BBWD = [sys.executable, "-m", "blackbox_wd", "batch"]
@@ -71,7 +71,7 @@ def run_local(settings: Settings, src: Path, dst: Path, sample_missing: bool, gr
 
 def ray_runner(settings: Settings, sample_missing: bool, group_size: int = GROUP_SIZE, calibration="auto", **resources):
     """The Ray engine as `bbwd batch --engine ray` builds it: the driver's detector from the one builder."""
-    from blackbox_wd.ray_engine import RayRunner
+    from blackbox_wd.doors.ray_engine import RayRunner
 
     built = RayRunner.build_options(settings)
     recorded = not sample_missing and settings.target is None  # as `bbwd batch` with no --target builds it
@@ -128,9 +128,9 @@ def tiny_log(path: Path) -> list[str | None]:
 
 def test_read_tasks_read_the_groups_the_local_engine_forms(tmp_path):
     """Each read task's group equals the local engine's group: skip, the retried lines, odd line ends."""
-    from blackbox_wd.groups import groups, select_records
-    from blackbox_wd.logs import read_span
-    from blackbox_wd.ray_engine import group_spans
+    from blackbox_wd.doors.ray_engine import group_spans
+    from blackbox_wd.run.groups import groups, select_records
+    from blackbox_wd.run.inputs import read_span
 
     src = tmp_path / "in.jsonl"
     src.write_bytes(
@@ -402,7 +402,7 @@ def test_missing_ray_is_one_error_line_naming_the_extra(tmp_path):
     src = tmp_path / "in.jsonl"
     src.write_text('{"prompt": "hi", "responses": ["a", "b"]}\n')
     code = (
-        "import sys; sys.modules['ray'] = None; from blackbox_wd.cli import main; "
+        "import sys; sys.modules['ray'] = None; from blackbox_wd.doors.cli import main; "
         f"main(['batch', {str(src)!r}, '-o', {str(tmp_path / 'o.jsonl')!r}, '--engine', 'ray'])"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -445,7 +445,7 @@ def test_the_engine_builds_no_wiring_and_writes_no_environment():
     the API options and key passed as values: no Settings, Detector, card or sampler built here, no environment."""
     import ast
 
-    from blackbox_wd import ray_engine
+    from blackbox_wd.doors import ray_engine
 
     tree = ast.parse(Path(ray_engine.__file__).read_text())
     called = {

@@ -15,7 +15,7 @@ from cli_support import jsonl, run_cli
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.pipeline import Detector
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings, fingerprint
 
 ORIGIN = "gpt-4o-mini at T=1.0"
@@ -261,7 +261,7 @@ def test_the_api_reports_recorded_samples(detector, api):
 def test_samples_from_is_not_a_score_setting():
     """Who drew the samples is said, not hashed: stored fingerprints and calibrations still hold."""
     from blackbox_wd.settings import ReportedSettings
-    from blackbox_wd.teachers.card import load_card
+    from blackbox_wd.teachers.hf import load_card
 
     card = load_card("smollm2-135m", None)
     said = ReportedSettings.of(Settings(), card, None, "cpu", recorded=True, samples_from=ORIGIN).as_dict()

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from blackbox_wd.calibration.metrics import auroc
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
-from blackbox_wd.metrics import auroc
-from blackbox_wd.report.page import Limits, payload, risks, script_json, summarize, write_report
-from blackbox_wd.report.rows import answer_from_sentences, read_rows
+from blackbox_wd.doors.report.page import Limits, payload, risks, script_json, summarize, write_report
+from blackbox_wd.doors.report.rows import answer_from_sentences, read_rows
 from tests.cli_support import jsonl, run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

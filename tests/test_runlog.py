@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.runlog import Resume, RunLog, resume_point
+from blackbox_wd.run.runlog import Resume, RunLog, resume_point
 
 
 def toy_log(path: Path) -> RunLog:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from blackbox_wd.scores import avg_wd, eigen_wd, median_bandwidth, spectrum_ratio, wd_kernel
+from blackbox_wd.measure.wd import avg_wd, eigen_wd, median_bandwidth, spectrum_ratio, wd_kernel
 
 
 def random_d(rng, k):
@@ -96,8 +96,8 @@ def test_uses_singular_values_of_non_psd_kernel():
 
 
 def test_answer_wd_is_the_mean_distance_to_the_samples():
-    from blackbox_wd.scores import answer_wd
-    from blackbox_wd.transport import w2_to_each
+    from blackbox_wd.measure.transport import w2_to_each
+    from blackbox_wd.measure.wd import answer_wd
 
     # answer {(0,0)}; samples {(3,4)}, {(0,0)}, {(6,8)}: distances 5, 0, 10 -> AnswerWD 5.
     answer = np.zeros((1, 2))
@@ -112,8 +112,8 @@ def test_answer_wd_is_the_mean_distance_to_the_samples():
 
 
 def test_the_sentence_far_from_every_sample_scores_highest():
-    from blackbox_wd.scores import sentence_scores, sentence_wd
-    from blackbox_wd.transport import token_costs_to_each
+    from blackbox_wd.measure.transport import token_costs_to_each
+    from blackbox_wd.measure.wd import sentence_scores, sentence_wd
 
     # Points on a line: between equal-size measures the one optimal plan is the sorted matching.
     # Answer tokens 0, 1 (sentence 0) and 10, 11 (sentence 1); a third sentence holds no token.
@@ -134,7 +134,7 @@ def test_the_sentence_far_from_every_sample_scores_highest():
 
 
 def test_sentence_scores_skip_tokens_of_no_sentence():
-    from blackbox_wd.scores import sentence_scores
+    from blackbox_wd.measure.wd import sentence_scores
 
     costs = np.array([[1.0, 4.0, 100.0, 9.0], [4.0, 1.0, 0.0, 16.0]])
     # token 2 belongs to no sentence: sentence 0 = mean(1, 4) or mean(4, 1), sentence 1 = min(9, 16)
@@ -142,8 +142,8 @@ def test_sentence_scores_skip_tokens_of_no_sentence():
 
 
 def test_one_sentence_holding_every_token_scores_the_nearest_sample():
-    from blackbox_wd.scores import sentence_scores
-    from blackbox_wd.transport import token_costs_to_each, w2_to_each
+    from blackbox_wd.measure.transport import token_costs_to_each, w2_to_each
+    from blackbox_wd.measure.wd import sentence_scores
 
     rng = np.random.default_rng(3)
     answer, *samples = [rng.normal(size=(m, 8)) * 3 for m in (12, 9, 12, 20)]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.sentences import Span, locate, split, token_sentence
+from blackbox_wd.measure.sentences import Span, locate, split, token_sentence
 
 TEXTS = [
     "Dr. Smith went to Washington D.C. in 1950. He was born in St. Louis, Mo., e.g. near the river.",
@@ -73,7 +73,7 @@ def test_a_token_goes_to_the_sentence_holding_most_of_its_characters():
 @pytest.fixture(scope="module")
 def reader():
     """SmolLM2-135M's TextReader (tokenizer only, no weights)."""
-    from blackbox_wd.teachers.card import load_card
+    from blackbox_wd.teachers.hf import load_card
 
     return load_card("smollm2-135m").reader
 

@@ -142,8 +142,8 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
     assert bbwd["avg_wd"] == pytest.approx(result.avg_wd, rel=1e-5)
     assert bbwd["eigen_wd"] == pytest.approx(result.eigen_wd, rel=1e-5)
     # AnswerWD: the forwarded answer's cloud against the same K samples' clouds
-    from blackbox_wd.scores import answer_wd
-    from blackbox_wd.transport import w2_to_each
+    from blackbox_wd.measure.transport import w2_to_each
+    from blackbox_wd.measure.wd import answer_wd
 
     answer = got["choices"][0]["message"]["content"]
     states = detector.teacher.encode(result.prompt, [answer, *result.responses])

@@ -12,15 +12,15 @@ import pytest
 import torch
 from conftest import break_teacher_pass_on
 
-import blackbox_wd.scoring as pipeline_module
+import blackbox_wd.run.stages as pipeline_module
 from blackbox_wd.clients.local import LocalSampler
+from blackbox_wd.doors.serve.batcher import TeacherBatcher
+from blackbox_wd.doors.serve.metrics import Metrics
+from blackbox_wd.doors.serve.service import _scoring_failed
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.pipeline import Detector
 from blackbox_wd.records import Sample, SampleSet
-from blackbox_wd.result import Result
-from blackbox_wd.serve.batcher import TeacherBatcher
-from blackbox_wd.serve.metrics import Metrics
-from blackbox_wd.serve.service import _scoring_failed
+from blackbox_wd.run.detector import Detector
+from blackbox_wd.run.result import Result
 from blackbox_wd.settings import Settings
 
 pytestmark = pytest.mark.slow

@@ -115,10 +115,10 @@ def test_non_loopback_bind_needs_a_server_token():
 
 
 def test_missing_extra_is_one_line(monkeypatch, capsys):
-    from blackbox_wd.cli import main
+    from blackbox_wd.doors.cli import main
 
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if the serve extra were not installed
-    for name in [m for m in sys.modules if m.startswith("blackbox_wd.serve")]:
+    for name in [m for m in sys.modules if m.startswith("blackbox_wd.doors.serve")]:
         monkeypatch.delitem(sys.modules, name)
     with pytest.raises(SystemExit) as done:
         main(["serve"])

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from blackbox_wd.doors.serve.protocol import ServeError, parse_request, scoring_messages, verdict
 from blackbox_wd.records import Usage
-from blackbox_wd.result import Result
-from blackbox_wd.serve.protocol import ServeError, parse_request, scoring_messages, verdict
+from blackbox_wd.run.result import Result
 
 MODEL = "served"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import break_teacher_pass_on
 
-from blackbox_wd.cli import main
+from blackbox_wd.doors.cli import main
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import SCORE_FIELDS, Settings, fingerprint
 
@@ -99,7 +99,7 @@ def test_output_that_is_not_bbwd_output_is_left_alone(capsys, tmp_path, monkeypa
 
 
 def test_unexpected_exception_is_one_line_with_exit_1(capsys, monkeypatch):
-    import blackbox_wd.pipeline as pipeline
+    import blackbox_wd.run.detector as pipeline
 
     def boom(*_a, **_k):
         raise RuntimeError("something\nbroke")
@@ -125,7 +125,7 @@ def test_fingerprint_hashes_exactly_the_score_fields():
 
 
 def test_an_error_while_scoring_is_one_line_and_debug_shows_its_cause(capsys, monkeypatch, tiny_llama):
-    import blackbox_wd.pipeline as pipeline
+    import blackbox_wd.run.detector as pipeline
     from blackbox_wd.clients.local import LocalSampler
     from blackbox_wd.teachers.hf import HFTeacher
 

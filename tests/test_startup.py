@@ -52,12 +52,13 @@ def probe(body: str) -> dict:
 
 def run_main(argv: list[str]) -> str:
     return (
-        f"from blackbox_wd.cli import main\ntry:\n    main({argv!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "from blackbox_wd.doors.cli import main\n"
+        f"try:\n    main({argv!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
     )
 
 
 def test_import_cli_loads_no_heavy_module() -> None:
-    assert probe("import blackbox_wd.cli\ncode = 0") == {"code": 0, "heavy": []}
+    assert probe("import blackbox_wd.doors.cli\ncode = 0") == {"code": 0, "heavy": []}
 
 
 @pytest.mark.parametrize(
@@ -115,6 +116,6 @@ def test_public_names_still_import() -> None:
 
 def test_scoring_path_loads_no_text_or_plotting_library() -> None:
     """`bbwd score` needs torch, transformers and POT; ROUGE (nltk), spaCy and matplotlib load where they are used."""
-    got = probe("import blackbox_wd.pipeline, blackbox_wd.clients.llamacpp, blackbox_wd.calibration\ncode = 0")
+    got = probe("import blackbox_wd.run.detector, blackbox_wd.clients.llamacpp, blackbox_wd.calibration\ncode = 0")
     assert {"torch", "transformers", "ot"} <= set(got["heavy"])
     assert not {"rouge_score", "nltk", "spacy", "matplotlib"} & set(got["heavy"])

@@ -8,13 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from blackbox_wd.eval.data import load
-from blackbox_wd.eval.report import timing_lines
-from blackbox_wd.eval.run import evaluate
-from blackbox_wd.pipeline import Detector
+from blackbox_wd.clients.sampling import RecordedSamples
+from blackbox_wd.doors.eval.data import load
+from blackbox_wd.doors.eval.report import timing_lines
+from blackbox_wd.doors.eval.run import evaluate
 from blackbox_wd.records import Sample, SampleSet
-from blackbox_wd.sampling import RecordedSamples
-from blackbox_wd.scoring import teacher_pass
+from blackbox_wd.run.detector import Detector
+from blackbox_wd.run.stages import teacher_pass
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.hf import HFTeacher
 from blackbox_wd.teachers.statecache import StateCache

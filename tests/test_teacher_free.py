@@ -163,7 +163,7 @@ def test_without_heads_of_the_texts_alone_no_risk_is_shown(tmp_path, monkeypatch
 def test_a_folder_teacher_gets_a_verdict_through_the_builder(shipped, tiny_folder):
     """The wiring every door builds (``Detector.from_settings``): a folder teacher, recorded samples, the shipped API
     file's heads of the texts alone (here ``MIXED``'s); the members they read are ones such a run computes."""
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
 
     detector = Detector.from_settings(Settings(teacher=tiny_folder, device="cpu", k=10), recorded=True)

@@ -11,7 +11,7 @@ import torch
 
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.pipeline import Detector
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.files import KINDS, ModelFiles, present

@@ -7,7 +7,7 @@ import ot
 import pytest
 
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.transport import pairwise_w2, w2
+from blackbox_wd.measure.transport import pairwise_w2, w2
 
 
 def naive_pairwise(clouds: list[np.ndarray]) -> np.ndarray:
@@ -186,9 +186,9 @@ def test_cpu_threads_follow_omp_num_threads(monkeypatch):
     number, the CPUs decide."""
     import os
 
-    from blackbox_wd import transport
     from blackbox_wd.clients import llamacpp
     from blackbox_wd.cpus import cpu_threads
+    from blackbox_wd.measure import transport
 
     assert transport.cpu_threads is llamacpp.cpu_threads is cpu_threads  # both pools follow the one rule
     cpus = len(os.sched_getaffinity(0))
@@ -207,7 +207,7 @@ def test_w2_to_each_hand_computed():
     # x = {(0,0), (2,0)}; to {(1,0)}: every point moves 1 -> W2 = 1. To {(0,0),(2,0)}: 0.
     # To {(0,3),(2,3)}: each point moves 3 straight up -> W2 = 3. To {(0,0),(0,2),(2,0),(2,2)}
     # (half the mass stays, half moves 2) -> W2^2 = 0.5 * 4 = 2.
-    from blackbox_wd.transport import w2_to_each
+    from blackbox_wd.measure.transport import w2_to_each
 
     x = np.array([[0.0, 0.0], [2.0, 0.0]])
     clouds = [
@@ -220,7 +220,7 @@ def test_w2_to_each_hand_computed():
 
 
 def test_w2_to_each_equals_the_first_row_of_pairwise_w2():
-    from blackbox_wd.transport import w2_to_each
+    from blackbox_wd.measure.transport import w2_to_each
 
     rng = np.random.default_rng(7)
     clouds = random_clouds(rng, [40, 55, 40, 80, 64])
@@ -232,7 +232,7 @@ def test_w2_to_each_equals_the_first_row_of_pairwise_w2():
 def test_token_costs_equal_sizes_follow_the_permutation():
     # x1=(0,0), x2=(10,0); y1=(1,0), y2=(10,2): C = [[1, 104], [81, 4]]. The identity matching costs 1 + 4,
     # the swap 104 + 81, so x1 pays 1 and x2 pays 4 whatever the order of y; their mean 2.5 is EMD2.
-    from blackbox_wd.transport import token_costs_to_each, w2_from_token_costs
+    from blackbox_wd.measure.transport import token_costs_to_each, w2_from_token_costs
 
     x = np.array([[0.0, 0.0], [10.0, 0.0]])
     y = np.array([[1.0, 0.0], [10.0, 2.0]])
@@ -249,7 +249,7 @@ def test_token_costs_unequal_sizes_follow_the_split_plan():
     #   c_1 = 2 (1/3 * 1 + 1/6 * 2) = 4/3,  c_2 = 2 (1/6 * 26 + 1/3 * 1) = 28/3,
     # whose mean 16/3 is EMD2 = 1/3 + 2/6 + 26/6 + 1/3.
     # From y's side (m = 3): (0,1) pays 3 (1/3 * 1) = 1, (1,1) pays 3 (1/6 * 2 + 1/6 * 26) = 14, (6,1) pays 1.
-    from blackbox_wd.transport import token_costs_to_each
+    from blackbox_wd.measure.transport import token_costs_to_each
 
     x = np.array([[0.0, 0.0], [6.0, 0.0]])
     y = np.array([[0.0, 1.0], [1.0, 1.0], [6.0, 1.0]])
@@ -259,7 +259,7 @@ def test_token_costs_unequal_sizes_follow_the_split_plan():
 
 
 def test_token_costs_single_points_and_identical_clouds():
-    from blackbox_wd.transport import token_costs_to_each
+    from blackbox_wd.measure.transport import token_costs_to_each
 
     x = np.array([[0.0, 0.0], [2.0, 0.0], [0.0, 3.0]])
     # one point against x: it spreads its mass evenly, (0 + 4 + 9) / 3; x against one point: each its own cost
@@ -274,7 +274,7 @@ def test_token_costs_single_points_and_identical_clouds():
 @pytest.mark.parametrize("sizes", [[80, 55, 40, 80, 64, 1], [70] * 5, [3, 9, 2, 3]])
 def test_token_cost_rows_average_to_emd2(sizes):
     """Mixed and equal sizes, small (one Gram matrix, serial) and large (threads, reduced costs)."""
-    from blackbox_wd.transport import token_costs_to_each, w2_from_token_costs, w2_to_each
+    from blackbox_wd.measure.transport import token_costs_to_each, w2_from_token_costs, w2_to_each
 
     clouds = random_clouds(np.random.default_rng(sum(sizes)), sizes)
     costs = token_costs_to_each(clouds[0], clouds[1:])

@@ -14,12 +14,12 @@ from test_calibration import make
 
 from blackbox_wd.calibration.model import Calibration, Head, OperatingPoint, Platt, ScoreModel, shift_prior
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.lexical import unigram_surprise
-from blackbox_wd.pipeline import Detector
-from blackbox_wd.scores import avg_wd, eigen_wd, median_bandwidth, unit_states
-from blackbox_wd.sentences import SentenceScore
+from blackbox_wd.measure.sentences import SentenceScore
+from blackbox_wd.measure.transport import pairwise_w2
+from blackbox_wd.measure.wd import avg_wd, eigen_wd, median_bandwidth, unit_states
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
-from blackbox_wd.transport import pairwise_w2
+from blackbox_wd.signals.lexical import unigram_surprise
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

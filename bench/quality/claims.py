@@ -44,9 +44,9 @@ import numpy as np
 
 from bench.common import table
 from blackbox_wd.calibration.combine import decision, fit_linear, group_folds  # noqa: E402
-from blackbox_wd.claims import MEMBERS, claim_members, score_claims  # noqa: E402
-from blackbox_wd.eval.data import data_dir  # noqa: E402
+from blackbox_wd.doors.eval.data import data_dir  # noqa: E402
 from blackbox_wd.records import Messages, Sample, SampleSet, TokenStates, as_messages  # noqa: E402
+from blackbox_wd.signals.claims import MEMBERS, claim_members, score_claims  # noqa: E402
 
 SETS = ("popqa_gpt35", "factscore_gpt35", "factscore_llama3_70b", "popqa_llama3_70b")  # the issue's column order
 ISSUE_ANCHORS = {  # AUROC on the judged answer's claims (data README): VC with options, SelfCheck-Unigram(max)
@@ -210,8 +210,8 @@ class Claims:
 
 def set_claims(records: list[dict[str, Any]], forced: list[Forced]) -> Claims:
     """Each record's members and AvgWD, kept for its supported and unsupported claims."""
-    from blackbox_wd.scores import avg_wd
-    from blackbox_wd.transport import pairwise_w2
+    from blackbox_wd.measure.transport import pairwise_w2
+    from blackbox_wd.measure.wd import avg_wd
 
     cols: dict[str, list[float]] = {m: [] for m in (*MEMBERS, "avg_wd")}
     anchors: dict[str, list[float]] = {name: [] for name in FILE_ANCHORS.values()}
@@ -353,7 +353,7 @@ def ms(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def cost_rows(detector: Any, name: str, records: list[dict[str, Any]], forced: list[Forced], rounds: int) -> list[str]:
     """One table row: the set's medians (ms) and the median over records of (members / score_states)."""
-    from blackbox_wd.scoring import PromptStates, score_states
+    from blackbox_wd.run.stages import PromptStates, score_states
 
     after, members, nopartial, ratios, ratios_np, teacher, share = [], [], [], [], [], [], []
     door, ratios_door = [], []
@@ -553,8 +553,8 @@ def main() -> None:
 
     if args.cost:
         from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
-        from blackbox_wd.pipeline import Detector
-        from blackbox_wd.sampling import RecordedSamples
+        from blackbox_wd.clients.sampling import RecordedSamples
+        from blackbox_wd.run.detector import Detector
         from blackbox_wd.settings import Settings
 
         detector = Detector(teacher, RecordedSamples(), Settings(k=10, device="cpu"), device="cpu")

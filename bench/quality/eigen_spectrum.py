@@ -25,7 +25,7 @@ from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import roc_auc_score
 
 from bench.common import table
-from blackbox_wd.scores import BANDWIDTH_EPS, DEFAULT_ALPHA, P_NORM, avg_wd, eigen_wd, spectrum_ratio
+from blackbox_wd.measure.wd import BANDWIDTH_EPS, DEFAULT_ALPHA, P_NORM, avg_wd, eigen_wd, spectrum_ratio
 
 
 def eigen_wd_at(d: np.ndarray, bandwidth: float, alpha: float = DEFAULT_ALPHA, p: float = P_NORM) -> float:

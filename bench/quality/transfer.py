@@ -37,11 +37,11 @@ from bench.verdicts import (
     with_members,
 )
 from blackbox_wd.adaptive import stages
-from blackbox_wd.answers.text import em_key
-from blackbox_wd.baselines.peers import PEERS
 from blackbox_wd.calibration.combine import CrossValidation
 from blackbox_wd.calibration.fit import DESIGN, Design, fit_files
 from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, TEACHER_FREE, Calibration, is_passage, member_value
+from blackbox_wd.signals.answers.text import em_key
+from blackbox_wd.signals.baselines.peers import PEERS
 
 SAMPLES = "the recorded dev sets' target models at T=0.7-1.0, recorded in the data"
 # the candidate designs of #58's rules (bench/RESULTS.md, "Ahead of the peers"); ``peers`` is the shipped ``DESIGN``

@@ -48,9 +48,9 @@ def child(args: argparse.Namespace) -> None:
 
     from bench._reference import CopiedSampler, CopiedTeacher
     from blackbox_wd.clients.local import LocalSampler
-    from blackbox_wd.eval.data import load
-    from blackbox_wd.eval.run import evaluate
-    from blackbox_wd.pipeline import Detector
+    from blackbox_wd.doors.eval.data import load
+    from blackbox_wd.doors.eval.run import evaluate
+    from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
     from blackbox_wd.teachers.hf import load_teacher
     from blackbox_wd.teachers.prefix import SharedMemo

@@ -25,7 +25,7 @@ import ot
 from threadpoolctl import threadpool_limits
 
 from bench.common import table, timed, token_clouds
-from blackbox_wd.transport import pairwise_w2
+from blackbox_wd.measure.transport import pairwise_w2
 
 PAUSE_S = 0.3  # OpenBLAS workers spin on for ~0.1 s after a multi-threaded call
 

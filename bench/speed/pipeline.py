@@ -58,15 +58,15 @@ import torch
 
 from bench._reference import PreviousSampler, PreviousTeacher
 from bench.common import API_SERVER, command, dataset, table
-from blackbox_wd.batch import BatchRunner, BatchSummary
 from blackbox_wd.clients.api import APISampler, make_api_sampler
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.clients.presets import resolve_endpoint
-from blackbox_wd.eval.data import Dataset
-from blackbox_wd.eval.run import evaluate
-from blackbox_wd.pipeline import Detector
+from blackbox_wd.doors.batch import BatchRunner, BatchSummary
+from blackbox_wd.doors.eval.data import Dataset
+from blackbox_wd.doors.eval.run import evaluate
+from blackbox_wd.measure.wd import avg_wd, eigen_wd
 from blackbox_wd.records import Sample, as_messages
-from blackbox_wd.scores import avg_wd, eigen_wd
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 

@@ -33,10 +33,10 @@ import ray
 import torch
 
 from bench.common import table
-from blackbox_wd.batch import BatchRunner, BatchSummary
-from blackbox_wd.eval.data import load
-from blackbox_wd.pipeline import Detector
-from blackbox_wd.ray_engine import RayRunner
+from blackbox_wd.doors.batch import BatchRunner, BatchSummary
+from blackbox_wd.doors.eval.data import load
+from blackbox_wd.doors.ray_engine import RayRunner
+from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 
 

@@ -144,7 +144,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.rows, args.repeats = 2_000, 1
-    from blackbox_wd.report.page import Limits, write_report
+    from blackbox_wd.doors.report.page import Limits, write_report
 
     with tempfile.TemporaryDirectory() as tmp:
         scores, page_file = Path(tmp) / "scores.jsonl", Path(tmp) / "report.html"

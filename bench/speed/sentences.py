@@ -30,9 +30,9 @@ from itertools import pairwise
 import numpy as np
 
 from bench.common import table, timed, token_clouds
-from blackbox_wd.scores import answer_wd
-from blackbox_wd.sentences import score_sentences
-from blackbox_wd.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs, w2_to_each
+from blackbox_wd.measure.sentences import score_sentences
+from blackbox_wd.measure.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs, w2_to_each
+from blackbox_wd.measure.wd import answer_wd
 
 WORDS = (
     "the",

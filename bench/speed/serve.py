@@ -73,9 +73,9 @@ def settings_args(args: argparse.Namespace, base_url: str) -> list[str]:
 
 def reference_server(argv: list[str]) -> None:
     """Serve the per-request reference on 127.0.0.1 (``--reference-server --port P`` plus the scoring options)."""
-    from blackbox_wd.pipeline import Detector
-    from blackbox_wd.serve.protocol import parse_request, scoring_messages, verdict
-    from blackbox_wd.serve.upstream import Upstream
+    from blackbox_wd.doors.serve.protocol import parse_request, scoring_messages, verdict
+    from blackbox_wd.doors.serve.upstream import Upstream
+    from blackbox_wd.run.detector import Detector
 
     ap = argparse.ArgumentParser()
     for name in ("--port", "--target", "--base-url", "--teacher", "-k", "--max-tokens", "--device", "--concurrency"):

@@ -25,7 +25,9 @@ import time
 from bench.common import ROOT, table
 
 HELP = "bbwd --help"
-PREVIOUS = "import blackbox_wd.pipeline, blackbox_wd.calibration\nfrom blackbox_wd.cli import main\nmain(['--help'])"
+PREVIOUS = (
+    "import blackbox_wd.run.detector, blackbox_wd.calibration\nfrom blackbox_wd.doors.cli import main\nmain(['--help'])"
+)
 COMMANDS = {
     HELP: [sys.executable, "-m", "blackbox_wd", "--help"],
     "previous --help": [sys.executable, "-c", PREVIOUS],

@@ -32,9 +32,9 @@ import torch
 from bench._reference import PreviousTeacher
 from bench.common import Pairs, dataset, synthetic_pairs, table, timed
 from blackbox_wd.clients.local import LocalSampler
-from blackbox_wd.eval.data import Item
+from blackbox_wd.doors.eval.data import Item
 from blackbox_wd.records import SamplingParams
-from blackbox_wd.scoring import token_floor
+from blackbox_wd.run.stages import token_floor
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 
 

@@ -53,8 +53,8 @@ from torch import nn
 
 from bench._reference import PaddedTeacher
 from bench.common import Pairs, synthetic_pairs, table, timed
-from blackbox_wd.eval.data import data_dir, load
-from blackbox_wd.scoring import token_floor
+from blackbox_wd.doors.eval.data import data_dir, load
+from blackbox_wd.run.stages import token_floor
 from blackbox_wd.teachers import hf
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 from blackbox_wd.teachers.pad import pad_batch
@@ -384,7 +384,7 @@ def bench(args: argparse.Namespace) -> None:
 
 def run_eval(variant: str, argv: list[str]) -> None:
     """``bbwd eval`` with every teacher it loads turned into ``variant`` (calibrated on the synthetic pairs)."""
-    from blackbox_wd.cli import main as bbwd
+    from blackbox_wd.doors.cli import main as bbwd
 
     original = hf.load_weights
 
@@ -399,7 +399,7 @@ def run_eval(variant: str, argv: list[str]) -> None:
 
 def compare(ref: Path, runs: list[Path], label: str = "label") -> None:
     """Paired AUROC differences (run - ref) of AvgWD and EigenWD on the prompts both scored."""
-    from blackbox_wd.metrics import auroc, paired_auroc_diff
+    from blackbox_wd.calibration.metrics import auroc, paired_auroc_diff
 
     def read(folder: Path) -> dict[str, dict]:
         rows = (json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip())

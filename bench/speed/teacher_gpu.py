@@ -37,8 +37,8 @@ import numpy as np
 import torch
 
 from bench.common import ROOT, table
+from blackbox_wd.measure.transport import pairwise_w2
 from blackbox_wd.teachers.hf import HFTeacher
-from blackbox_wd.transport import pairwise_w2
 
 LLAMA2_7B = {
     "vocab_size": 32000,
@@ -90,7 +90,7 @@ OT_HEADER = [
 
 def shapes(data: Path) -> dict:
     """Each set's shared prefix length and, per record, its prompt's and its K responses' token counts."""
-    from blackbox_wd.eval.data import load
+    from blackbox_wd.doors.eval.data import load
     from blackbox_wd.teachers.hf import load_teacher
 
     teacher = load_teacher("smollm2-135m", device="cpu")
@@ -232,7 +232,7 @@ def profile(teacher: HFTeacher, pairs: Pairs, rows: int = 12) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Time both paths and OT on each set and budget; print the tables."""
-    from blackbox_wd.scoring import token_floor
+    from blackbox_wd.run.stages import token_floor
 
     device = torch.device(args.device)
     cfg = QUICK if args.quick else LLAMA2_7B

@@ -32,14 +32,14 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import command, table
-from blackbox_wd.baselines import compute_baselines, discrete_semantic_entropy, exact_match_entails
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
-from blackbox_wd.eval.data import data_dir, load
-from blackbox_wd.eval.run import recorded_draw
-from blackbox_wd.lexical import unigram_surprise
-from blackbox_wd.pipeline import Detector
-from blackbox_wd.scoring import judge_result, score_states
+from blackbox_wd.doors.eval.data import data_dir, load
+from blackbox_wd.doors.eval.run import recorded_draw
+from blackbox_wd.run.detector import Detector
+from blackbox_wd.run.stages import judge_result, score_states
 from blackbox_wd.settings import Settings
+from blackbox_wd.signals.baselines import compute_baselines, discrete_semantic_entropy, exact_match_entails
+from blackbox_wd.signals.lexical import unigram_surprise
 
 
 def ms(fn):  # type: ignore[no-untyped-def]

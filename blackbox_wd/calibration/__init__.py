@@ -3,8 +3,10 @@
 ``model`` (a fitted calibration: JSON-safe state, apply, the check against a run's settings, the embedded default),
 ``combine`` (members -> one head), ``fit`` (every head, fitted on labelled rows with scikit-learn), ``recalibrate``
 (a calibration's map and threshold refitted on a few labelled rows), ``suggest`` (which rows to label), ``settle``
-(``-k auto``'s bands), ``report`` (calibration.md and the reliability plot) and ``calibrate`` (``bbwd calibrate``:
-which fit the labels get, and its summary).
+(``-k auto``'s bands), ``report`` (calibration.md and the reliability plot), ``metrics`` (AUROC with CIs, paired
+differences, AUPRC, PRR), ``choice`` (a run's calibration: the shipped one, a file's or none; its notes; the
+members a run can compute) and ``shipped/`` (the shipped calibrations, package data). ``bbwd calibrate`` is a
+door (``doors.calibrate``).
 """
 
 from blackbox_wd.calibration.model import Calibration, embedded_calibration

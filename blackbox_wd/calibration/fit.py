@@ -34,7 +34,6 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
-from blackbox_wd.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.calibration.combine import (
     CrossValidation,
     HeadFit,
@@ -70,8 +69,9 @@ from blackbox_wd.calibration.model import (
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.checks import is_finite_number
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.eval.data import PASSAGE_LABELS
+from blackbox_wd.records import PASSAGE_LABELS
 from blackbox_wd.settings import LATER_FIELDS, fingerprint
+from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
 ECE_BINS = 10
 MAIN_SHARE = 0.9  # the main K: the largest with at least this share of the labelled prompts of the K with the most

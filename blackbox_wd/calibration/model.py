@@ -48,10 +48,10 @@ import numpy as np
 from scipy.special import expit
 
 from blackbox_wd.adaptive import START, Settle
-from blackbox_wd.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.checks import is_finite_number as _number
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.settings import LATER_FIELDS, RECORDED, SCORE_FIELDS, fingerprint
+from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.teachers.registry import EMBEDDED
 
 FORMAT_1 = "bbwd-calibration/1"  # one head over FEATURES; still read, and written for such a calibration
@@ -113,7 +113,7 @@ assert sorted(MEANING + SAMPLING) == sorted(COVERED)
 # Of the meaning settings, those of the teacher's states: a calibration whose heads read none (``teacher_free``)
 # serves a run under any values of them.
 TEACHER_SIDE = tuple(name for name in MEANING if name not in PER_K)
-PACKAGE_CALIBRATIONS = Path(__file__).resolve().parents[1] / "calibrations"
+PACKAGE_CALIBRATIONS = Path(__file__).resolve().parent / "shipped"
 
 
 def covered_settings(reported: Mapping[str, Any]) -> dict[str, Any]:

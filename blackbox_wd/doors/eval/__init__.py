@@ -1,0 +1,4 @@
+"""``bbwd eval``: ``main`` (the command) -> ``run`` (scoring and labelling) -> ``report`` (summary.md, plots).
+
+``data`` (loaders, prompt protocols), ``labels`` (correctness labels), ``judge`` (the LLM judge) and
+``claim_level`` (summary.md's claim AUROC, grouped by answer)."""

@@ -1,1 +1,0 @@
-"""Evaluation helpers: data loaders, correctness labels, AUROC with bootstrap CIs, the report."""

@@ -1,0 +1,110 @@
+"""What ``Detector.from_settings`` builds from the settings (:func:`build_parts`): the teacher (its weights, or its
+card) on its device, the target's sampler, and the settings as run (:func:`run_report`, which every result carries).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from blackbox_wd.clients import api_host, api_sampler_for, local_sampler_for, local_sampler_name, target_kind
+from blackbox_wd.clients.sampling import RecordedSamples, Sampler, endpoint_host, sampler_name
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.settings import ReportedSettings, Settings, TeacherShape
+from blackbox_wd.teachers.card import TeacherCard
+from blackbox_wd.teachers.forcing import HFTeacher
+from blackbox_wd.teachers.hf import Placement, placement, ready_teacher
+
+if TYPE_CHECKING:
+    from blackbox_wd.clients.api import APIOptions
+
+
+def build_parts(
+    settings: Settings,
+    *,
+    recorded: bool,
+    samples_from: str | None,
+    weights: bool,
+    sample: bool,
+    cuda: bool | None,
+    api: APIOptions | None,
+) -> tuple[HFTeacher | TeacherCard, Sampler | None, str]:
+    """The parts ``Detector.from_settings`` wires, its options checked: the teacher (its weights, or its card), the
+    target's sampler, and the device the teacher runs on. The device and dtype are chosen once (``hf.placement``),
+    for the teacher and for another local model as the target.
+
+    Parameters
+    ----------
+    settings : Settings
+    recorded, samples_from, weights, sample, cuda, api
+        As ``Detector.from_settings``'s; ``cuda`` serves only without weights (with them, this process's torch
+        says whether a GPU is there).
+
+    Returns
+    -------
+    teacher : HFTeacher or TeacherCard
+    sampler : Sampler or None
+    device : str
+    """
+    if samples_from is not None and not recorded:
+        raise BBWDError("samples_from says who drew recorded samples: it needs recorded=True")
+    if settings.claims is not None and recorded:
+        raise BBWDError(
+            "claims 'target' asks the target to list the answers' claims: recorded samples have no target to ask "
+            "(give the claims, or a target)"
+        )
+    api_sampler = api_sampler_for(settings, api) if sample and not recorded else None  # a missing key fails here
+    place = placement(settings.device, settings.dtype, None if weights else cuda)
+    teacher = ready_teacher(settings.teacher, place if weights else None, settings.layer, settings.token_budget)
+    sampler = build_sampler(
+        settings, teacher if sample and weights else None, place, api_sampler, recorded, samples_from
+    )
+    return teacher, sampler, str(teacher.device) if isinstance(teacher, HFTeacher) else place.device
+
+
+def build_sampler(
+    settings: Settings,
+    teacher: HFTeacher | TeacherCard | None,
+    place: Placement,
+    api: Sampler | None,
+    recorded: bool,
+    samples_from: str | None,
+) -> Sampler | None:
+    """The target's sampler: recorded samples' (``recorded``, drawn by ``samples_from``), the API's (``api``: built
+    first by ``clients.api_sampler_for``, so that a missing key fails before any model loads), a local one on the
+    teacher's weights or on another model's in the teacher's placement (``teacher`` an HFTeacher), or None where
+    this process draws nothing."""
+    if recorded:
+        return RecordedSamples(samples_from)
+    if api is not None:
+        return api
+    if isinstance(teacher, HFTeacher) and target_kind(settings) != "api":
+        return local_sampler_for(settings, teacher, place)
+    return None
+
+
+def run_report(
+    settings: Settings, teacher: HFTeacher | TeacherCard, sampler: Sampler | None, device: str
+) -> ReportedSettings:
+    """The settings as run: the resolved layer and projection, the device, the API endpoint's host and the local
+    sampler (from the sampler, or from the settings where this process has none), what recorded samples say.
+
+    Parameters
+    ----------
+    settings : Settings
+    teacher : HFTeacher or TeacherCard
+    sampler : Sampler or None
+    device : str
+        The device the teacher runs on.
+
+    Returns
+    -------
+    ReportedSettings
+    """
+    origin = sampler.origin if isinstance(sampler, RecordedSamples) else None
+    if sampler is not None:
+        endpoint, drawn = endpoint_host(sampler), sampler_name(sampler)
+    else:
+        endpoint, drawn = api_host(settings), local_sampler_name(settings, device.split(":")[0])
+    shape = cast(TeacherShape, teacher)  # a card's shape is read-only; ReportedSettings.of only reads it
+    recorded = isinstance(sampler, RecordedSamples)
+    return ReportedSettings.of(settings, shape, endpoint, device, recorded=recorded, sampler=drawn, samples_from=origin)
