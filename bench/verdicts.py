@@ -17,8 +17,11 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from blackbox_wd.calibration.combine import CrossValidation, HeadFit, Table, fit_head, table_from
-from blackbox_wd.calibration.fit import expected_calibration_error, row_label
-from blackbox_wd.calibration.model import MEMBERS, Calibration, Head, member_value
+from blackbox_wd.calibration.fit import expected_calibration_error
+from blackbox_wd.calibration.heads import Head
+from blackbox_wd.calibration.labelled import row_label
+from blackbox_wd.calibration.members import MEMBERS, member_value
+from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.measure.wd import eigen_wd
 from blackbox_wd.signals.answers.text import answer_disagreement
 from blackbox_wd.signals.baselines.peers import PEERS, peer_scores
@@ -41,7 +44,7 @@ def reference_bandwidth(runs: list[list[dict[str, Any]]]) -> float:
 
 
 def members_of(row: dict[str, Any], bandwidth: float) -> dict[str, float | None]:
-    """The answer-level members of an eval row (``calibration.model.member_value``), EigenWD's fixed bandwidth
+    """The answer-level members of an eval row (``calibration.members.member_value``), EigenWD's fixed bandwidth
     ``bandwidth`` applied to the row's D."""
     out = {name: member_value(row, name) for name in MEMBERS}
     out["log_eigen_wd_fixed"] = math.log(eigen_wd(np.asarray(row["D"]), bandwidth=bandwidth))

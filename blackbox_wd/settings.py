@@ -107,7 +107,7 @@ class Settings:
         Seconds an API request may spend retrying transient failures, finite and >= 0.
     base_rate : float or None, default=None
         The share of hallucinated answers where the run scores, in (0, 1): each calibrated p is moved to it from
-        the base rate of the calibration's data by Bayes' rule (``calibration.model.shift_prior``); the flag
+        the base rate of the calibration's data by Bayes' rule (``calibration.heads.shift_prior``); the flag
         keeps the calibration's false-positive rate. None: p at the calibration's own base rate. Not a score
         setting: it changes how p reads, not the scores.
     claims : str or None, default=None

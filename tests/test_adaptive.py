@@ -13,7 +13,8 @@ import pytest
 
 from blackbox_wd.adaptive import Settle, stages, stop_stage
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Head, Verdict
+from blackbox_wd.calibration.heads import Head, Verdict
+from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS
 from blackbox_wd.calibration.settle import fit_settle, fit_settles
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Sample, SampleSet

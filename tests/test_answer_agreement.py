@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blackbox_wd.calibration.model import SHORT_ONLY
+from blackbox_wd.calibration.members import SHORT_ONLY
 from blackbox_wd.signals.answers.text import answer_disagreement, em_key, number_of, same_answer
 
 

@@ -14,7 +14,8 @@ from cli_support import jsonl, run_cli
 from serve_support import BbwdServe
 
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.calibration.model import TEACHER_FREE, default_calibration_path
+from blackbox_wd.calibration.choice import default_calibration_path
+from blackbox_wd.calibration.members import TEACHER_FREE
 from blackbox_wd.doors.cli import main
 
 PROMPT = "What is the capital of Australia?"

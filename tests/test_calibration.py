@@ -11,20 +11,11 @@ import numpy as np
 import pytest
 
 from blackbox_wd.adaptive import Settle
-from blackbox_wd.calibration import model as calibration_module
-from blackbox_wd.calibration.model import (
-    Calibration,
-    FittedOn,
-    Isotonic,
-    OperatingPoint,
-    Platt,
-    ScoreModel,
-    Stage,
-    calibration_fingerprint,
-    covered_settings,
-    default_calibration_path,
-    embedded_calibration,
-)
+from blackbox_wd.calibration import choice as calibration_module
+from blackbox_wd.calibration.choice import default_calibration_path, embedded_calibration
+from blackbox_wd.calibration.covered import calibration_fingerprint, covered_settings
+from blackbox_wd.calibration.heads import Isotonic, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.doors.batch import BatchRunner
 from blackbox_wd.errors import BBWDError

@@ -11,8 +11,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from blackbox_wd.calibration.fit import claim_table
-from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration, Head, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.heads import Head, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.labelled import claim_table
+from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
 from blackbox_wd.doors.eval.claim_level import claim_columns, claim_lines
 from blackbox_wd.doors.serve.protocol import ServeError, forwarded, parse_request
 from blackbox_wd.errors import BBWDError

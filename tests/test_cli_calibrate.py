@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.calibration import model as calibration_module
-from blackbox_wd.calibration.fit import CV, fit_calibration, read_labelled
+from blackbox_wd.calibration import choice as calibration_module
+from blackbox_wd.calibration.fit import CV, fit_calibration
+from blackbox_wd.calibration.labelled import read_labelled
 from blackbox_wd.doors.cli import main
 from blackbox_wd.settings import fingerprint
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS

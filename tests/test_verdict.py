@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from test_calibration import make
 
-from blackbox_wd.calibration.model import Calibration, Head, OperatingPoint, Platt, ScoreModel, shift_prior
+from blackbox_wd.calibration.heads import Head, OperatingPoint, Platt, ScoreModel, shift_prior
+from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.measure.sentences import SentenceScore
 from blackbox_wd.measure.transport import pairwise_w2

@@ -19,8 +19,9 @@ from sklearn.metrics import roc_auc_score
 
 from bench.common import table
 from blackbox_wd.calibration.combine import COMBINERS, CrossValidation, fit_head, head_sets
-from blackbox_wd.calibration.fit import OPTIONAL, read_labelled
-from blackbox_wd.calibration.model import MEMBERS
+from blackbox_wd.calibration.fit import OPTIONAL
+from blackbox_wd.calibration.labelled import read_labelled
+from blackbox_wd.calibration.members import MEMBERS
 
 
 def main() -> None:

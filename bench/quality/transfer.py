@@ -39,7 +39,8 @@ from bench.verdicts import (
 from blackbox_wd.adaptive import stages
 from blackbox_wd.calibration.combine import CrossValidation
 from blackbox_wd.calibration.fit import DESIGN, Design, fit_files
-from blackbox_wd.calibration.model import MEMBERS, SHORT_ONLY, TEACHER_FREE, Calibration, is_passage, member_value
+from blackbox_wd.calibration.members import MEMBERS, SHORT_ONLY, TEACHER_FREE, is_passage, member_value
+from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.signals.answers.text import em_key
 from blackbox_wd.signals.baselines.peers import PEERS
 

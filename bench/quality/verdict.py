@@ -3,7 +3,7 @@ cross-validated by prompt, beside the best single score with paired CIs.
 
 Reads two `bbwd eval` runs of one teacher and settings: SAC3 NQ-open (0/1 ``label``: AUROC) and WikiBio dev
 (``human_score``: Pearson x100; sentence labels: SelfCheckGPT's AUC-PR x100). What the runs predate is
-read from their rows (``calibration.model.member_value``), but for EigenWD with a fixed bandwidth, computed
+read from their rows (``calibration.members.member_value``), but for EigenWD with a fixed bandwidth, computed
 from D with the bandwidth given or measured here.
 
 - The teacher's **reference bandwidth** (printed first; ``teachers.registry.REFERENCE_BANDWIDTHS``): the median
@@ -63,8 +63,9 @@ from bench.verdicts import (
     sentence_table,
 )
 from blackbox_wd.calibration.combine import COMBINERS, CrossValidation, Table, first_by_prompt, fit_head
+from blackbox_wd.calibration.heads import sentence_verdict
+from blackbox_wd.calibration.members import PASSAGE_TOKENS, SHORT_ONLY, is_passage
 from blackbox_wd.calibration.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr
-from blackbox_wd.calibration.model import PASSAGE_TOKENS, SHORT_ONLY, is_passage, sentence_verdict
 
 KIND_TOKENS = PASSAGE_TOKENS  # --kinds length, --scales, --passages: a median sample of this many tokens or more
 
@@ -138,7 +139,7 @@ def subset(t: Table, mask: np.ndarray) -> Table:
 
 
 def kind_of(token_counts: list[int]) -> int:
-    """1 (a passage, ``model.is_passage``) when the median sample has at least KIND_TOKENS tokens, else 0."""
+    """1 (a passage, ``members.is_passage``) when the median sample has at least KIND_TOKENS tokens, else 0."""
     return int(is_passage({"token_counts": token_counts}))
 
 

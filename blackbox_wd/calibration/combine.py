@@ -35,7 +35,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import confusion_matrix, log_loss, roc_auc_score, roc_curve
 from sklearn.model_selection import StratifiedGroupKFold
 
-from blackbox_wd.calibration.model import CALIBRATORS, KINDS, Head, Isotonic, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.heads import CALIBRATORS, Head, Isotonic, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.members import KINDS
 from blackbox_wd.errors import BBWDError
 
 COMBINERS = ("logistic", "mean", "select")
@@ -99,7 +100,7 @@ def table_from(
     source: Sequence[str],
     kinds: Sequence[str] | None = None,
 ) -> Table:
-    """A table from one entry per answer (``kinds``: each answer's kind, ``model.answer_kind``; None: none); a label
+    """A table from one entry per answer (``kinds``: each answer's kind, ``members.answer_kind``; None: none); a label
     strictly between 0 and 1 becomes two weighted rows."""
     h = np.asarray(labels, dtype=float)
     if not np.all((h >= 0) & (h <= 1)):
@@ -429,7 +430,7 @@ def heads_on(t: Table, sets: Sequence[Sequence[str]], kind: str | None = None) -
 
 
 def kinds_to_fit(t: Table, folds: int) -> list[str]:
-    """The answer kinds (``model.KINDS``, in that order) whose rows hold each class in at least ``2 * folds``
+    """The answer kinds (``members.KINDS``, in that order) whose rows hold each class in at least ``2 * folds``
     prompts: each gets heads of its own; none when the rows are of one kind (the heads over every row are its)."""
     if np.unique(t.kind).size < 2:
         return []

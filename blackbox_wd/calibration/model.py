@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
@@ -45,304 +44,35 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.special import expit
 
 from blackbox_wd.adaptive import START, Settle
-from blackbox_wd.checks import is_finite_number as _number
-from blackbox_wd.errors import BBWDError, one_line
-from blackbox_wd.settings import LATER_FIELDS, RECORDED, SCORE_FIELDS, fingerprint
-from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
-from blackbox_wd.teachers.registry import EMBEDDED
+from blackbox_wd.calibration.covered import (
+    MEANING,
+    PER_K,
+    SAMPLING,
+    TEACHER_SIDE,
+    calibration_fingerprint,
+    covered_settings,
+)
+from blackbox_wd.calibration.heads import Head, Isotonic, OperatingPoint, ScoreModel, Verdict, sentence_verdict
+from blackbox_wd.calibration.members import (
+    CLAIM_MEMBERS,
+    FEATURES,
+    KINDS,
+    MEMBERS,
+    SENTENCE_MEMBERS,
+    SHORT_ONLY,
+    TEACHER_FREE,
+    answer_kind,
+    member_value,
+    result_field,
+)
+from blackbox_wd.errors import BBWDError
+from blackbox_wd.settings import RECORDED
 
 FORMAT_1 = "bbwd-calibration/1"  # one head over FEATURES; still read, and written for such a calibration
 FORMAT = "bbwd-calibration/2"  # heads over any MEMBERS, and a sentence head
-FEATURES = ("avg_wd", "log_eigen_wd")  # the first calibrations' one head, and the head every result has
-# read from a result's ``baselines``: the paper's baselines and the peers (``baselines.peers``)
-BASELINE_MEMBERS = ("lne", "ls", "es", "er", "dse", *PEERS, *ANSWER_PEERS)
-# What a head may read, each a number of a result (``member_value``); "log_" members are the log of the score.
-MEMBERS = (
-    "avg_wd",
-    "log_eigen_wd",
-    "log_eigen_wd_fixed",
-    "answer_wd",
-    "sentence_wd",
-    "answer_unigram",
-    "answer_disagreement",
-    "sentence_verdict",
-    "answer_nll",
-    "cocoa",
-    *BASELINE_MEMBERS,
-)
-ANSWER_LOGPROB_MEMBERS = ("answer_nll", "cocoa")  # only with a judged answer and the teacher's log-prob pass
-# only with a judged answer; sentence_verdict also only under a calibration with a sentence head (``sentence_verdict``)
-ANSWER_MEMBERS = (
-    "answer_wd",
-    "sentence_wd",
-    "answer_unigram",
-    "answer_disagreement",
-    "sentence_verdict",
-    *ANSWER_PEERS,
-    *ANSWER_LOGPROB_MEMBERS,
-)
-# Members read from the texts alone, whatever the teacher: a head over these alone judges a run of any teacher
-# (``Calibration.teacher_free``). DSE with its default judge, equal normalised answers.
-TEACHER_FREE = ("ls", "dse", "answer_unigram", "answer_disagreement", *PEERS, *ANSWER_PEERS)
-SENTENCE_MEMBERS = ("score", "unigram")  # of each sentence: its OT score and its lexical surprise
-# of each claim: the answer's AvgWD (read from the result) and the claim's score (``claims.score_claims``: lex_share)
-CLAIM_MEMBERS = ("avg_wd", "score")
-# Members defined for short answers only (bench/RESULTS.md, "Short-answer members"): the paper's EigenWD, whose
-# per-prompt bandwidth divides the scale of D out on a passage, and ES and ER, which read the last token's state as
-# the answer's embedding; and the judged answer's disagreement with the samples, which a passage has with nearly every
-# sample. A calibration fitted on passages reads them as missing on a passage (``is_passage``).
-SHORT_ONLY = ("log_eigen_wd", "es", "er", "answer_disagreement")
-PASSAGE_TOKENS = 128  # a passage: the median sample has at least this many tokens
-PHRASE_TOKENS = 8  # a phrase (a name, a number): the median sample has fewer tokens than this
-# The kinds of answer a calibration may have heads of its own for (``answer_kind``)
-KINDS = ("phrase", "sentence", "passage")
-CALIBRATORS = ("isotonic", "platt")
-# The readable settings a calibration covers: what changes a score, less the seed and the prompt
-# protocol (the protocol says where it was fitted, ``FittedOn.protocol``; a scored prompt has none).
-COVERED = tuple(name for name in SCORE_FIELDS if name not in ("seed", "protocol"))
-# Of those, what a score means: a calibration fitted under other values of these is refused ...
-MEANING = ("teacher", "layer", "k", "stop", "alpha", "p", "proj_dim", "proj_seed", "norm")
-# ... less these, which a calibration serves with heads per sample count (``Calibration.fitted_k``)
-PER_K = ("k", "stop")
-# ... and the sampling side: a calibration fitted under other values of these applies, with a note.
-SAMPLING = ("target", "sampler", "endpoint", "temperature", "top_p", "max_tokens")
-assert sorted(MEANING + SAMPLING) == sorted(COVERED)
-# Of the meaning settings, those of the teacher's states: a calibration whose heads read none (``teacher_free``)
-# serves a run under any values of them.
-TEACHER_SIDE = tuple(name for name in MEANING if name not in PER_K)
 PACKAGE_CALIBRATIONS = Path(__file__).resolve().parent / "shipped"
-
-
-def covered_settings(reported: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings of a run (``Detector.reported_settings()``) that a calibration must match; a setting added
-    later (``settings.LATER_FIELDS``) that they lack has the value that gives the behaviour from before it."""
-    out = {name: reported.get(name) for name in COVERED}
-    for name, before in LATER_FIELDS.items():
-        if out.get(name, before) is None:
-            out[name] = before
-    return out
-
-
-def calibration_fingerprint(reported: Mapping[str, Any]) -> str:
-    """``fingerprint(reported, seed=False)`` over the covered settings (no prompt protocol)."""
-    return fingerprint(covered_settings(reported), seed=False)
-
-
-def _field(result: Any, key: str) -> Any:
-    """``result[key]`` of a mapping, else its attribute ``key``; None when it has none."""
-    return result.get(key) if isinstance(result, Mapping) else getattr(result, key, None)
-
-
-def member_value(result: Any, name: str) -> float | None:
-    """The member ``name`` of a ``Result``, a row dict or a sentence (attributes or keys), None when it has none.
-
-    A "log_" member is the log of the score after the prefix (None unless that is > 0); a baseline is read from
-    the result's ``baselines`` when it is not a field of its own (an eval row has them as fields).
-    """
-    if name.startswith("log_"):
-        base = member_value(result, name[4:])
-        return math.log(base) if base is not None and base > 0 else None
-    value = _field(result, name)
-    if value is None and name in BASELINE_MEMBERS:
-        value = (_field(result, "baselines") or {}).get(name)
-    return float(value) if _number(value) else None
-
-
-def sentence_verdict(head: Head | None, sentences: Any) -> float | None:
-    """The sentence verdicts aggregated over an answer: the mean, over its sentences that have every member of the
-    sentence ``head``, of their combined score z under it (None without a head or such a sentence).
-
-    The mean, as SentenceWD, the lexical surprise and SelfCheckGPT's passage score are means; z, not p, so that a
-    ``mean`` sentence head (the shipped one: nothing fitted but the scales) carries no label into the answer heads.
-    bench/RESULTS.md, "The sentence verdicts aggregated over the answer", measures it.
-
-    >>> h = Head(ScoreModel(("score", "unigram"), (1.0, 2.0), (2.0, 1.0), (0.5, 0.5), 0.0, Platt(-1.0, 0.0)),
-    ...          OperatingPoint("target_fpr", 0.1, 0.5, 0.1, 0.5, 0.5, 0.5))
-    >>> sentence_verdict(h, [{"score": 3.0, "unigram": 4.0}, {"score": 1.0, "unigram": None}])
-    1.5
-    """
-    if head is None:
-        return None
-    rows = [[member_value(s, m) for m in head.members] for s in sentences or []]
-    known = [r for r in rows if None not in r]
-    return float(np.mean(head.model.decision(np.array(known, dtype=float)))) if known else None
-
-
-def is_passage(result: Any, k: int | None = None) -> bool:
-    """True when the median of the token counts of a result's (first ``k``) samples is at least PASSAGE_TOKENS.
-
-    >>> is_passage({"token_counts": [90, 130, 140]}), is_passage({"token_counts": [90, 130, 140]}, k=2)
-    (True, False)
-    """
-    counts = list(_field(result, "token_counts") or [])[:k]
-    return bool(counts) and float(np.median(counts)) >= PASSAGE_TOKENS
-
-
-def answer_kind(result: Any, k: int | None = None) -> str:
-    """A result's kind of answer (``KINDS``), by the median token count of its (first ``k``) samples: "passage"
-    (``is_passage``), "sentence", or "phrase" (fewer than ``PHRASE_TOKENS``: a name, a number).
-
-    >>> answer_kind({"token_counts": [3, 130, 200]}), answer_kind({"token_counts": [3, 30, 200]}, k=2)
-    ('passage', 'sentence')
-    >>> answer_kind({"token_counts": [3, 130, 200]}, k=1)
-    'phrase'
-    """
-    if is_passage(result, k):
-        return "passage"
-    counts = list(_field(result, "token_counts") or [])[:k]
-    return "sentence" if counts and float(np.median(counts)) >= PHRASE_TOKENS else "phrase"
-
-
-def shift_prior(p: float, fitted: float, stated: float) -> float:
-    """p, a probability at base rate ``fitted``, moved to base rate ``stated`` by Bayes' rule.
-
-    The likelihood ratio a score carries does not change with the prior, so the odds scale by the ratio of
-    the prior odds: odds' = odds * (stated / (1 - stated)) / (fitted / (1 - fitted)).
-
-    Examples
-    --------
-    >>> shift_prior(0.5, 0.5, 0.75)
-    0.75
-    >>> round(shift_prior(0.9, 0.75, 0.5), 4)
-    0.75
-    """
-    if p <= 0.0 or p >= 1.0 or fitted == stated:
-        return float(p)
-    odds = p / (1.0 - p) * (stated / (1.0 - stated)) / (fitted / (1.0 - fitted))
-    return float(odds / (1.0 + odds))
-
-
-@dataclass(frozen=True)
-class Isotonic:
-    """Isotonic calibrator: linear interpolation between the fitted points (z, p), constant beyond them."""
-
-    x: tuple[float, ...]  # increasing
-    y: tuple[float, ...]
-    method: str = "isotonic"
-
-    def __call__(self, z: np.ndarray) -> np.ndarray:
-        """p of each combined score z."""
-        return np.interp(z, self.x, self.y)
-
-
-@dataclass(frozen=True)
-class Platt:
-    """Platt calibrator: p = 1 / (1 + exp(a z + b))."""
-
-    a: float
-    b: float
-    method: str = "platt"
-
-    def __call__(self, z: np.ndarray) -> np.ndarray:
-        """p of each combined score z."""
-        return expit(-(self.a * np.asarray(z, dtype=float) + self.b))
-
-
-@dataclass(frozen=True)
-class ScoreModel:
-    """p = calibrator(logistic regression's decision on standardised features); JSON-safe parameters."""
-
-    features: tuple[str, ...]
-    mean: tuple[float, ...]
-    scale: tuple[float, ...]
-    coef: tuple[float, ...]
-    intercept: float
-    calibrator: Isotonic | Platt
-
-    @property
-    def method(self) -> str:
-        """The calibrator's name: "isotonic" or "platt"."""
-        return self.calibrator.method
-
-    def decision(self, X: np.ndarray) -> np.ndarray:
-        """The combined score z of each row of X (n, n_features)."""
-        X = np.atleast_2d(np.asarray(X, dtype=float))
-        return (X - np.asarray(self.mean)) / np.asarray(self.scale) @ np.asarray(self.coef) + self.intercept
-
-    def probability(self, X: np.ndarray) -> np.ndarray:
-        """Calibrated probability of hallucination of each row of X."""
-        return self.calibrator(self.decision(X))
-
-    @classmethod
-    def from_dict(cls, body: dict[str, Any]) -> ScoreModel:
-        """The model from its ``asdict`` form (lists for tuples); KeyError/TypeError when malformed."""
-        cal: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in body["calibrator"].items()}
-        kinds: dict[str, type[Isotonic] | type[Platt]] = {"isotonic": Isotonic, "platt": Platt}
-        kind = kinds.get(str(cal.get("method")))
-        if kind is None:
-            raise TypeError(f"calibrator method {cal.get('method')!r} is not one of {', '.join(CALIBRATORS)}")
-        fields: dict[str, Any] = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in body.items() if k != "calibrator"
-        }
-        return cls(**fields, calibrator=kind(**cal))
-
-
-@dataclass(frozen=True)
-class OperatingPoint:
-    """The threshold on p and what it gave on the fitting data's cross-validated probabilities."""
-
-    rule: str  # "target_fpr" (out of fold), "target_fpr_by_set" (each data set left out in turn) or "max_f1"
-    target_fpr: float | None
-    threshold: float
-    fpr: float
-    tpr: float
-    precision: float
-    f1: float
-    fpr_range: tuple[float, float] | None = None  # by set: the lowest and highest FPR of a set left out
-    tpr_range: tuple[float, float] | None = None
-    # the FPR's 95% exact binomial (Clopper-Pearson) interval from the correct answers it was measured on, and their
-    # number (weight): how far to trust ``fpr`` (``combine.fpr_interval``); None in files fitted before it
-    fpr_interval: tuple[float, float] | None = None
-    negatives: float | None = None
-
-
-@dataclass(frozen=True)
-class Head:
-    """One applied model with its threshold: how results that have its members are judged."""
-
-    model: ScoreModel
-    operating_point: OperatingPoint
-    kind: str | None = None  # the kind of answer it was fitted on and judges (``KINDS``); None: every kind
-
-    @property
-    def members(self) -> tuple[str, ...]:
-        """The members the head reads."""
-        return self.model.features
-
-    @classmethod
-    def from_dict(cls, body: dict[str, Any]) -> Head:
-        """The head from its ``asdict`` form; KeyError/TypeError when malformed."""
-        return cls(ScoreModel.from_dict(body["model"]), OperatingPoint(**body["operating_point"]), body.get("kind"))
-
-    def judge(self, values: np.ndarray, fitted_rate: float | None, base_rate: float | None) -> Verdict:
-        """The verdict on the head's member ``values``: p moved from ``fitted_rate`` to ``base_rate`` when both are
-        given (``shift_prior``), the flag on the fitted p."""
-        fitted = float(self.model.probability(values)[0])
-        p = fitted if base_rate is None or fitted_rate is None else shift_prior(fitted, fitted_rate, base_rate)
-        return Verdict(p, bool(fitted >= self.operating_point.threshold), self, fitted)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A result's verdict: p (at the stated base rate, else the fitted one), the flag, and how it was reached."""
-
-    p: float
-    flag: bool
-    head: Head  # the head that judged: its members are what the verdict rests on
-    p_fitted: float  # p at the base rate of the fitting data (the flag compares this with the head's threshold)
-
-    @property
-    def members(self) -> tuple[str, ...]:
-        """The members the verdict rests on."""
-        return self.head.members
-
-    @property
-    def threshold(self) -> float:
-        """The head's threshold, on the fitted p."""
-        return self.head.operating_point.threshold
 
 
 @dataclass(frozen=True)
@@ -554,7 +284,7 @@ class Calibration:
         """The member ``name`` of a result as this calibration reads it: ``sentence_verdict`` from its sentences and
         the sentence head, any other by ``member_value``."""
         if name == "sentence_verdict":
-            return sentence_verdict(self.sentence, _field(result, "sentences"))
+            return sentence_verdict(self.sentence, result_field(result, "sentences"))
         return member_value(result, name)
 
     def verdict(self, result: Any, base_rate: float | None = None, k: int | None = None) -> Verdict:
@@ -866,84 +596,3 @@ def _check(cal: Calibration, where: str) -> None:
     for name, ok, want in rules:
         if not ok:
             raise BBWDError(f"{where}: field '{name}' must be {want}")
-
-
-def default_calibration_path(teacher: str, white_box: bool = True) -> Path | None:
-    """The calibration shipped with bbwd for a registry teacher (it may not exist): ``<teacher>.json`` for white-box
-    runs, ``<teacher>.api.json`` for runs that score another target (an API's samples, or recorded ones); each serves
-    fixed K and ``-k auto`` with its heads per K; None for other teachers."""
-    if not teacher or Path(teacher).name != teacher or teacher.startswith("."):
-        return None
-    return PACKAGE_CALIBRATIONS / (f"{teacher}.json" if white_box else f"{teacher}.api.json")
-
-
-TEXTS_ALONE_FILE = f"{EMBEDDED}.api.json"  # the shipped file whose heads of the texts alone judge any teacher
-
-
-def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
-    """The shipped calibration for the run's teacher and kind (white- or black-box) when its meaning settings match,
-    else the heads of the shipped API calibration that read the texts alone (``texts_alone_calibration``).
-
-    Returns (calibration, None) when the teacher's own applies as fitted; (calibration, a one-line note) when it
-    applies to samples drawn otherwise (``Calibration.sampling_note``), or when the heads of the texts alone judge
-    (the teacher has no file of its own, or its meaning settings differ); (None, a one-line note) when neither
-    applies.
-    """
-    teacher = str(reported.get("teacher"))
-    white_box = bool(reported.get("white_box", True))
-    path = default_calibration_path(teacher, white_box)
-    why: str | None = None
-    if path is not None and path.is_file():
-        own = replace(Calibration.load(path), origin=f"embedded {path.name}")
-        why = _why_not(own, reported)
-        if why is None:
-            return own, own.sampling_note(reported)
-        without = f"the embedded calibration {path.name} does not apply to this run"
-    else:
-        without = f"no calibration ships for {'' if white_box else 'black-box runs with '}teacher {teacher}"
-    texts, why_texts = texts_alone_calibration(reported)
-    if texts is not None:
-        return texts, (
-            f"note: {without}{f' ({why})' if why else ''}: judged by the heads of {TEXTS_ALONE_FILE} that read the "
-            "texts alone (no teacher state), fitted on recorded answers of other models: its risk is a probability "
-            "on that data"
-        )
-    nor = f"; nor do the heads of {TEXTS_ALONE_FILE} that read the texts alone: {why_texts}" if why_texts else ""
-    if why is not None:
-        return None, f"note: {without}, no risk shown: {why}{nor}"
-    return None, (
-        f"note: {without} yet, so no risk is shown: fit one on labelled results with 'bbwd calibrate' and pass it "
-        f"with --calibration{nor}"
-    )
-
-
-def texts_alone_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
-    """The heads of the shipped API calibration that read the texts alone (``Calibration.teacher_free``), for a run
-    of a teacher whose own calibration does not ship or does not apply.
-
-    Returns
-    -------
-    tuple of (Calibration or None, str or None)
-        The calibration and None when it applies to the run; else None and why not (the file has no such heads, or
-        the run's K is below its fitted K), or (None, None) when the file has none.
-    """
-    path = default_calibration_path(EMBEDDED, white_box=False)
-    if path is None or not path.is_file():
-        return None, None
-    texts = Calibration.load(path).teacher_free()
-    if texts is None:
-        return None, None
-    texts = replace(texts, origin=f"embedded {path.name}, its heads of the texts alone")
-    why = _why_not(texts, reported)
-    return (texts, None) if why is None else (None, why)
-
-
-def _why_not(cal: Calibration, reported: Mapping[str, Any]) -> str | None:
-    """Why ``cal`` does not judge the run (its meaning settings, or a K below its fitted K); None when it does."""
-    why = cal.mismatch(reported)
-    if why is None:
-        try:
-            cal.check(reported)
-        except BBWDError as exc:
-            why = one_line(exc)
-    return why

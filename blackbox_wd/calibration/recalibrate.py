@@ -7,7 +7,7 @@ parts, and only the map from its probability to the user's moves:
     p' = g(p) = expit(a logit(p) + b)      p: the base calibration's fitted p of a row, clipped to [1e-4, 1 - 1e-4]
 
 ``mode="prior"`` refits b alone (a = 1: the base's likelihood ratios kept, the base rate moved, as
-``model.shift_prior`` moves it); ``mode="map"`` refits a and b (a Platt map on logit p, the slope too). g is composed
+``heads.shift_prior`` moves it); ``mode="map"`` refits a and b (a Platt map on logit p, the slope too). g is composed
 into every answer head's calibrator (a Platt calibrator stays Platt, exactly; an isotonic one keeps its points, each
 level mapped), so a result is judged by the same head as before and ranked as before. The threshold of the heads
 that judged the labelled rows (those of their K) is chosen on the rows: the smallest whose FPR on them is at most the
@@ -33,20 +33,10 @@ from scipy.special import expit, logit
 from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration.combine import operating_point, weighted_log_loss
-from blackbox_wd.calibration.model import (
-    ANSWER_LOGPROB_MEMBERS,
-    ANSWER_MEMBERS,
-    Calibration,
-    FittedOn,
-    Head,
-    Isotonic,
-    Platt,
-    Stage,
-    answer_kind,
-    calibration_fingerprint,
-    covered_settings,
-    member_value,
-)
+from blackbox_wd.calibration.covered import calibration_fingerprint, covered_settings
+from blackbox_wd.calibration.heads import Head, Isotonic, Platt
+from blackbox_wd.calibration.members import ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, answer_kind, member_value
+from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
 from blackbox_wd.errors import BBWDError
 
 MODES = ("prior", "map")

@@ -7,7 +7,7 @@ judged the rows (``recalibrate``: its heads and members kept, ``FEW`` by default
 sample counts, the full fit (``fit.fit_calibration``: every head's scales, calibrator and threshold). ``FULL_FROM``
 and ``FEW`` were chosen on the learning curve of the recorded dev sets (docs/calibration.md, "With your own labels";
 ``FEW``: bench/RESULTS.md, "Which refit under 200 labels"). Rows of a teacher with no calibration of its own refit the
-shipped heads that read the texts alone (``model.embedded_calibration``). Every threshold prints its FPR with the exact
+shipped heads that read the texts alone (``choice.embedded_calibration``). Every threshold prints its FPR with the exact
 binomial interval of the correct rows it was measured on, and how many more labels would halve that interval; rows
 that lack members the refitted heads read, and a fit that judges the rows worse than their base rate out of fold
 (``worse_than_base_rate``, unless ``force``), are refused.
@@ -23,8 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from blackbox_wd.calibration import combine, fit, recalibrate, report
-from blackbox_wd.calibration.model import Calibration, OperatingPoint, embedded_calibration
+from blackbox_wd.calibration import combine, fit, labelled, recalibrate, report
+from blackbox_wd.calibration.choice import embedded_calibration
+from blackbox_wd.calibration.heads import OperatingPoint
+from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.calibration.suggest import spread_picks
 from blackbox_wd.errors import BBWDError
 
@@ -76,8 +78,8 @@ def calibrate(
         raise BBWDError(f"unknown --refit '{refit}': use one of {', '.join(REFITS)}")
     if combiner is not None and combiner not in combine.COMBINERS:
         raise BBWDError(f"unknown combiner '{combiner}': use one of {', '.join(combine.COMBINERS)}")
-    rows = fit.read_labelled(results, label)
-    settings = fit.read_settings(results[0], settings_from, rows.fingerprint, rows.k, rows.settings)
+    rows = labelled.read_labelled(results, label)
+    settings = labelled.read_settings(results[0], settings_from, rows.fingerprint, rows.k, rows.settings)
     n = len(set(rows.answers.groups.tolist()))
     skipped = (
         f"{n} labelled prompts ({rows.skipped_unlabelled} rows without a label skipped, {rows.skipped_errors} with "
@@ -182,20 +184,20 @@ def interval_line(point: OperatingPoint, y: np.ndarray, w: np.ndarray) -> str:
 def labelled_at_k(results: Sequence[Path], label: str, k: int | None) -> tuple[list[dict[str, Any]], list[float], int]:
     """The labelled rows of ``results`` scored on ``k`` samples (no error), their labels, and that K."""
     rows, labels = [], []
-    for path, n, row in fit.read_rows(results):
+    for path, n, row in labelled.read_rows(results):
         where = f"{path} line {n}"
-        if row.get("error") is not None or (k is not None and fit.row_k(row, where) not in (k, 0)):
+        if row.get("error") is not None or (k is not None and labelled.row_k(row, where) not in (k, 0)):
             continue
-        y = fit.row_label(row, label, where)
+        y = labelled.row_label(row, label, where)
         if y is not None:
             rows.append(row)
             labels.append(y)
-    return rows, labels, int(k or fit.row_k(rows[0], str(results[0])))
+    return rows, labels, int(k or labelled.row_k(rows[0], str(results[0])))
 
 
 def base_calibration(path: Path | None, settings: dict[str, Any], rows: Sequence[dict[str, Any]]) -> Calibration:
     """The calibration a map refits: ``path``'s, else the one shipped for the rows' settings (for a teacher without
-    one of its own, the shipped heads that read the texts alone: ``model.embedded_calibration``), when the rows were
+    one of its own, the shipped heads that read the texts alone: ``choice.embedded_calibration``), when the rows were
     judged by it or by none; BBWDError naming the one that judged them otherwise."""
     if path is not None:
         cal = Calibration.load(path)
@@ -221,7 +223,7 @@ def base_calibration(path: Path | None, settings: dict[str, Any], rows: Sequence
 def write_suggestion(results: Sequence[Path], n: int, output: Path, seed: int = 0) -> str:
     """Write ``n`` rows of ``results`` to label (``suggest.spread_picks`` over their risk), in input order; return
     the line to print."""
-    rows = [row for _, _, row in fit.read_rows(results) if row.get("error") is None]
+    rows = [row for _, _, row in labelled.read_rows(results) if row.get("error") is None]
     risky = [row for row in rows if isinstance(row.get("p_hallucination"), (int, float))]
     if not risky:
         raise BBWDError(

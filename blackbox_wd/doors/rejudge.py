@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from blackbox_wd.calibration import Calibration, embedded_calibration
-from blackbox_wd.calibration.fit import json_objects
+from blackbox_wd.calibration.labelled import json_objects
 from blackbox_wd.doors.batch import BATCH_FIELDS, CALIBRATED, OPTIONAL
 from blackbox_wd.errors import BBWDError, one_line
 
@@ -105,7 +105,7 @@ def rejudge(src: Path, dst: Path, calibration: Calibration | str, base_rate: flo
     calibration : Calibration or "auto"
         The calibration to judge with.
     base_rate : float or None, default=None
-        ``--base-rate``: p moved to it (``model.shift_prior``), and the rows' settings say so; None: the base rate
+        ``--base-rate``: p moved to it (``heads.shift_prior``), and the rows' settings say so; None: the base rate
         the rows were judged at (their settings').
 
     Returns

@@ -115,7 +115,7 @@ STAGE_SCORES = RowFields(  # and its scores (the baselines spread among them)
 
 def stage_entry(result: Result, settled: bool) -> dict[str, Any]:
     """What a result says of one stage: k, its verdict, whether it settled, and its scores there (those a calibration
-    reads: ``calibration.model.member_value`` of it gives each member).
+    reads: ``calibration.members.member_value`` of it gives each member).
 
     Parameters
     ----------

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from blackbox_wd.calibration.model import member_value
+from blackbox_wd.calibration.members import member_value
 from blackbox_wd.checks import is_finite_number
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.run.inputs import LogRecord, read_records

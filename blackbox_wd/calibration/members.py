@@ -1,0 +1,103 @@
+"""The members a calibration's heads read: their names, the groups a result may lack, and how each is read from a
+``Result``, a row dict or a sentence (``member_value``); the kinds of answer heads are fitted for (``answer_kind``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from blackbox_wd.checks import is_finite_number as _number
+from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
+
+FEATURES = ("avg_wd", "log_eigen_wd")  # the first calibrations' one head, and the head every result has
+# read from a result's ``baselines``: the paper's baselines and the peers (``baselines.peers``)
+BASELINE_MEMBERS = ("lne", "ls", "es", "er", "dse", *PEERS, *ANSWER_PEERS)
+# What a head may read, each a number of a result (``member_value``); "log_" members are the log of the score.
+MEMBERS = (
+    "avg_wd",
+    "log_eigen_wd",
+    "log_eigen_wd_fixed",
+    "answer_wd",
+    "sentence_wd",
+    "answer_unigram",
+    "answer_disagreement",
+    "sentence_verdict",
+    "answer_nll",
+    "cocoa",
+    *BASELINE_MEMBERS,
+)
+ANSWER_LOGPROB_MEMBERS = ("answer_nll", "cocoa")  # only with a judged answer and the teacher's log-prob pass
+# only with a judged answer; sentence_verdict also only under a calibration with a sentence head (``sentence_verdict``)
+ANSWER_MEMBERS = (
+    "answer_wd",
+    "sentence_wd",
+    "answer_unigram",
+    "answer_disagreement",
+    "sentence_verdict",
+    *ANSWER_PEERS,
+    *ANSWER_LOGPROB_MEMBERS,
+)
+# Members read from the texts alone, whatever the teacher: a head over these alone judges a run of any teacher
+# (``Calibration.teacher_free``). DSE with its default judge, equal normalised answers.
+TEACHER_FREE = ("ls", "dse", "answer_unigram", "answer_disagreement", *PEERS, *ANSWER_PEERS)
+SENTENCE_MEMBERS = ("score", "unigram")  # of each sentence: its OT score and its lexical surprise
+# of each claim: the answer's AvgWD (read from the result) and the claim's score (``claims.score_claims``: lex_share)
+CLAIM_MEMBERS = ("avg_wd", "score")
+# Members defined for short answers only (bench/RESULTS.md, "Short-answer members"): the paper's EigenWD, whose
+# per-prompt bandwidth divides the scale of D out on a passage, and ES and ER, which read the last token's state as
+# the answer's embedding; and the judged answer's disagreement with the samples, which a passage has with nearly every
+# sample. A calibration fitted on passages reads them as missing on a passage (``is_passage``).
+SHORT_ONLY = ("log_eigen_wd", "es", "er", "answer_disagreement")
+PASSAGE_TOKENS = 128  # a passage: the median sample has at least this many tokens
+PHRASE_TOKENS = 8  # a phrase (a name, a number): the median sample has fewer tokens than this
+# The kinds of answer a calibration may have heads of its own for (``answer_kind``)
+KINDS = ("phrase", "sentence", "passage")
+
+
+def result_field(result: Any, key: str) -> Any:
+    """``result[key]`` of a mapping, else its attribute ``key``; None when it has none."""
+    return result.get(key) if isinstance(result, Mapping) else getattr(result, key, None)
+
+
+def member_value(result: Any, name: str) -> float | None:
+    """The member ``name`` of a ``Result``, a row dict or a sentence (attributes or keys), None when it has none.
+
+    A "log_" member is the log of the score after the prefix (None unless that is > 0); a baseline is read from
+    the result's ``baselines`` when it is not a field of its own (an eval row has them as fields).
+    """
+    if name.startswith("log_"):
+        base = member_value(result, name[4:])
+        return math.log(base) if base is not None and base > 0 else None
+    value = result_field(result, name)
+    if value is None and name in BASELINE_MEMBERS:
+        value = (result_field(result, "baselines") or {}).get(name)
+    return float(value) if _number(value) else None
+
+
+def is_passage(result: Any, k: int | None = None) -> bool:
+    """True when the median of the token counts of a result's (first ``k``) samples is at least PASSAGE_TOKENS.
+
+    >>> is_passage({"token_counts": [90, 130, 140]}), is_passage({"token_counts": [90, 130, 140]}, k=2)
+    (True, False)
+    """
+    counts = list(result_field(result, "token_counts") or [])[:k]
+    return bool(counts) and float(np.median(counts)) >= PASSAGE_TOKENS
+
+
+def answer_kind(result: Any, k: int | None = None) -> str:
+    """A result's kind of answer (``KINDS``), by the median token count of its (first ``k``) samples: "passage"
+    (``is_passage``), "sentence", or "phrase" (fewer than ``PHRASE_TOKENS``: a name, a number).
+
+    >>> answer_kind({"token_counts": [3, 130, 200]}), answer_kind({"token_counts": [3, 30, 200]}, k=2)
+    ('passage', 'sentence')
+    >>> answer_kind({"token_counts": [3, 130, 200]}, k=1)
+    'phrase'
+    """
+    if is_passage(result, k):
+        return "passage"
+    counts = list(result_field(result, "token_counts") or [])[:k]
+    return "sentence" if counts and float(np.median(counts)) >= PHRASE_TOKENS else "phrase"
