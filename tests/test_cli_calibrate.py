@@ -392,7 +392,7 @@ def test_the_shipped_api_calibration_scores_a_replayed_api_target(capsys, monkey
     assert "temperature 0.7, top_p 1.0, max_tokens 24: its risk is a probability on that data" in err
 
     # the llama.cpp transcript as recorded (K=4) is judged by the shipped file's K = 3 heads, with a note
-    monkeypatch.setenv("BBWD_API_REPLAY", str(SHIPPED_API.parents[2] / "fixtures" / "llamacpp.json"))
+    monkeypatch.setenv("BBWD_API_REPLAY", str(SHIPPED_API.parents[3] / "fixtures" / "llamacpp.json"))
     code, out, err = bbwd(
         capsys,
         "score",

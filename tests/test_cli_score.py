@@ -112,7 +112,7 @@ def test_score_response_gets_answer_wd_and_sentences(smollm_teacher):
 def test_sentences_are_coloured_by_rank_within_the_answer():
     from rich.console import Console
 
-    from blackbox_wd.doors.cli import render_answer, risk_colours
+    from blackbox_wd.doors.cli.score import render_answer, risk_colours
     from blackbox_wd.measure.sentences import SentenceScore
 
     assert risk_colours([3.0, None, 1.0, 2.0]) == ["red", None, "green", "yellow"]
