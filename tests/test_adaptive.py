@@ -325,7 +325,7 @@ def test_the_paired_pearson_difference_is_scipys_and_zero_for_one_score():
 
 
 def test_evals_summary_replays_the_rule_from_the_rows_stages():
-    from blackbox_wd.doors.eval.report import adaptive_lines
+    from blackbox_wd.doors.eval.summary import adaptive_lines
 
     def row(label, stop_at, p_stop, p_last):
         ks = [3, 5, 10]

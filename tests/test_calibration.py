@@ -13,14 +13,13 @@ import pytest
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration import choice as calibration_module
 from blackbox_wd.calibration.choice import default_calibration_path, embedded_calibration
-from blackbox_wd.calibration.covered import calibration_fingerprint, covered_settings
 from blackbox_wd.calibration.heads import Isotonic, OperatingPoint, Platt, ScoreModel
 from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.doors.batch import BatchRunner
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.run.detector import Detector
-from blackbox_wd.settings import Settings
+from blackbox_wd.settings import Settings, calibration_fingerprint, covered_settings
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 from blackbox_wd.teachers.hf import HFTeacher
 

@@ -5,18 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blackbox_wd.doors.eval.report import (
+from blackbox_wd.doors.eval.report import pick_extremes, write_report
+from blackbox_wd.doors.eval.summary import (
     METHODS,
     NAMES,
     OPTIONAL,
     best_baseline,
     compare,
     get_score,
-    pick_extremes,
     summarize,
     timing_lines,
     truncation_lines,
-    write_report,
     write_summary,
 )
 

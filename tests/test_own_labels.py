@@ -14,11 +14,11 @@ from cli_support import jsonl, run_cli
 
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.combine import fpr_interval, labels_to_halve
-from blackbox_wd.calibration.covered import calibration_fingerprint
 from blackbox_wd.calibration.heads import Head, OperatingPoint, Platt, ScoreModel
 from blackbox_wd.calibration.model import FittedOn
 from blackbox_wd.calibration.recalibrate import fit_map, recalibrate
 from blackbox_wd.calibration.suggest import spread_picks
+from blackbox_wd.settings import calibration_fingerprint
 
 N = 32  # records of the log; LABELLED of them get a label (half of them wrong answers)
 LABELLED = 26

@@ -10,8 +10,8 @@ import pytest
 
 from blackbox_wd.clients.sampling import RecordedSamples
 from blackbox_wd.doors.eval.data import load
-from blackbox_wd.doors.eval.report import timing_lines
 from blackbox_wd.doors.eval.run import evaluate
+from blackbox_wd.doors.eval.summary import timing_lines
 from blackbox_wd.records import Sample, SampleSet
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.run.stages import teacher_pass

@@ -12,11 +12,11 @@ import pytest
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration import choice as calibration_module
 from blackbox_wd.calibration.choice import embedded_calibration
-from blackbox_wd.calibration.covered import calibration_fingerprint, covered_settings
 from blackbox_wd.calibration.heads import Head, OperatingPoint, Platt, ScoreModel
 from blackbox_wd.calibration.members import TEACHER_FREE
 from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.settings import calibration_fingerprint, covered_settings
 
 REPORTED = {
     "teacher": "smollm2-135m",

@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from blackbox_wd.doors.eval.report import METHODS, NAMES, OURS, best_baseline, compare, labelled, shown, summarize
+from blackbox_wd.doors.eval.summary import METHODS, NAMES, OURS, best_baseline, compare, labelled, shown, summarize
 
 
 def read_rows(folder: Path, first: int | None) -> list[dict]:

@@ -63,8 +63,7 @@ from bench.verdicts import (
     sentence_table,
 )
 from blackbox_wd.calibration.combine import COMBINERS, CrossValidation, Table, first_by_prompt, fit_head
-from blackbox_wd.calibration.heads import sentence_verdict
-from blackbox_wd.calibration.members import PASSAGE_TOKENS, SHORT_ONLY, is_passage
+from blackbox_wd.calibration.members import PASSAGE_TOKENS, SHORT_ONLY, is_passage, sentence_verdict
 from blackbox_wd.calibration.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr
 
 KIND_TOKENS = PASSAGE_TOKENS  # --kinds length, --scales, --passages: a median sample of this many tokens or more

@@ -1,17 +1,15 @@
 """Calibration: a result's members to a probability of hallucination and a flag.
 
 ``members`` (what a head reads, and how from a result), ``heads`` (a head: z, its calibrator, threshold and
-verdict), ``covered`` (the settings a calibration covers, its fingerprint), ``model`` (a fitted calibration: JSON-safe
-state, apply, the check against a run's settings), ``combine`` (members -> one head), ``labelled`` (labelled rows
-read for a fit), ``fit`` (every head, fitted on labelled rows with scikit-learn), ``recalibrate`` (a calibration's
-map and threshold refitted on a few labelled rows), ``suggest`` (which rows to label), ``settle`` (``-k auto``'s
-bands), ``report`` (calibration.md and the reliability plot), ``metrics`` (AUROC with CIs, paired differences,
-AUPRC, PRR), ``choice`` (a run's calibration: the shipped one, a file's or none; its notes; the members a run can
-compute) and ``shipped/`` (the shipped calibrations, package data). ``bbwd calibrate`` is a door
-(``doors.calibrate``).
+verdict), ``model`` (a fitted calibration: JSON-safe state, apply, the check against a run's settings), ``combine``
+(members -> one head), ``labelled`` (labelled rows read for a fit), ``fit`` (every head, fitted on labelled rows with
+scikit-learn), ``recalibrate`` (a calibration's map and threshold refitted on a few labelled rows), ``suggest``
+(which rows to label), ``settle`` (``-k auto``'s bands), ``report`` (calibration.md and the reliability plot),
+``metrics`` (AUROC with CIs, paired differences, AUPRC, PRR), ``choice`` (a run's calibration: the shipped one, a
+file's or none; its notes; the members a run can compute) and ``shipped/`` (the shipped calibrations, package data).
+``bbwd calibrate`` is a door (``doors.calibrate``).
 """
 
-from blackbox_wd.calibration.choice import embedded_calibration
 from blackbox_wd.calibration.model import Calibration
 
-__all__ = ["Calibration", "embedded_calibration"]
+__all__ = ["Calibration"]

@@ -7,7 +7,7 @@ fingerprint) and the reported settings they were scored with (``settings.json`` 
 inaccurate sentences), which enters as a weighted pair of rows (``combine.table_from``). A row with
 ``sentences`` and ``sentence_labels`` also gives one row per sentence to the sentence head (label: minor or
 major inaccurate). With a sentence head, each answer also gets the member ``sentence_verdict`` from its
-sentences (labelled or not) under that head (``heads.sentence_verdict``), before the answer heads are fitted.
+sentences (labelled or not) under that head (``members.sentence_verdict``), before the answer heads are fitted.
 
 The members are those every labelled row has (``members.MEMBERS``: a member some rows lack, say DSE on
 passages, is left out, since the verdict could not tell its absence from its value); the heads are those
@@ -42,8 +42,7 @@ from blackbox_wd.calibration.combine import (
     heads_on,
     kinds_to_fit,
 )
-from blackbox_wd.calibration.covered import calibration_fingerprint, covered_settings
-from blackbox_wd.calibration.heads import Head, sentence_verdict
+from blackbox_wd.calibration.heads import Head
 from blackbox_wd.calibration.labelled import Labelled, read_labelled, read_settings
 from blackbox_wd.calibration.members import (
     ANSWER_LOGPROB_MEMBERS,
@@ -53,11 +52,12 @@ from blackbox_wd.calibration.members import (
     MEMBERS,
     SENTENCE_MEMBERS,
     TEACHER_FREE,
+    sentence_verdict,
 )
 from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.settings import fingerprint
+from blackbox_wd.settings import calibration_fingerprint, covered_settings, fingerprint
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
 ECE_BINS = 10

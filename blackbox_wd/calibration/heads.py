@@ -1,6 +1,6 @@
 """A head of a calibration: its combined score z over standardised members, the calibrator that maps z to p, the
-threshold and what it gives (``OperatingPoint``), and a result's ``Verdict``; the sentence verdicts aggregated over an
-answer (``sentence_verdict``); p moved to a stated base rate (``shift_prior``).
+threshold and what it gives (``OperatingPoint``), and a result's ``Verdict``; p moved to a stated base rate
+(``shift_prior``).
 """
 
 from __future__ import annotations
@@ -11,29 +11,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from blackbox_wd.calibration.members import member_value
-
 CALIBRATORS = ("isotonic", "platt")
-
-
-def sentence_verdict(head: Head | None, sentences: Any) -> float | None:
-    """The sentence verdicts aggregated over an answer: the mean, over its sentences that have every member of the
-    sentence ``head``, of their combined score z under it (None without a head or such a sentence).
-
-    The mean, as SentenceWD, the lexical surprise and SelfCheckGPT's passage score are means; z, not p, so that a
-    ``mean`` sentence head (the shipped one: nothing fitted but the scales) carries no label into the answer heads.
-    bench/RESULTS.md, "The sentence verdicts aggregated over the answer", measures it.
-
-    >>> h = Head(ScoreModel(("score", "unigram"), (1.0, 2.0), (2.0, 1.0), (0.5, 0.5), 0.0, Platt(-1.0, 0.0)),
-    ...          OperatingPoint("target_fpr", 0.1, 0.5, 0.1, 0.5, 0.5, 0.5))
-    >>> sentence_verdict(h, [{"score": 3.0, "unigram": 4.0}, {"score": 1.0, "unigram": None}])
-    1.5
-    """
-    if head is None:
-        return None
-    rows = [[member_value(s, m) for m in head.members] for s in sentences or []]
-    known = [r for r in rows if None not in r]
-    return float(np.mean(head.model.decision(np.array(known, dtype=float)))) if known else None
 
 
 def shift_prior(p: float, fitted: float, stated: float) -> float:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from blackbox_wd.calibration.combine import Table, table_from
-from blackbox_wd.calibration.covered import COVERED
 from blackbox_wd.calibration.members import (
     CLAIM_MEMBERS,
     FEATURES,
@@ -27,7 +26,7 @@ from blackbox_wd.calibration.members import (
 from blackbox_wd.checks import is_finite_number
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import PASSAGE_LABELS
-from blackbox_wd.settings import LATER_FIELDS, fingerprint
+from blackbox_wd.settings import COVERED, LATER_FIELDS, fingerprint
 
 MAIN_SHARE = 0.9  # the main K: the largest with at least this share of the labelled prompts of the K with the most
 NONFACT = ("minor_inaccurate", "major_inaccurate")

@@ -1,17 +1,21 @@
 """The members a calibration's heads read: their names, the groups a result may lack, and how each is read from a
-``Result``, a row dict or a sentence (``member_value``); the kinds of answer heads are fitted for (``answer_kind``).
+``Result``, a row dict or a sentence (``member_value``); the kinds of answer heads are fitted for (``answer_kind``);
+the sentence verdicts aggregated over an answer (``sentence_verdict``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from blackbox_wd.checks import is_finite_number as _number
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
+
+if TYPE_CHECKING:
+    from blackbox_wd.calibration.heads import Head
 
 FEATURES = ("avg_wd", "log_eigen_wd")  # the first calibrations' one head, and the head every result has
 # read from a result's ``baselines``: the paper's baselines and the peers (``baselines.peers``)
@@ -101,3 +105,24 @@ def answer_kind(result: Any, k: int | None = None) -> str:
         return "passage"
     counts = list(result_field(result, "token_counts") or [])[:k]
     return "sentence" if counts and float(np.median(counts)) >= PHRASE_TOKENS else "phrase"
+
+
+def sentence_verdict(head: Head | None, sentences: Any) -> float | None:
+    """The sentence verdicts aggregated over an answer: the mean, over its sentences that have every member of the
+    sentence ``head``, of their combined score z under it (None without a head or such a sentence).
+
+    The mean, as SentenceWD, the lexical surprise and SelfCheckGPT's passage score are means; z, not p, so that a
+    ``mean`` sentence head (the shipped one: nothing fitted but the scales) carries no label into the answer heads.
+    bench/RESULTS.md, "The sentence verdicts aggregated over the answer", measures it.
+
+    >>> from blackbox_wd.calibration.heads import Head, OperatingPoint, Platt, ScoreModel
+    >>> h = Head(ScoreModel(("score", "unigram"), (1.0, 2.0), (2.0, 1.0), (0.5, 0.5), 0.0, Platt(-1.0, 0.0)),
+    ...          OperatingPoint("target_fpr", 0.1, 0.5, 0.1, 0.5, 0.5, 0.5))
+    >>> sentence_verdict(h, [{"score": 3.0, "unigram": 4.0}, {"score": 1.0, "unigram": None}])
+    1.5
+    """
+    if head is None:
+        return None
+    rows = [[member_value(s, m) for m in head.members] for s in sentences or []]
+    known = [r for r in rows if None not in r]
+    return float(np.mean(head.model.decision(np.array(known, dtype=float)))) if known else None

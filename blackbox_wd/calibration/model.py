@@ -46,15 +46,7 @@ from typing import Any
 import numpy as np
 
 from blackbox_wd.adaptive import START, Settle
-from blackbox_wd.calibration.covered import (
-    MEANING,
-    PER_K,
-    SAMPLING,
-    TEACHER_SIDE,
-    calibration_fingerprint,
-    covered_settings,
-)
-from blackbox_wd.calibration.heads import Head, Isotonic, OperatingPoint, ScoreModel, Verdict, sentence_verdict
+from blackbox_wd.calibration.heads import Head, Isotonic, OperatingPoint, ScoreModel, Verdict
 from blackbox_wd.calibration.members import (
     CLAIM_MEMBERS,
     FEATURES,
@@ -66,9 +58,18 @@ from blackbox_wd.calibration.members import (
     answer_kind,
     member_value,
     result_field,
+    sentence_verdict,
 )
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.settings import RECORDED
+from blackbox_wd.settings import (
+    MEANING,
+    PER_K,
+    RECORDED,
+    SAMPLING,
+    TEACHER_SIDE,
+    calibration_fingerprint,
+    covered_settings,
+)
 
 FORMAT_1 = "bbwd-calibration/1"  # one head over FEATURES; still read, and written for such a calibration
 FORMAT = "bbwd-calibration/2"  # heads over any MEMBERS, and a sentence head

@@ -33,11 +33,11 @@ from scipy.special import expit, logit
 from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration.combine import operating_point, weighted_log_loss
-from blackbox_wd.calibration.covered import calibration_fingerprint, covered_settings
 from blackbox_wd.calibration.heads import Head, Isotonic, Platt
 from blackbox_wd.calibration.members import ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, answer_kind, member_value
 from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.settings import calibration_fingerprint, covered_settings
 
 MODES = ("prior", "map")
 CLIP = 1e-4  # p is read in [CLIP, 1 - CLIP] before the logit: an isotonic head's p can be 0 or 1

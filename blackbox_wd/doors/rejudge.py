@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from blackbox_wd.calibration import Calibration, embedded_calibration
+from blackbox_wd.calibration import Calibration
+from blackbox_wd.calibration.choice import embedded_calibration
 from blackbox_wd.calibration.labelled import json_objects
 from blackbox_wd.doors.batch import BATCH_FIELDS, CALIBRATED, OPTIONAL
 from blackbox_wd.errors import BBWDError, one_line
