@@ -68,9 +68,9 @@ def test_retries_in_place_recomputes_the_unfinished_group_and_appends_the_rest_o
     args = (count(1), 2)
     kwargs = {"retried": lambda row, x: retried.append((row["key"], x)), "appended": lambda r, x: appended.append(x)}
     if asynchronous:
-        asyncio.run(resume.arun(engine.acompute, *args, **kwargs))
+        asyncio.run(resume.arun(engine.acompute, resume.steps(*args, **kwargs)))
     else:
-        resume.run(engine.compute, *args, **kwargs)
+        resume.run(engine.compute, resume.steps(*args, **kwargs))
     # the transient inputs in a group of their own; then from group (5, 6), whole, to the end
     assert engine.groups == [[2, 5], [5, 6], [7, 8]]
     assert retried == [(2, "extra2"), (5, "extra5")] and appended == ["extra6", "extra7", "extra8"]
@@ -103,7 +103,8 @@ def test_a_failing_engine_leaves_the_log_as_it_was_written(tmp_path):
         raise RuntimeError("engine died")
 
     with pytest.raises(RuntimeError):
-        Resume(toy_log(path), "key").run(crash, count(1), 2)
+        resume = Resume(toy_log(path), "key")
+        resume.run(crash, resume.steps(count(1), 2))
     assert path.read_bytes() == before
 
     def half(skip, only, emit):
@@ -113,5 +114,6 @@ def test_a_failing_engine_leaves_the_log_as_it_was_written(tmp_path):
         raise RuntimeError("engine died")
 
     with pytest.raises(RuntimeError):
-        Resume(toy_log(path), "key").run(half, count(1), 2)
+        resume = Resume(toy_log(path), "key")
+        resume.run(half, resume.steps(count(1), 2))
     assert [r["key"] for r in read_rows(path)] == [1, 2] and read_rows(path)[0]["error"] is None

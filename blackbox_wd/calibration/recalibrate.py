@@ -24,7 +24,7 @@ judges worse than the rows' base rate.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -172,19 +172,38 @@ def mapped_settle(settle: Settle, a: float, b: float) -> Settle:
     return replace(settle, below=edge(settle.below), above=edge(settle.above))
 
 
+@dataclass(frozen=True)
+class RefitRows:
+    """The labelled rows a refit reads, and what the refitted calibration says of them (``FittedOn``).
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The labelled rows (each as ``Calibration.verdict`` reads it).
+    labels : sequence of float
+        Each row's label: 0/1 (1 = hallucination), or a passage label h in [0, 1], which counts as a hallucination
+        of weight h and a correct answer of weight 1 - h (as ``combine.table_from`` counts it).
+    k : int
+        The rows' sample count: the heads of ``base.fitted_k(k)`` get the threshold chosen on the rows.
+    source, label : str
+        The labelled files and the label's field, as stored.
+    data : mapping of str to int or None
+        The labelled rows per data set (default: one set, ``source``).
+    samples : str or None
+        Who drew the rows' samples (default: the settings' ``samples_from``, else the base's).
+    """
+
+    rows: Sequence[Mapping[str, Any]]
+    labels: Sequence[float]
+    k: int
+    source: str = ""
+    label: str = "label"
+    data: Mapping[str, int] | None = None
+    samples: str | None = None
+
+
 def recalibrate(
-    base: Calibration,
-    rows: Sequence[Mapping[str, Any]],
-    labels: Sequence[float],
-    settings: Mapping[str, Any],
-    *,
-    k: int,
-    mode: str = "prior",
-    target_fpr: float = 0.1,
-    source: str = "",
-    label: str = "label",
-    data: Mapping[str, int] | None = None,
-    samples: str | None = None,
+    base: Calibration, labelled: RefitRows, settings: Mapping[str, Any], *, mode: str = "prior", target_fpr: float = 0.1
 ) -> Calibration:
     """The base calibration with its map (g) and the threshold at the rows' K refitted on the labelled rows.
 
@@ -192,31 +211,21 @@ def recalibrate(
     ----------
     base : Calibration
         The calibration that judged the rows (its heads judge them again, mapped).
-    rows : sequence of mapping
-        The labelled rows (each as ``Calibration.verdict`` reads it).
-    labels : sequence of float
-        Each row's label: 0/1 (1 = hallucination), or a passage label h in [0, 1], which counts as a hallucination
-        of weight h and a correct answer of weight 1 - h (as ``combine.table_from`` counts it).
+    labelled : RefitRows
+        The labelled rows, their sample count and where they came from.
     settings : mapping
         The rows' reported settings: the new calibration is for these (its own K kept: the base's).
-    k : int
-        The rows' sample count: the heads of ``base.fitted_k(k)`` get the threshold chosen on the rows.
     mode : {"prior", "map"}
         b alone, or a and b (``fit_map``).
     target_fpr : float
         The threshold is the smallest whose FPR on the labelled rows is at most this (its interval exact binomial,
         ``combine.fpr_interval``).
-    source, label : str
-        The labelled files and the label's field, as stored.
-    data : mapping of str to int or None
-        The labelled rows per data set (default: one set, ``source``).
-    samples : str or None
-        Who drew the rows' samples (default: the settings' ``samples_from``, else the base's).
 
     Returns
     -------
     Calibration
     """
+    rows, labels, k, source = labelled.rows, labelled.labels, labelled.k, labelled.source
     of, y, w = entries(np.asarray(labels, dtype=float))
     for c in (0, 1):
         if float(np.sum(w[y == c])) < MIN_CLASS:
@@ -247,9 +256,9 @@ def recalibrate(
     reported = {**settings, "k": base.k}
     fitted_on = FittedOn(
         source=source,
-        data=dict(data or {source: len(rows)}),
+        data=dict(labelled.data or {source: len(rows)}),
         protocol=None,
-        label=label,
+        label=labelled.label,
         n=len(rows),
         positives=int(round(float(np.sum(w * y)))),
         base_rate=float(np.sum(w * y) / np.sum(w)),
@@ -264,7 +273,7 @@ def recalibrate(
             "slope": a,
             "intercept": b,
         },
-        samples=samples or settings.get("samples_from") or base.fitted_on.samples,
+        samples=labelled.samples or settings.get("samples_from") or base.fitted_on.samples,
         sentence_base_rate=base.fitted_on.sentence_base_rate,
         sentence_n=base.fitted_on.sentence_n,
         claim_base_rate=base.fitted_on.claim_base_rate,

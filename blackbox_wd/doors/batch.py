@@ -44,7 +44,7 @@ from blackbox_wd.run.groups import (
     teacher_group,
 )
 from blackbox_wd.run.inputs import LogRecord, line_hash, raw_lines, read_records
-from blackbox_wd.run.result import Result, RowFields, result_row
+from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
 from blackbox_wd.run.runlog import Emit as RowEmit
 from blackbox_wd.run.runlog import Resume, RunLog
 from blackbox_wd.settings import Settings
@@ -52,17 +52,10 @@ from blackbox_wd.settings import Settings
 ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
 # the result's fields every batch row carries (``result.result_row``)
 BATCH_FIELDS = (
-    "avg_wd",
-    "eigen_wd",
-    "eigen_wd_fixed",
-    "answer_wd",
+    *SAMPLE_SCORES,
     "sentences",
     "claims",
-    "sentence_wd",
-    "answer_unigram",
-    "answer_disagreement",
-    "answer_nll",
-    "cocoa",
+    *ANSWER_SCORES,
     "baselines",
     "n_samples",
     "target_tokens",
@@ -304,7 +297,7 @@ class Runner:
 
             await self.engine(src, skip, lines, row)
 
-        await resume.arun(compute, count(1), self.group_size, retried=counted, appended=counted)
+        await resume.arun(compute, resume.steps(count(1), self.group_size, retried=counted, appended=counted))
         summary.seconds = time.perf_counter() - t0
         return summary
 

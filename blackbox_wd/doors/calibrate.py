@@ -109,18 +109,9 @@ def calibrate(
             f"{', '.join(map(str, sorted({rows.k or 0, *rows.stages})))}: label rows of one run, or --refit full"
         )
     judged, labels, k = labelled_at_k(results, label, rows.k or int(settings["k"]))
+    refit_rows = recalibrate.RefitRows(judged, labels, k, ", ".join(map(str, results)), label, rows.data, samples)
     cal = recalibrate.recalibrate(
-        base_calibration(base, settings, judged),
-        judged,
-        labels,
-        settings,
-        k=k,
-        mode=mode,
-        target_fpr=target_fpr,
-        source=", ".join(map(str, results)),
-        label=label,
-        data=rows.data,
-        samples=samples,
+        base_calibration(base, settings, judged), refit_rows, settings, mode=mode, target_fpr=target_fpr
     )
     forced = refuse_worse(cal, f"{mode} refit", force)
     cal.save(output)

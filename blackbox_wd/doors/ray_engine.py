@@ -367,19 +367,9 @@ class RayRunner(Runner):
 
     @classmethod
     def build_options(cls, settings: Settings) -> dict[str, Any]:
-        """The keywords of ``Detector.from_settings`` for the driver's detector (connected to the cluster).
-
-        Parameters
-        ----------
-        settings : Settings
-            The run's settings.
-
-        Returns
-        -------
-        dict
-            No weights and no sampler (the actors load and draw), and whether the cluster's teacher actors have a
-            GPU (``cuda``), which resolves ``device="auto"``: a bad teacher or layer fails here, not in an actor.
-        """
+        """``Runner.build_options`` for the driver's detector (connected to the cluster): no weights and no sampler
+        (the actors load and draw), and whether the cluster's teacher actors have a GPU (``cuda``), which resolves
+        ``device="auto"``: a bad teacher or layer fails here, not in an actor."""
         return {"weights": False, "sample": False, "cuda": bool(cluster_gpus(settings))}
 
     def dataset(self, src: Path, spans: list[Span], limiter: Any = None) -> ray.data.Dataset:

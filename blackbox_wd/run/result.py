@@ -130,6 +130,9 @@ class RowFields:
         assert not unknown, f"not fields of a result row: {unknown}"
 
 
+# the run's scores of the samples, and of the judged answer against them: in this order in every door's row
+SAMPLE_SCORES = ("avg_wd", "eigen_wd", "eigen_wd_fixed", "answer_wd")
+ANSWER_SCORES = ("sentence_wd", "answer_unigram", "answer_disagreement", "answer_nll", "cocoa")
 EVERY_FIELD = RowFields((*(f.name for f in fields(Result)), "n_samples", "target_tokens"))  # ``Result.to_dict``
 
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from blackbox_wd.clients.sampling import Draw, Sampler, draw_group
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, SampleSet, SamplingParams, TokenStates
-from blackbox_wd.run.result import Result, RowFields, result_row
+from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
 from blackbox_wd.settings import Settings
 from blackbox_wd.signals.baselines import Entails, exact_match_entails
 
@@ -97,19 +97,7 @@ class KeptStates:
 
 STAGE_VERDICT = RowFields(("k", "p_hallucination", "flag"))  # a stage's entry: its sample count and verdict
 STAGE_SCORES = RowFields(  # and its scores (the baselines spread among them)
-    (
-        "avg_wd",
-        "eigen_wd",
-        "eigen_wd_fixed",
-        "answer_wd",
-        "sentence_wd",
-        "answer_unigram",
-        "answer_disagreement",
-        "answer_nll",
-        "cocoa",
-        "baselines",
-    ),
-    spread=frozenset({"baselines"}),
+    (*SAMPLE_SCORES, *ANSWER_SCORES, "baselines"), spread=frozenset({"baselines"})
 )
 
 

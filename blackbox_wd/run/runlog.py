@@ -237,28 +237,18 @@ class Resume:
 
             yield Step(skip, None, append)
 
-    def run(
-        self,
-        compute: Callable[[int, frozenset[Any] | None, Emit], None],
-        keys: Iterable[Any],
-        group_size: int,
-        retried: Emit | None = None,
-        appended: Emit | None = None,
-    ) -> None:
+    @staticmethod
+    def run(compute: Callable[[int, frozenset[Any] | None, Emit], None], steps: Generator[Step, None, None]) -> None:
         """:meth:`steps` run by a synchronous engine: ``compute(skip, only, emit)`` for each :class:`Step`."""
-        with closing(self.steps(keys, group_size, retried, appended)) as steps:
+        with closing(steps):
             for step in steps:
                 compute(step.skip, step.only, step.emit)
 
+    @staticmethod
     async def arun(
-        self,
-        compute: Callable[[int, frozenset[Any] | None, Emit], Awaitable[None]],
-        keys: Iterable[Any],
-        group_size: int,
-        retried: Emit | None = None,
-        appended: Emit | None = None,
+        compute: Callable[[int, frozenset[Any] | None, Emit], Awaitable[None]], steps: Generator[Step, None, None]
     ) -> None:
         """:meth:`steps` run by an asynchronous engine: ``await compute(skip, only, emit)`` for each :class:`Step`."""
-        with closing(self.steps(keys, group_size, retried, appended)) as steps:
+        with closing(steps):
             for step in steps:
                 await compute(step.skip, step.only, step.emit)

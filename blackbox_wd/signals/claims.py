@@ -145,17 +145,8 @@ def partial_costs(claims: Sequence[np.ndarray], clouds: Sequence[np.ndarray]) ->
     with a = b = 1/m): the plan's vertices are assignments, so it is the mean cost of the optimal injective
     assignment of the claim's tokens to the cloud's (``scipy.optimize.linear_sum_assignment``, exact). When the
     cloud has fewer tokens than the claim it cannot take the mass that way, and the entry is the full EMD2
-    between the two uniform measures (POT's network simplex).
-
-    Parameters
-    ----------
-    claims : sequence of n array-like of shape (m_i, dim)
-    clouds : sequence of K array-like of shape (s_k, dim)
-
-    Returns
-    -------
-    ndarray of shape (n, K), float64
-        Squared-distance units; always at least :func:`nearest_costs`.
+    between the two uniform measures (POT's network simplex). Parameters and shape as :func:`nearest_costs`; always
+    at least its entries.
 
     Examples
     --------

@@ -48,7 +48,7 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Sample, SampleSet, SamplingParams
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.run.groups import groups
-from blackbox_wd.run.result import Result, RowFields, result_row
+from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
 from blackbox_wd.run.rounds import score_in_stages
 from blackbox_wd.run.runlog import Emit, Resume, RunLog
 from blackbox_wd.settings import RECORDED, fingerprint
@@ -116,18 +116,11 @@ EVAL_FIELDS = RowFields(  # the result's fields of a results.jsonl row (``result
         "n_samples",
         "target_tokens",
         "token_counts",
-        "avg_wd",
-        "eigen_wd",
-        "eigen_wd_fixed",
-        "answer_wd",
+        *SAMPLE_SCORES,
         "answer_error",
         "sentences",
         "claims",
-        "sentence_wd",
-        "answer_unigram",
-        "answer_disagreement",
-        "answer_nll",
-        "cocoa",
+        *ANSWER_SCORES,
         "lne_source",
         "p_hallucination",
         "flag",
@@ -381,7 +374,7 @@ def evaluate(
             progress(done, row)
 
     try:
-        resume.run(compute, [it.id for it in dataset.items], detector.group_size, appended=appended)
+        resume.run(compute, resume.steps([it.id for it in dataset.items], detector.group_size, appended=appended))
     finally:
         loop.close()
     return [*resume.rows, *new]
