@@ -13,16 +13,6 @@ from D with the bandwidth given or measured here.
   1 - h), heads fitted by ``calibration.combine.fit_head`` with each combiner; the nested out-of-fold p of
   every prompt is scored per set, and against the best single member of that set (paired bootstrap over
   prompts, 1000 resamples).
-- **Heads per kind** (``--kinds sentences|length``): the same, with one head for short answers and one for
-  passages, each fitted on its kind's rows of both sets with the shipped combiner (``select``); a passage has
-  two sentences or more (``sentences``) or a median sample of ``KIND_TOKENS`` tokens or more (``length``).
-- **Scales per kind** (``--scales``): each member standardised within its kind (by length) before one head is
-  fitted with each combiner, against the pooled ``select`` head.
-- **Fold seeds** (``--seeds N``): each combiner, with pooled scales and with scales per kind, over N fold seeds.
-- **Short-answer members on passages** (``--passages N``): ln EigenWD, ES and ER missing on a passage (a median
-  sample of ``KIND_TOKENS`` tokens or more), ``mean``, against the pooled ``select`` and ``mean`` heads over N
-  fold seeds; each on the nested p and on the **deployed p** (the head's own calibrator, fitted on every row's
-  out-of-fold z, applied to each prompt's out-of-fold z: one calibrator for all prompts, as a shipped head has).
 - **The sentence verdicts aggregated over the answer** (``--aggregate N``): the member ``sentence_verdict``, the mean
   over a judged answer's sentences of the ``mean`` sentence head's z (scales of WikiBio's sentences, no label), added
   to the shipped head (``mean``, short-answer members missing on passages) over N fold seeds, deployed p.
@@ -30,7 +20,11 @@ from D with the bandwidth given or measured here.
   lexical surprise, out-of-fold p (nested, and deployed) against each part.
 
     python -m bench.quality.verdict --sac3 R/sac3 --wikibio R/wikibio [--bandwidth B]
-        [--kinds sentences|length | --scales | --seeds N | --passages N | --aggregate N]
+        [--aggregate N]
+
+(The studies of heads per kind, scales per kind, fold seeds and short-answer members on passages, ``--kinds``,
+``--scales``, ``--seeds`` and ``--passages``, measured designs not shipped since #53: ``docs/results-notebook.md``,
+"The combined verdict".)
 """
 
 from __future__ import annotations
@@ -66,7 +60,7 @@ from blackbox_wd.calibration.combine import COMBINERS, CrossValidation, Table, f
 from blackbox_wd.calibration.model import PASSAGE_TOKENS, SHORT_ONLY, is_passage, sentence_verdict
 from blackbox_wd.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff, sentence_auc_pr
 
-KIND_TOKENS = PASSAGE_TOKENS  # --kinds length, --scales, --passages: a median sample of this many tokens or more
+KIND_TOKENS = PASSAGE_TOKENS  # a passage: a median sample of this many tokens or more
 
 
 def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
@@ -131,113 +125,9 @@ def answer_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: 
     return out
 
 
-def subset(t: Table, mask: np.ndarray) -> Table:
-    """The rows of ``t`` where ``mask`` holds."""
-    members = {k: v[mask] for k, v in t.members.items()}
-    return Table(members, t.y[mask], t.w[mask], t.groups[mask], t.source[mask], t.target[mask])
-
-
 def kind_of(token_counts: list[int]) -> int:
     """1 (a passage, ``model.is_passage``) when the median sample has at least KIND_TOKENS tokens, else 0."""
     return int(is_passage({"token_counts": token_counts}))
-
-
-def scaled_by_kind(t: Table, rows: list[dict]) -> Table:
-    """``t`` with each member standardised within each kind of answer (:func:`kind_of`) over all rows: a
-    transform that reads no label, so the folds stay honest; the head's own scales are then about 1."""
-    kind_by_id = {r["id"]: kind_of(r["token_counts"]) for r in rows}
-    kind = np.array([kind_by_id[g] for g in t.groups])
-    members = {}
-    for name, x in t.members.items():
-        z = x.copy()
-        for k in (0, 1):
-            at = kind == k
-            z[at] = (x[at] - np.nanmean(x[at])) / (np.nanstd(x[at]) or 1.0)
-        members[name] = z
-    return Table(members, t.y, t.w, t.groups, t.source, t.target)
-
-
-def scale_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int) -> list[str]:
-    """Every combiner with scales per kind of answer, against the pooled ``select`` head (RESULTS' rule)."""
-    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
-    members = api_members(m_s, m_w)
-    t = pooled_table(sac3, wiki, m_s, m_w, members)
-    per_kind = scaled_by_kind(t, sac3 + wiki)
-    best_s = max(members, key=lambda n: auroc_with_ci(y_s, column(m_s, n)).auroc)
-    best_w = max(members, key=lambda n: correlation_with_ci(h_w, column(m_w, n)).r)
-    pooled = fit_head(t, members, CrossValidation("select", folds, SEED))
-    fits = {"pooled scales, select": pooled}
-    fits |= {f"scales per kind, {c}": fit_head(per_kind, members, CrossValidation(c, folds, SEED)) for c in COMBINERS}
-    ref_s, ref_w = per_set(out_of_fold(t, pooled), sac3, wiki)
-    rows = []
-    for label, fit in fits.items():
-        ps, pw = per_set(out_of_fold(t, fit), sac3, wiki)
-        a, c = auroc_with_ci(y_s, ps), correlation_with_ci(h_w, pw)
-        d, dw = paired_auroc_diff(y_s, ps, ref_s), pearson_diff(h_w, pw, ref_w)
-        b, bw = paired_auroc_diff(y_s, ps, column(m_s, best_s)), pearson_diff(h_w, pw, column(m_w, best_w))
-        coefs = ", ".join(f"{n} {v:+.2f}" for n, v in zip(members, fit.head.model.coef, strict=True) if v)
-        rows.append(
-            [
-                label,
-                auroc_text(a),
-                r_text(c),
-                f"{(a.auroc + c.r) / 2:.3f}",
-                f"{diff_text(d)} / {pearson_text(dw)}",
-                f"{diff_text(b)} / {pearson_text(bw)}",
-                coefs,
-            ]
-        )
-    counts = [sum(kind_of(r["token_counts"]) for r in rows) for rows in (sac3, wiki)]
-    return [
-        f"## Scales per kind of answer (passage: median sample >= {KIND_TOKENS} tokens; passages: SAC3 "
-        f"{counts[0]}, WikiBio {counts[1]})",
-        "",
-        table(
-            [
-                "head",
-                "SAC3 AUROC",
-                "WikiBio Pearson x100",
-                "mean",
-                "minus pooled select (SAC3 / WikiBio)",
-                f"minus best single ({best_s} / {best_w})",
-                "coef",
-            ],
-            rows,
-        ),
-        "",
-    ]
-
-
-def seed_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, seeds: int) -> list[str]:
-    """Each combiner, with pooled scales and with scales per kind, over ``seeds`` fold seeds: the mean, least and
-    most of its out-of-fold SAC3 AUROC and WikiBio Pearson (how much of a head's figure is the folds' draw)."""
-    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
-    members = api_members(m_s, m_w)
-    t = pooled_table(sac3, wiki, m_s, m_w, members)
-    tables = {"pooled scales": t, "scales per kind": scaled_by_kind(t, sac3 + wiki)}
-    rows = []
-    for (scales, tab), combiner in ((x, c) for x in tables.items() for c in COMBINERS):
-        got = []
-        for seed in range(seeds):
-            fit = fit_head(tab, members, CrossValidation(combiner, folds, seed))
-            ps, pw = per_set(out_of_fold(tab, fit), sac3, wiki)
-            got.append((auroc_with_ci(y_s, ps).auroc, 100 * np.corrcoef(pw, h_w)[0, 1]))
-        a, c = np.array(got).T
-        rows.append(
-            [
-                f"{scales}, {combiner}",
-                f"{a.mean():.3f} [{a.min():.3f}, {a.max():.3f}]",
-                f"{c.mean():.2f} [{c.min():.2f}, {c.max():.2f}]",
-                f"{(a.mean() + c.mean() / 100) / 2:.3f}",
-                f"{a[0]:.3f} / {c[0]:.2f}",
-            ]
-        )
-    return [
-        f"## Every head over fold seeds 0 to {seeds - 1} (mean [least, most])",
-        "",
-        table(["head", "SAC3 AUROC", "WikiBio Pearson x100", "mean of the two", "seed 0"], rows),
-        "",
-    ]
 
 
 def head_ps(t: Table, heads: list[list[str]], combiner: str, folds: int, seed: int) -> dict[str, tuple[float, float]]:
@@ -311,29 +201,6 @@ def seeded(
     return rows, first, f"{best_s} {single_s:.3f}, {best_w} {single_w:.2f}"
 
 
-def passage_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, seeds: int) -> list[str]:
-    """The short-answer members left out on passages (``mean``), against the pooled ``select`` and ``mean`` heads
-    and the best single scores, on the nested p and on the deployed p, over ``seeds`` fold seeds."""
-    sets = both_sets(sac3, wiki, bandwidth)
-    m_s, m_w = sets[:2]
-    members = api_members(m_s, m_w)
-    t = pooled_table(sac3, wiki, m_s, m_w, members)
-    rest = [n for n in members if n not in SHORT_ONLY]
-    families = {
-        "pooled scales, select (shipped)": (t, [members], "select"),
-        "pooled scales, mean": (t, [members], "mean"),
-        "short-answer members missing on passages, mean": (without_short_only(t, sac3 + wiki), [members, rest], "mean"),
-    }
-    rows, _, best = seeded(families, sac3, wiki, sets, members, folds, seeds)
-    return [
-        f"## Short-answer members ({', '.join(SHORT_ONLY)}) missing on passages, over fold seeds 0 to {seeds - 1} "
-        f"(mean [least, most]); best single: {best}",
-        "",
-        table(SEEDED_COLUMNS, rows),
-        "",
-    ]
-
-
 def aggregate_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, seeds: int) -> list[str]:
     """The shipped head (``mean``, short-answer members missing on passages) with and without ``sentence_verdict``,
     on the deployed p and the nested p over ``seeds`` fold seeds, beside the best single scores (RESULTS' rule)."""
@@ -370,45 +237,6 @@ def aggregate_section(sac3: list[dict], wiki: list[dict], bandwidth: float, fold
     ]
 
 
-def kind_section(sac3: list[dict], wiki: list[dict], bandwidth: float, folds: int, by: str) -> list[str]:
-    """Heads per kind of answer against the pooled head, both ``select``; kinds ``by`` "sentences" (one: short;
-    more: passage) or "length" (:func:`kind_of`)."""
-    m_s, m_w, y_s, h_w = both_sets(sac3, wiki, bandwidth)
-    members = api_members(m_s, m_w)
-    if by == "length":
-        kind = {r["id"]: "passage" if kind_of(r["token_counts"]) else "short" for r in sac3 + wiki}
-    else:
-        kind = {r["id"]: "passage" if len(r.get("sentences") or []) >= 2 else "short" for r in sac3 + wiki}
-    t = pooled_table(sac3, wiki, m_s, m_w, members)
-    pooled = fit_head(t, members, CrossValidation("select", folds, SEED))
-    p_pooled = out_of_fold(t, pooled)
-    p_kind: dict[str, float] = {}
-    used = []
-    for name in ("short", "passage"):
-        part = subset(t, np.array([kind[g] == name for g in t.groups]))
-        fit = fit_head(part, members, CrossValidation("select", folds, SEED))
-        p_kind.update(zip(part.groups[fit.rows], fit.p, strict=True))
-        chosen = [n for n, c in zip(members, fit.head.model.coef, strict=True) if c]
-        used.append(f"{name} ({len(np.unique(part.groups))} prompts): {', '.join(chosen)}")
-    (ps, pw), (ks, kw) = per_set(p_pooled, sac3, wiki), per_set(p_kind, sac3, wiki)
-    rows = [
-        [label, auroc_text(auroc_with_ci(y_s, a)), r_text(correlation_with_ci(h_w, c))]
-        for label, a, c in (("pooled head (select)", ps, pw), ("heads per kind (select)", ks, kw))
-    ]
-    d, dw = paired_auroc_diff(y_s, ks, ps), pearson_diff(h_w, kw, pw)
-    counts = {k: sum(kind[r["id"]] == k for r in sac3) for k in ("short", "passage")}
-    return [
-        f"## Heads per kind of answer, kinds by {by} (nested out-of-fold p)",
-        "",
-        f"SAC3 kinds: {counts}; members kept: " + "; ".join(used),
-        "",
-        table(["verdict", "SAC3 AUROC", "WikiBio Pearson x100"], rows),
-        "",
-        f"per kind minus pooled: SAC3 {diff_text(d)}, WikiBio {pearson_text(dw)}",
-        "",
-    ]
-
-
 def sentence_section(wiki: list[dict], folds: int) -> list[str]:
     """The sentence verdict against its two parts."""
     t, sev, passage = sentence_table(wiki)
@@ -437,10 +265,6 @@ def main() -> None:
     ap.add_argument("--wikibio", type=Path, required=True, help="bbwd eval folder of wikibio_gpt3_dev.jsonl")
     ap.add_argument("--bandwidth", type=float, help="EigenWD's fixed bandwidth (default: measured on the two runs)")
     ap.add_argument("--folds", type=int, default=5)
-    ap.add_argument("--seeds", type=int, help="only every head over this many fold seeds")
-    ap.add_argument("--scales", action="store_true", help="only the scales per kind against the pooled head")
-    ap.add_argument("--kinds", choices=("sentences", "length"), help="only the heads per kind against the pooled head")
-    ap.add_argument("--passages", type=int, metavar="SEEDS", help="only the short-answer members left out on passages")
     ap.add_argument("--aggregate", type=int, metavar="SEEDS", help="only the shipped head with sentence_verdict")
     args = ap.parse_args()
     sac3, wiki = read_rows(args.sac3), read_rows(args.wikibio)
@@ -448,21 +272,8 @@ def main() -> None:
     settings = json.loads((args.sac3 / "settings.json").read_text())
     print(f"# Verdict on {args.sac3.name} ({len(sac3)}) and {args.wikibio.name} ({len(wiki)})\n")
     print(f"teacher {settings['teacher']}, norm {settings.get('norm', 'none')}, reference bandwidth {b:.6g}\n")
-    if args.seeds:
-        print("\n".join(seed_section(sac3, wiki, b, args.folds, args.seeds)))
-        return
-    if args.scales:
-        print("\n".join(scale_section(sac3, wiki, b, args.folds)))
-        return
-    if args.passages:
-        print("\n".join(passage_section(sac3, wiki, b, args.folds, args.passages)))
-        print("\n".join(sentence_section(wiki, args.folds)))
-        return
     if args.aggregate:
         print("\n".join(aggregate_section(sac3, wiki, b, args.folds, args.aggregate)))
-        return
-    if args.kinds:
-        print("\n".join(kind_section(sac3, wiki, b, args.folds, args.kinds)))
         return
     print("\n".join(answer_section(sac3, wiki, b, args.folds) + sentence_section(wiki, args.folds)))
 
