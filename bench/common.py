@@ -4,7 +4,7 @@ fixture scripts and the serve benchmark). A script imports from here (``from ben
 never from another script.
 
 Light on purpose: numpy at import, ``blackbox_wd`` only inside the functions that need it (every script imports
-this module, and ``bench.speed.fewshot`` measures its processes' peak RSS).
+this module).
 """
 
 from __future__ import annotations
