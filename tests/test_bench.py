@@ -18,8 +18,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blackbox_wd.claims import MEMBERS as CLAIM_MEMBERS
-
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 SMOKED: set[str] = set()
@@ -103,16 +101,16 @@ def test_teacher_bench_quick_reads_each_token_once_and_keeps_the_states() -> Non
 
 
 @smoke("speed.teacher_cpu")
-def test_teacher_cpu_bench_quick_times_variants_against_padded() -> None:
+def test_teacher_cpu_bench_quick_times_todays_pass_against_padded() -> None:
     """The padded pass is its own reference; today's pass moves the states by at most 1e-5 of the largest value
-    on every workload; int8 is timed."""
+    on every workload."""
     out = bench("speed.teacher_cpu", "--quick", timeout=600)
     rows = {}
     for line in out.splitlines():
         c = cells(line)
         if len(c) == 9 and c[0] in ("synthetic", "sac3", "wikibio"):
             rows[c[0], c[1]] = c
-    assert {v for _, v in rows} == {"padded", "fp32", "int8"} and ("synthetic", "fp32") in rows
+    assert {v for _, v in rows} == {"padded", "fp32"} and ("synthetic", "fp32") in rows
     for (_, variant), c in rows.items():
         tokens, ms, per_s, speed_up = int(c[2]), float(c[3]), float(c[4]), float(c[5].rstrip("x"))
         rel, token_rel = float(c[7]), float(c[8])  # max |d| over the largest |value|; median per token
@@ -124,8 +122,6 @@ def test_teacher_cpu_bench_quick_times_variants_against_padded() -> None:
             assert c[5] == "1.00x" and rel == 0.0
         if variant == "fp32":
             assert rel <= 1e-5 and token_rel <= 1e-5
-        if variant == "int8":  # quantised for real (states move, ~0.4 of the largest value), not garbage
-            assert 0.05 <= rel <= 1 and 0.05 <= token_rel <= 1, c
 
 
 def test_teacher_gpu_bench_counts_flops_by_hand() -> None:
@@ -193,10 +189,10 @@ def test_pipeline_bench_quick_runs_every_pipeline_without_errors() -> None:
     out = bench("speed.pipeline", "--quick", timeout=600)
     assert out.startswith("command: python -m bench.speed.pipeline --quick\n")
     rows = table_rows(out)
-    assert len(rows) == 2 + 4, out
+    assert len(rows) == 2 + 3, out
     assert all(c[7] == "0" for c in rows), out  # errors
     assert rows[0][0] == "naive, K sequential requests" and rows[0][6] == str(2 * 3)
-    assert len(re.findall(r"speed-up vs .*: [\d.]+x", out)) == 1 + 3
+    assert len(re.findall(r"speed-up vs .*: [\d.]+x", out)) == 1 + 2
 
 
 @smoke("speed.serve")
@@ -378,8 +374,8 @@ def eval_run(folder: Path, rows: list[dict]) -> Path:
 
 @smoke("quality.verdict")
 def test_verdict_study_on_a_synthetic_sac3_and_wikibio_run(tmp_path: Path) -> None:
-    """The members, the answer verdict with every combiner and the sentence verdict, on two small runs whose
-    scores follow the labels: AvgWD separates SAC3's classes, and so does each combiner's out-of-fold verdict."""
+    """The members and the sentence verdict, on two small runs whose scores follow the labels: AvgWD separates
+    SAC3's classes, and the sentence verdict is printed beside its two parts."""
     sac3 = eval_run(tmp_path / "sac3", eval_rows(24, 5, passages=False))
     wiki = eval_run(tmp_path / "wikibio", eval_rows(16, 5, passages=True, seed=1))
     out = bench("quality.verdict", "--sac3", sac3, "--wikibio", wiki, timeout=600)
@@ -387,25 +383,19 @@ def test_verdict_study_on_a_synthetic_sac3_and_wikibio_run(tmp_path: Path) -> No
     rows = {c[0]: c for c in table_rows(out)}
     assert {"avg_wd", "log_eigen_wd", "log_eigen_wd_fixed", "ls"} <= set(rows), out
     assert float(rows["avg_wd"][1].split()[0]) > 0.9, rows["avg_wd"]
-    for combiner in ("logistic", "mean", "select"):
-        assert float(rows[combiner][1].split()[0]) > 0.8, rows[combiner]
-        assert f"verdict, {combiner}, deployed p" in rows
+    assert "verdict, mean, deployed p" in rows, out
     assert "OT score (sentence)" in rows and "lexical surprise (unigram max)" in rows
 
 
 @smoke("quality.adaptive")
-def test_adaptive_study_replays_both_kinds_of_input(tmp_path: Path) -> None:
-    """-k auto replayed with K at most 5 (stages 3 and 5): SAC3 from one run per stage, WikiBio from one
-    ``-k auto`` run holding every stage; each prompt draws 3 or 5 samples. The ``mean`` combiner: the shipped
-    ``select`` fits the same heads, several times slower (the verdict study's smoke run fits it)."""
-    sac3 = [eval_run(tmp_path / f"sac3-k{k}", eval_rows(30, k, passages=False)) for k in (3, 5)]
-    wiki = eval_run(tmp_path / "wikibio", eval_rows(20, 5, passages=True, stages=(3, 5), seed=1))
-    sets = ["--set", f"sac3={sac3[0]},{sac3[1]}", "--set", f"wikibio={wiki}"]
-    out = bench("quality.adaptive", *sets, "--k-max", 5, "--combiner", "mean", timeout=600)
-    assert "combiner mean" in out and "### sac3: 30 prompts, k_max 5, stages 3, 5" in out, out
-    assert "### wikibio: 20 prompts, k_max 5, stages 3, 5" in out, out
+def test_adaptive_study_replays_a_k_auto_run(tmp_path: Path) -> None:
+    """-k auto replayed with K at most 5 (stages 3 and 5) from one ``-k auto`` run holding every stage; each prompt
+    draws 3 or 5 samples. The ``mean`` combiner: ``select`` fits the same heads, several times slower."""
+    sciq = eval_run(tmp_path / "sciq", eval_rows(30, 5, passages=False, stages=(3, 5)))
+    out = bench("quality.adaptive", "--set", f"sciq={sciq}", "--k-max", 5, "--combiner", "mean", timeout=600)
+    assert "combiner mean" in out and "### sciq: 30 prompts, k_max 5, stages 3, 5" in out, out
     drawn = [float(c[1].removesuffix(" of 5")) for c in table_rows(out) if c[0] == "samples drawn, mean"]
-    assert len(drawn) == 2 and all(3 <= x <= 5 for x in drawn), out
+    assert len(drawn) == 1 and 3 <= drawn[0] <= 5, out
 
 
 @smoke("quality.transfer")
@@ -509,18 +499,12 @@ def test_labels_study_refits_the_calibration_left_out_on_n_labelled_rows(tmp_pat
 
 
 @smoke("quality.claims")
-def test_claims_bench_quick_scores_every_member_and_times_them(tmp_path: Path) -> None:
-    """The claim study (``python -m bench.quality.claims --quick``) on 6 answers of two gbu sets, forced into a fresh
-    cache: every member and head gets an AUROC in [0, 1] on both sets, the authors' SC is recomputed, a verdict is
-    named, and the members' time after the teacher pass is a finite share of score_states' (#47's goal: at most 0.30,
-    full run)."""
-    out = bench("quality.claims", "--quick", "--cache", tmp_path, timeout=900)
-    for name in (*CLAIM_MEMBERS, "mean(all)", "logistic(all)", "select(all)", "logistic(OT)", "logistic(lexical)"):
-        cells = rf"^\|\s*{re.escape(name)}(?: \*\*\(verdict\)\*\*)?\s*\|\s*([\d.]+)[^|]*\|\s*([\d.]+)"
-        row = re.search(cells, out, re.M)
-        assert row and all(0 <= float(v) <= 1 for v in row.groups()), (name, out)
-    assert re.search(r"\|\s*SC \(file\)\s*\|\s*0\.\d{3} \[", out)  # popqa gpt-3.5 has the authors' SC
-    assert re.search(r"### The claim verdict: \S+ \(highest mean over the sets\)", out)
-    ratio = re.search(r"^\|\s*popqa_gpt35\s*\|\s*2\s*\|(?:[^|]*\|){4}\s*([\d.]+)\s*\|", out, re.M)
-    assert ratio and 0 < float(ratio.group(1)) < 5, out
-    assert sorted(p.name for p in (tmp_path / "popqa_gpt35").iterdir()) == sorted(f"{n}.npz" for n in range(6))
+def test_claims_bench_quick_measures_the_claim_head_on_two_sets() -> None:
+    """The claim study (``python -m bench.quality.claims --quick``) on 6 answers of two gbu sets: the shipped claim
+    head and its two members get an AUROC in [0, 1] on both sets, beside the issue's anchors."""
+    out = bench("quality.claims", "--quick", timeout=900)
+    rows = {c[0]: c for c in table_rows(out)}
+    assert set(rows) == {"popqa_gpt35 (dev)", "factscore_gpt35"}, out
+    for c in rows.values():
+        assert all(0 <= float(v) <= 1 for v in (c[2].split()[0], c[3], c[4])), c
+    assert rows["popqa_gpt35 (dev)"][5:] == ["0.630", "0.631", "0.746"], out

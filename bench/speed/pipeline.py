@@ -30,8 +30,7 @@ tokens whatever ``--max-tokens`` says), so every sample is one request.
   sampled row prefilling its prompt) and once with the shared-prefix ones; same prompts, same seeds.
 
 ``--data nq|squad|sciq`` picks the questions (the first N; sciq: items with a support paragraph):
-SQuAD and SciQ-with-support prompts are ~100-300 tokens, NQ ~50. White-box mode also times
-``bbwd batch`` with the previous teacher and sampler (the path before shared prefixes).
+SQuAD and SciQ-with-support prompts are ~100-300 tokens, NQ ~50.
 
     python -m bench.speed.pipeline [--mode both] [--data nq] [--n 50] [--k 10] [--max-tokens 32] [--quick]
     python -m bench.speed.pipeline --mode eval --data squad --n 10
@@ -211,21 +210,13 @@ def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
 
     prompts = [it.messages[0]["content"] for it in items]  # zero-shot: one user turn
     naive = []
-    if not args.skip_naive:
-        naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed
-        for name, draw in [
-            ("naive, K samples in 1 generate call (strong reference)", one_call),
-            ("naive, K generate calls of 1 sample (per-sample seeds)", per_sample),
-        ]:
-            s, st = time_naive(teacher, draw, prompts, settings)
-            naive.append((name, s, st))
-    previous = PreviousTeacher.wrap(teacher)
-    prev_summary, prev_sums = time_batch(
-        Detector(previous, PreviousSampler(previous), settings), items, args.group_size
-    )
-    st = Stages()
-    st.teacher, st.ot, st.errors = prev_sums.get("teacher", 0.0), prev_sums.get("transport", 0.0), prev_summary.errors
-    naive.append(("bbwd batch before shared prefixes (previous teacher and sampler)", prev_summary.seconds, st))
+    naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed
+    for name, draw in [
+        ("naive, K samples in 1 generate call (strong reference)", one_call),
+        ("naive, K generate calls of 1 sample (per-sample seeds)", per_sample),
+    ]:
+        s, st = time_naive(teacher, draw, prompts, settings)
+        naive.append((name, s, st))
     summary, sums = time_batch(Detector(teacher, sampler, settings), items, args.group_size)
     report(
         f"white-box: target = the teacher's own model ({TARGET}), generated locally",
@@ -356,7 +347,6 @@ def main() -> None:
     ap.add_argument("--mode", choices=["white-box", "black-box", "both", "eval"], default="both")
     ap.add_argument("--data", choices=["nq", "squad", "sciq"], default="nq", help="questions: the first N")
     ap.add_argument("--n", type=int, default=50, help="questions")
-    ap.add_argument("--skip-naive", action="store_true", help="white-box: time only bbwd batch, previous and new")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--group-size", type=int, default=8)

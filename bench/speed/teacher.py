@@ -17,7 +17,7 @@ Paths, timed in alternating rounds on the same pairs (tokenisation excluded):
 Printed per workload: median ms, speed-up, tokens each path ran against the token floor (prompt
 tokens once + each distinct response's tokens once), and the largest state deviation between paths.
 
-    python -m bench.speed.teacher [--workload all] [--rounds 3] [--prompts 8] [--k 10] [--logprobs] [--quick]
+    python -m bench.speed.teacher [--workload all] [--rounds 3] [--prompts 8] [--k 10] [--quick]
 """
 
 from __future__ import annotations
@@ -68,9 +68,7 @@ def deviation(a: list[np.ndarray], b: list[np.ndarray]) -> str:
     return f"{diff:.1e} ({diff / scale:.1e} of max |value| {scale:.0f})"
 
 
-def measure(
-    name: str, teacher: HFTeacher, previous: PreviousTeacher, pairs: Pairs, rounds: int, logprobs: bool
-) -> list:
+def measure(name: str, teacher: HFTeacher, previous: PreviousTeacher, pairs: Pairs, rounds: int) -> list:
     """One table row: timings of both paths (and the full forward on synthetic), ratios, floor, deviation."""
     floor = token_floor(pairs)
     runs: dict[str, list[float]] = {"previous": [], "prefix": [], "full": []}
@@ -79,7 +77,7 @@ def measure(
         for path in order:
             tool = previous if path == "previous" else teacher
             before = tool.tokens.padded
-            ms, states = timed(partial(tool.encode_ids, pairs, logprobs=logprobs))
+            ms, states = timed(partial(tool.encode_ids, pairs, logprobs=False))
             runs[path].append(ms)
             tokens = tool.tokens.padded - before
             if path == "previous":
@@ -116,9 +114,6 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=8, help="prompts per dataset workload (one batch group)")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=48)
-    ap.add_argument("--logprobs", action="store_true", help="the whole model, as bbwd eval runs it for LNE")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--quick", action="store_true", help="smoke: synthetic and nq, 2 prompts, K=3, 8 tokens, 2 rounds")
     args = ap.parse_args()
@@ -126,7 +121,7 @@ def main() -> None:
         args.prompts, args.k, args.max_tokens, args.rounds = 2, 3, 8, 2
     if args.threads:
         torch.set_num_threads(args.threads)
-    teacher = load_teacher("smollm2-135m", device=args.device, dtype=args.dtype)
+    teacher = load_teacher("smollm2-135m", device="cpu", dtype="float32")
     previous = PreviousTeacher.wrap(teacher)
     names = ["synthetic", "squad", "sciq", "nq"] if args.workload == "all" else [args.workload]
     if args.quick:
@@ -138,15 +133,14 @@ def main() -> None:
         for n in names
     }
     for pairs in workloads.values():  # warm-up, untimed
-        previous.encode_ids(pairs[:2], args.logprobs)
-        teacher.encode_ids(pairs[:2], args.logprobs)
+        previous.encode_ids(pairs[:2], False)
+        teacher.encode_ids(pairs[:2], False)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, python {platform.python_version()}; teacher "
-        f"smollm2-135m on {args.device} in {args.dtype}, layer {teacher.layer} of {teacher.n_layers}, "
-        f"{'whole model (logprobs)' if args.logprobs else 'cut after the layer'}; token budget "
-        f"{teacher.token_budget}; K={args.k}; {args.rounds} rounds; median ms"
+        f"smollm2-135m on cpu in float32, layer {teacher.layer} of {teacher.n_layers}, cut after the layer; token "
+        f"budget {teacher.token_budget}; K={args.k}; {args.rounds} rounds; median ms"
     )
-    rows = [measure(n, teacher, previous, pairs, args.rounds, args.logprobs) for n, pairs in workloads.items()]
+    rows = [measure(n, teacher, previous, pairs, args.rounds) for n, pairs in workloads.items()]
     print(
         table(
             [

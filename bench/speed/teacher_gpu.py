@@ -10,7 +10,7 @@ head). The ids are random: the shapes file holds lengths only, no text of the da
 Two steps, the first on any machine with ``../shared/data``, the second on the GPU machine::
 
     python -m bench.speed.teacher_gpu shapes -o shapes.json           # lengths of every record (SmolLM2's tokenizer)
-    python -m bench.speed.teacher_gpu run --shapes shapes.json [--prompts 128 24] [--budgets 8192 16384 ...] [--profile]
+    python -m bench.speed.teacher_gpu run --shapes shapes.json [--prompts 128 24] [--budgets 8192 16384 ...]
     python -m bench.speed.teacher_gpu run --shapes shapes.json --quick --device cpu  # a 4-layer model: that it runs
 
 Printed per set and token budget: records/s and tokens/s (the token floor: each prompt once, each response once)
@@ -203,33 +203,6 @@ def peak(device: torch.device) -> tuple[str, float]:
     return name, next((v for k, v in PEAKS.items() if k in name), float("nan"))
 
 
-def matmul_rate(device: torch.device, n: int = 8192) -> float:
-    """Measured bf16 FLOP/s of an n x n x n matrix product (mean of 10 after 3 warm-ups)."""
-    if device.type != "cuda":
-        return float("nan")
-    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    seconds, _ = synced(lambda: [a @ b for _ in range(10)])
-    return 10 * 2 * n**3 / seconds
-
-
-def profile(teacher: HFTeacher, pairs: Pairs, rows: int = 12) -> None:
-    """One ``encode_ids`` under torch's profiler: its wall time and the ops that took the most device time (CPU time
-    without a GPU); the table's last line gives the device's busy time."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
-    cuda = torch.cuda.is_available()
-    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
-    with torch_profile(activities=activities) as prof:
-        wall, _ = synced(partial(teacher.encode_ids, pairs))
-    events = prof.key_averages()
-    print(f"profiled encode: {wall * 1e3:.0f} ms wall (under the profiler)")
-    print(events.table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=rows))
-
-
 def run(args: argparse.Namespace) -> None:
     """Time both paths and OT on each set and budget; print the tables."""
     from blackbox_wd.scoring import token_floor
@@ -243,7 +216,7 @@ def run(args: argparse.Namespace) -> None:
     name, bf16_peak = peak(device)
     layer = cfg["num_hidden_layers"] // 2
     print(f"device: {name}; torch {torch.__version__}; bf16 peak {bf16_peak / 1e12:.0f} TFLOP/s (data sheet); ", end="")
-    print(f"8192^3 bf16 matmul measured {matmul_rate(device) / 1e12:.0f} TFLOP/s; CPU cores {os.cpu_count()}\n")
+    print(f"CPU cores {os.cpu_count()}\n")
     rows, ot_rows = [], []
     for set_name, n in zip(SETS, args.prompts, strict=True):
         pairs = workload(spec[set_name], n, cfg["vocab_size"])
@@ -303,8 +276,6 @@ def run(args: argparse.Namespace) -> None:
                 "teacher (GPU)" if best < ot_rate else "exact OT (CPU)",
             ]
         )
-        if args.profile:
-            profile(HFTeacher(model, tok, name="llama-2-7b-shaped", token_budget=args.budgets[0]), pairs)
         print(f"{set_name}: done", file=sys.stderr, flush=True)
     print(table(HEADER, rows))
     print()
@@ -325,7 +296,6 @@ def main() -> None:
     rn.add_argument("--rounds", type=int, default=3)
     rn.add_argument("--device", default="cuda")
     rn.add_argument("--quick", action="store_true", help="a 4-layer model, 4 + 2 prompts, one budget and round")
-    rn.add_argument("--profile", action="store_true", help="also one pass per set under torch's profiler")
     args = ap.parse_args()
     if args.command == "shapes":
         args.out.write_text(json.dumps(shapes(args.data)))
