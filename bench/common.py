@@ -64,7 +64,7 @@ def command(argv: Sequence[str] | None = None) -> str:
     return shlex.join(["python", *script, *(sys.argv[1:] if argv is None else argv)])
 
 
-# The teacher workloads (bench.speed.teacher, teacher_cpu, pipeline, serve).
+# The teacher workloads (bench.speed.teacher_cpu, pipeline, serve).
 PROMPT = [{"role": "user", "content": "Explain in a short paragraph why the sky looks blue during the day."}]
 SENTENCES = [
     "Sunlight is made of many colours, and when it enters the atmosphere it meets molecules of nitrogen and oxygen.",

@@ -86,20 +86,6 @@ def test_ot_bench_quick_runs_and_matches_emd2() -> None:
     assert deviation <= 1e-9
 
 
-@smoke("speed.teacher")
-@pytest.mark.slow
-def test_teacher_bench_quick_reads_each_token_once_and_keeps_the_states() -> None:
-    """The shared-prefix pass against the previous one on the synthetic and NQ workloads: it runs no more tokens
-    than the previous pass, reads the synthetic prompt once (prefix/floor 1.00) and moves no state."""
-    out = bench("speed.teacher", "--quick")
-    rows = {c[0]: c for c in table_rows(out)}
-    assert set(rows) == {"synthetic", "nq"}, out
-    for name, c in rows.items():
-        previous, prefix = float(c[6]), float(c[7])
-        assert prefix <= previous and (name != "synthetic" or prefix == 1.0), c
-        assert float(re.search(r"\((\S+) of max", c[12]).group(1)) <= 1e-5, c
-
-
 @smoke("speed.teacher_cpu")
 def test_teacher_cpu_bench_quick_times_todays_pass_against_padded() -> None:
     """The padded pass is its own reference; today's pass moves the states by at most 1e-5 of the largest value
@@ -291,18 +277,6 @@ def test_prompt_cache_bench_quick_keeps_the_shipped_samples_in_both_orders() -> 
         assert float(c[2]) > 0 and float(c[4]) > 0, c
         if mode != "on":
             assert c[3] == "2 of 2", c
-
-
-@smoke("speed.ray")
-@pytest.mark.slow
-def test_ray_bench_quick_times_the_local_and_the_ray_engines() -> None:
-    """The local engine, then Ray with one teacher worker (the full run adds two), on the same file: no errors; the
-    worker, with the local run's threads, scores exactly as the local engine does."""
-    out = bench("speed.ray", "--quick", timeout=600)
-    rows = {c[1]: c for c in table_rows(out)}
-    assert set(rows) == {"local", "ray, 1 teacher worker"}, out
-    assert all(float(c[4]) > 0 and c[6] == "0" for c in rows.values()), out
-    assert float(rows["ray, 1 teacher worker"][5]) == 0, out
 
 
 @smoke("speed.verdict_cost")

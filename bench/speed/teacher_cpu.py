@@ -6,7 +6,7 @@ a copy of it, blocks up to the layer only), one call per workload per round. Var
 - ``padded``: the reference, the float32 pass as the issue measured it (``_reference.PaddedTeacher``: all of a
   chunk's responses padded to its longest);
 - ``fp32``: today's path, float32 (responses in runs of similar length, ``pad.length_runs``).
-Workloads: ``synthetic`` (one 44-token prompt, K ~80-token responses, as ``bench/speed/teacher.py``), ``sac3``
+Workloads: ``synthetic`` (one 44-token prompt, K ~80-token responses, ``bench.common.synthetic_pairs``), ``sac3``
 (the first ``--prompts`` records of the recorded SAC3 NQ-open set, K recorded gpt-3.5-turbo samples each:
 short answers) and ``wikibio`` (the first ``--prompts`` records of the WikiBio GPT-3 set, K recorded GPT-3
 passages each: the issue's "GPT-3 passages"). Printed: median ms and tokens/s (token floor / time), the median
