@@ -137,7 +137,7 @@ def test_teacher_gpu_bench_quick_runs_on_cpu(tmp_path: Path) -> None:
     rows = [line for line in out.splitlines() if line.startswith("|") and "---" not in line]
     assert len(rows) == 2 + 2 + 2  # two headers, one row per set in each table
     assert re.search(r"\|\s+sac3 \|\s+4 \|\s+40 \|\s+2048 \|", out), out
-    assert re.search(r"\|\s+wikibio \|\s+2 \|\s+20 \|\s+\d+ \|\s+[\d.]+ \|\s+[\d.]+ \|", out), out
+    assert re.search(r"\|\s+wikibio \|\s+2 \|\s+20 \|\s+[\d.]+ \|\s+[\d.]+ \|", out), out
     assert len(re.findall(r"\|\s+(teacher \(GPU\)|exact OT \(CPU\)) \|", out)) == 2
 
 
@@ -185,14 +185,13 @@ def test_pipeline_bench_quick_runs_every_pipeline_without_errors() -> None:
 @pytest.mark.slow
 def test_serve_bench_quick_drives_both_servers_at_each_level() -> None:
     """bbwd serve and the per-request reference, each at 1 and 2 requests in flight: a rate and latencies for
-    each, bbwd serve's requests per teacher pass read from its metrics, and the ratio per level."""
+    each, and the ratio per level."""
     out = bench("speed.serve", "--quick", timeout=600)
     rows = {(c[0], c[1]): c for c in table_rows(out)}
     servers = {"reference (each request on its own)", "bbwd serve"}
     assert set(rows) == {(s, level) for s in servers for level in ("1", "2")}, out
-    for (server, _), c in rows.items():
+    for c in rows.values():
         assert float(c[4]) > 0 and 0 < float(c[5]) <= float(c[6]), c
-        assert c[7] == "1 (by design)" if server.startswith("reference") else float(c[7]) >= 1, c
     assert len(re.findall(r"concurrency [12]: bbwd serve / reference requests/s per round .*x", out)) == 2
 
 

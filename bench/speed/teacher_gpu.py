@@ -13,14 +13,13 @@ Two steps, the first on any machine with ``../shared/data``, the second on the G
     python -m bench.speed.teacher_gpu run --shapes shapes.json [--prompts 128 24] [--budgets 8192 16384 ...]
     python -m bench.speed.teacher_gpu run --shapes shapes.json --quick --device cpu  # a 4-layer model: that it runs
 
-Printed per set and token budget: records/s and tokens/s (the token floor: each prompt once, each response once)
-of bbwd's pass to the middle layer (``HFTeacher.encode_ids``: shared prefix, levels attention, blocks above
-ell = 16 skipped, states projected on the device) and of the plain reference (every prompt + response
-right-padded in length-sorted batches under the same budget, ``hidden_states[16]`` of a full forward); the
-speed-up; each path's MFU (the FLOPs its real tokens need: weights and causal attention, padding not counted)
-against the device's dense bf16 peak; the largest deviation of bbwd's states from the reference's. Then exact OT
-(``transport.pairwise_w2`` of each record's K projected clouds) on all CPU cores, and which of the two bounds a
-record.
+Printed per set and token budget: records/s of bbwd's pass to the middle layer (``HFTeacher.encode_ids``: shared
+prefix, levels attention, blocks above ell = 16 skipped, states projected on the device) and of the plain reference
+(every prompt + response right-padded in length-sorted batches under the same budget, ``hidden_states[16]`` of a
+full forward); the speed-up; each path's MFU (the FLOPs its real tokens need: weights and causal attention, padding
+not counted) against the device's dense bf16 peak; the largest deviation of bbwd's states from the reference's.
+Then exact OT (``transport.pairwise_w2`` of each record's K projected clouds) on all CPU cores, and which of the
+two bounds a record.
 """
 
 from __future__ import annotations
@@ -68,9 +67,7 @@ HEADER = [
     "prompts",
     "pairs",
     "token budget",
-    "token floor",
     "bbwd records/s",
-    "bbwd tokens/s",
     "bbwd MFU",
     "plain records/s",
     "plain MFU",
@@ -81,7 +78,6 @@ OT_HEADER = [
     "set",
     "prompts",
     "K",
-    "tokens per response",
     "OT records/s (all CPU cores)",
     "teacher records/s (best budget)",
     "bounds a record",
@@ -205,8 +201,6 @@ def peak(device: torch.device) -> tuple[str, float]:
 
 def run(args: argparse.Namespace) -> None:
     """Time both paths and OT on each set and budget; print the tables."""
-    from blackbox_wd.scoring import token_floor
-
     device = torch.device(args.device)
     cfg = QUICK if args.quick else LLAMA2_7B
     if args.quick:
@@ -221,7 +215,6 @@ def run(args: argparse.Namespace) -> None:
     for set_name, n in zip(SETS, args.prompts, strict=True):
         pairs = workload(spec[set_name], n, cfg["vocab_size"])
         k = spec[set_name]["k"]
-        floor = token_floor(pairs)
         bbwd_flops = flops(pairs, cfg, layer, head=False, floor=True)
         ref_flops = flops(pairs, cfg, cfg["num_hidden_layers"], head=True, floor=False)
         for budget in args.budgets:
@@ -248,9 +241,7 @@ def run(args: argparse.Namespace) -> None:
                     n,
                     len(pairs),
                     budget,
-                    floor,
                     f"{n / tb:.1f}",
-                    f"{floor / tb:,.0f}",
                     f"{bbwd_flops / tb / bf16_peak:.1%}",
                     f"{n / tr:.1f}",
                     f"{ref_flops / tr / bf16_peak:.1%}",
@@ -263,18 +254,10 @@ def run(args: argparse.Namespace) -> None:
             print(table(HEADER, rows), file=sys.stderr, flush=True)  # so far: a later failure keeps what was measured
         clouds = [s.states for s in states]
         t_ot, _ = synced(partial(ot_all, clouds, k))
-        best = max(float(r[5]) for r in rows if r[0] == set_name)
+        best = max(float(r[4]) for r in rows if r[0] == set_name)
         ot_rate = n / t_ot
         ot_rows.append(
-            [
-                set_name,
-                n,
-                k,
-                f"{np.mean([len(c) for c in clouds]):.0f}",
-                f"{ot_rate:.1f}",
-                f"{best:.1f}",
-                "teacher (GPU)" if best < ot_rate else "exact OT (CPU)",
-            ]
+            [set_name, n, k, f"{ot_rate:.1f}", f"{best:.1f}", "teacher (GPU)" if best < ot_rate else "exact OT (CPU)"]
         )
         print(f"{set_name}: done", file=sys.stderr, flush=True)
     print(table(HEADER, rows))
