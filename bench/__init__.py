@@ -2,5 +2,5 @@
 (``bench.quality``), run as modules from the repository root: ``python -m bench.speed.ot --quick``.
 
 Shared code: ``bench.common`` (every script), ``bench.verdicts`` (the verdict studies) and ``bench._reference``
-(the previous implementations the speed benchmarks time). A script imports these, never another script.
+(the padded teacher pass ``bench.speed.teacher_cpu`` times). A script imports these, never another script.
 """

@@ -1,18 +1,15 @@
 """What the bench scripts share: timing, Markdown tables, synthetic token clouds, the command line they print, the
-repository's paths, the teacher workloads and real OpenAI-compatible servers on 127.0.0.1 (for the tests, the
-fixture scripts and the serve benchmark). A script imports from here (``from bench.common import table``),
-never from another script.
+repository's paths, the teacher workloads, llama.cpp's server and the helpers of servers on 127.0.0.1 (for the
+tests, the fixture scripts and the serve and score benchmarks). A script imports from here
+(``from bench.common import table``), never from another script.
 
 Light on purpose: numpy at import, ``blackbox_wd`` only inside the functions that need it (every script imports
-this module, and ``bench.speed.fewshot`` measures its processes' peak RSS).
+this module).
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -67,7 +64,7 @@ def command(argv: Sequence[str] | None = None) -> str:
     return shlex.join(["python", *script, *(sys.argv[1:] if argv is None else argv)])
 
 
-# The teacher workloads (bench.speed.teacher, teacher_cpu, pipeline, serve).
+# The teacher workloads (bench.speed.teacher_cpu, pipeline, serve).
 PROMPT = [{"role": "user", "content": "Explain in a short paragraph why the sky looks blue during the day."}]
 SENTENCES = [
     "Sunlight is made of many colours, and when it enters the atmosphere it meets molecules of nitrogen and oxygen.",
@@ -101,8 +98,8 @@ def dataset(name: str, n: int, protocol: str = "zero-shot") -> Dataset:
     return load(name, protocol, n, require_context=name == "sciq")
 
 
-# Servers: ``transformers serve`` (ignores ``n``, no logprobs) as a subprocess on a plain Hugging Face folder;
-# llama.cpp (honours ``n``, returns logprobs) in this process from the GGUF (xllamacpp, the white-box sampler's own)
+# Servers: llama.cpp (honours ``n``, returns logprobs) in this process from the GGUF (xllamacpp, the white-box
+# sampler's own); ``transformers serve``, which only the tests and the fixture script start: ``scripts/servers.py``
 
 HOST = "127.0.0.1"
 
@@ -112,33 +109,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
-
-
-def sampling_folder(folder: Path) -> Path:
-    """A sibling of an HF folder (symlinked weights) whose generation config samples.
-
-    ``transformers serve`` decodes greedily unless the model's generation config sets
-    ``do_sample``; the embedded model's folder does not, so K samples would all be equal.
-    """
-    folder = Path(folder)
-    out = folder.with_name(folder.name + "-serve")
-    if (out / "generation_config.json").exists():
-        return out
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for item in folder.iterdir():
-        if item.name != "generation_config.json":
-            (tmp / item.name).symlink_to(item.resolve())
-    src = folder / "generation_config.json"
-    gen = json.loads(src.read_text()) if src.exists() else {}
-    gen.update(do_sample=True, top_k=0)
-    (tmp / "generation_config.json").write_text(json.dumps(gen, indent=1))
-    try:
-        os.replace(tmp, out)
-    except OSError:  # another process made it first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
 
 
 def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None) -> None:
@@ -156,68 +126,6 @@ def wait_healthy(url: str, timeout: float, proc: subprocess.Popen | None = None)
             pass
         time.sleep(0.25)
     raise RuntimeError(f"server at {url} not healthy after {timeout:.0f} s")
-
-
-@dataclass
-class TransformersServer:
-    """``transformers serve <folder>`` on 127.0.0.1; serves the model under the folder's path."""
-
-    folder: Path
-    port: int = 0
-    startup_timeout: float = 180.0
-    log_path: Path | None = None
-    proc: subprocess.Popen | None = None
-
-    @property
-    def model(self) -> str:
-        """The name the server answers to: the folder path it was started with."""
-        return str(self.folder)
-
-    @property
-    def base_url(self) -> str:
-        """The OpenAI base URL."""
-        return f"http://{HOST}:{self.port}/v1"
-
-    def __enter__(self) -> TransformersServer:
-        self.port = self.port or free_port()
-        exe = shutil.which("transformers") or str(Path(sys.executable).with_name("transformers"))
-        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "OMP_NUM_THREADS": "1"}
-        self.proc = subprocess.Popen(
-            [
-                exe,
-                "serve",
-                str(self.folder),
-                "--host",
-                HOST,
-                "--port",
-                str(self.port),
-                "--device",
-                "cpu",
-                "--dtype",
-                "float32",
-                "--log-level",
-                "warning",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-        try:
-            wait_healthy(f"http://{HOST}:{self.port}/health", self.startup_timeout, self.proc)
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @dataclass

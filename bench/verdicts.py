@@ -1,7 +1,7 @@
-"""What the verdict studies share (``bench.quality.verdict``, ``adaptive``, ``transfer``, ``labels``): the rows of
-``bbwd eval`` runs, their members, the bootstrap settings, the pooled table of SAC3 and WikiBio, the sentence head,
-the text of figures with their CIs, the recorded dev sets' models, and the measures of a verdict on a set (AUROC or
-Pearson, ECE, FPR and TPR). A study imports from here, never from another study.
+"""What the verdict studies share (``bench.quality.verdict``, ``adaptive``, ``transfer``, ``teachers``, ``labels``):
+the rows of ``bbwd eval`` runs, their members, the bootstrap settings, WikiBio's sentences as a table, the text of
+figures with their CIs, the recorded dev sets' models, and the measures of a verdict on a set (AUROC or Pearson, ECE,
+FPR and TPR). A study imports from here, never from another study.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from blackbox_wd.calibration.combine import CrossValidation, HeadFit, Table, fit_head, table_from
+from blackbox_wd.calibration.combine import Table, table_from
 from blackbox_wd.calibration.fit import expected_calibration_error
-from blackbox_wd.calibration.heads import Head
 from blackbox_wd.calibration.labelled import row_label
 from blackbox_wd.calibration.members import MEMBERS, member_value
 from blackbox_wd.calibration.model import Calibration
@@ -44,24 +43,11 @@ def reference_bandwidth(runs: list[list[dict[str, Any]]]) -> float:
 
 
 def members_of(row: dict[str, Any], bandwidth: float) -> dict[str, float | None]:
-    """The answer-level members of an eval row (``calibration.members.member_value``), EigenWD's fixed bandwidth
+    """The answer-level members of an eval row (``calibration.model.member_value``), EigenWD's fixed bandwidth
     ``bandwidth`` applied to the row's D."""
     out = {name: member_value(row, name) for name in MEMBERS}
     out["log_eigen_wd_fixed"] = math.log(eigen_wd(np.asarray(row["D"]), bandwidth=bandwidth))
     return out
-
-
-def pearson_diff(y: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    """r(a, y) - r(b, y) and its percentile CI over prompt resamples."""
-    idx = np.random.default_rng(SEED).integers(0, y.size, (N_BOOT, y.size))
-    r = lambda s, i: np.corrcoef(s[i], y[i])[0, 1]  # noqa: E731
-    d = np.array([r(a, i) - r(b, i) for i in idx])
-    return float(r(a, np.arange(y.size)) - r(b, np.arange(y.size))), *np.percentile(d, [2.5, 97.5]).tolist()
-
-
-def pearson_text(diff: tuple[float, float, float]) -> str:
-    """A :func:`pearson_diff` x100 with its CI."""
-    return f"{100 * diff[0]:+.2f} [{100 * diff[1]:+.2f}, {100 * diff[2]:+.2f}]"
 
 
 def auroc_text(a: Any) -> str:
@@ -72,21 +58,6 @@ def auroc_text(a: Any) -> str:
 def r_text(c: Any) -> str:
     """A ``correlation_with_ci`` result x100 with its CI."""
     return f"{100 * c.r:.2f} [{100 * c.lo:.2f}, {100 * c.hi:.2f}]"
-
-
-def diff_text(d: Any) -> str:
-    """A ``paired_auroc_diff`` result with its CI."""
-    return f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]"
-
-
-def out_of_fold(t: Table, fit: HeadFit) -> dict[str, float]:
-    """The nested out-of-fold p of a head fitted on ``t``, by prompt (a passage's two rows share it)."""
-    return dict(zip(t.groups[fit.rows], fit.p, strict=True))
-
-
-def per_set(p: dict[str, float], sac3: list[dict], wiki: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """p by prompt as SAC3's values and WikiBio's, in their rows' order."""
-    return np.array([p[r["id"]] for r in sac3]), np.array([p[r["id"]] for r in wiki])
 
 
 def column(ms: list[dict[str, float | None]], name: str) -> np.ndarray:
@@ -103,19 +74,6 @@ def both_sets(sac3: list[dict], wiki: list[dict], bandwidth: float) -> tuple[lis
     return m_s, m_w, y_s, h_w
 
 
-def api_members(m_s: list, m_w: list) -> list[str]:
-    """The API members some row of either set has."""
-    return [n for n in API_MEMBERS if any(m[n] is not None for m in m_s + m_w)]
-
-
-def pooled_table(sac3: list[dict], wiki: list[dict], m_s: list, m_w: list, members: list[str]) -> Table:
-    """One table of both sets over ``members`` (a passage's human score h as two rows weighted h and 1 - h)."""
-    groups = [r["id"] for r in sac3] + [r["id"] for r in wiki]
-    source = ["sac3"] * len(sac3) + ["wikibio"] * len(wiki)
-    labels = [r["label"] for r in sac3] + [r["human_score"] for r in wiki]
-    return table_from({n: list(column(m_s, n)) + list(column(m_w, n)) for n in members}, labels, groups, source)
-
-
 def sentence_table(wiki: list[dict]) -> tuple[Table, np.ndarray, np.ndarray]:
     """WikiBio's labelled sentences as a table over the OT score and the lexical surprise (label: minor or major
     inaccurate), with each sentence's severity (0, 1, 2) and passage index."""
@@ -130,13 +88,6 @@ def sentence_table(wiki: list[dict]) -> tuple[Table, np.ndarray, np.ndarray]:
     passage = np.unique(groups, return_inverse=True)[1]
     t = table_from({"score": score, "unigram": unigram}, list((sev > 0).astype(float)), groups, ["wikibio"] * sev.size)
     return t, sev, passage
-
-
-def sentence_head(wiki: list[dict], folds: int) -> Head:
-    """The ``mean`` sentence head over WikiBio's labelled sentences, as ``bbwd calibrate`` fits it (its z reads
-    no label: nothing is fitted but the scales)."""
-    t, _, _ = sentence_table(wiki)
-    return fit_head(t, ["score", "unigram"], CrossValidation("mean", folds, SEED)).head
 
 
 # The target model of each recorded dev set of ../shared/data: leave one model out takes all its sets out together

@@ -19,12 +19,13 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from bench.common import LlamaCppServer, TransformersServer, sampling_folder
+from bench.common import LlamaCppServer
 from blackbox_wd.clients.api import APISampler
 from blackbox_wd.clients.presets import Endpoint
 from blackbox_wd.clients.replay import RECORDING_KEY, Cassette, RecordingTransport
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
+from scripts.servers import TransformersServer, sampling_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPTS = ["What is the capital of France?", "Who wrote the novel Moby-Dick?"]

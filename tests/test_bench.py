@@ -18,8 +18,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blackbox_wd.signals.claims import MEMBERS as CLAIM_MEMBERS
-
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 SMOKED: set[str] = set()
@@ -88,31 +86,17 @@ def test_ot_bench_quick_runs_and_matches_emd2() -> None:
     assert deviation <= 1e-9
 
 
-@smoke("speed.teacher")
-@pytest.mark.slow
-def test_teacher_bench_quick_reads_each_token_once_and_keeps_the_states() -> None:
-    """The shared-prefix pass against the previous one on the synthetic and NQ workloads: it runs no more tokens
-    than the previous pass, reads the synthetic prompt once (prefix/floor 1.00) and moves no state."""
-    out = bench("speed.teacher", "--quick")
-    rows = {c[0]: c for c in table_rows(out)}
-    assert set(rows) == {"synthetic", "nq"}, out
-    for name, c in rows.items():
-        previous, prefix = float(c[6]), float(c[7])
-        assert prefix <= previous and (name != "synthetic" or prefix == 1.0), c
-        assert float(re.search(r"\((\S+) of max", c[12]).group(1)) <= 1e-5, c
-
-
 @smoke("speed.teacher_cpu")
-def test_teacher_cpu_bench_quick_times_variants_against_padded() -> None:
+def test_teacher_cpu_bench_quick_times_todays_pass_against_padded() -> None:
     """The padded pass is its own reference; today's pass moves the states by at most 1e-5 of the largest value
-    on every workload; int8 is timed."""
+    on every workload."""
     out = bench("speed.teacher_cpu", "--quick", timeout=600)
     rows = {}
     for line in out.splitlines():
         c = cells(line)
         if len(c) == 9 and c[0] in ("synthetic", "sac3", "wikibio"):
             rows[c[0], c[1]] = c
-    assert {v for _, v in rows} == {"padded", "fp32", "int8"} and ("synthetic", "fp32") in rows
+    assert {v for _, v in rows} == {"padded", "fp32"} and ("synthetic", "fp32") in rows
     for (_, variant), c in rows.items():
         tokens, ms, per_s, speed_up = int(c[2]), float(c[3]), float(c[4]), float(c[5].rstrip("x"))
         rel, token_rel = float(c[7]), float(c[8])  # max |d| over the largest |value|; median per token
@@ -124,8 +108,6 @@ def test_teacher_cpu_bench_quick_times_variants_against_padded() -> None:
             assert c[5] == "1.00x" and rel == 0.0
         if variant == "fp32":
             assert rel <= 1e-5 and token_rel <= 1e-5
-        if variant == "int8":  # quantised for real (states move, ~0.4 of the largest value), not garbage
-            assert 0.05 <= rel <= 1 and 0.05 <= token_rel <= 1, c
 
 
 def test_teacher_gpu_bench_counts_flops_by_hand() -> None:
@@ -155,7 +137,7 @@ def test_teacher_gpu_bench_quick_runs_on_cpu(tmp_path: Path) -> None:
     rows = [line for line in out.splitlines() if line.startswith("|") and "---" not in line]
     assert len(rows) == 2 + 2 + 2  # two headers, one row per set in each table
     assert re.search(r"\|\s+sac3 \|\s+4 \|\s+40 \|\s+2048 \|", out), out
-    assert re.search(r"\|\s+wikibio \|\s+2 \|\s+20 \|\s+\d+ \|\s+[\d.]+ \|\s+[\d.]+ \|", out), out
+    assert re.search(r"\|\s+wikibio \|\s+2 \|\s+20 \|\s+[\d.]+ \|\s+[\d.]+ \|", out), out
     assert len(re.findall(r"\|\s+(teacher \(GPU\)|exact OT \(CPU\)) \|", out)) == 2
 
 
@@ -193,49 +175,23 @@ def test_pipeline_bench_quick_runs_every_pipeline_without_errors() -> None:
     out = bench("speed.pipeline", "--quick", timeout=600)
     assert out.startswith("command: python -m bench.speed.pipeline --quick\n")
     rows = table_rows(out)
-    assert len(rows) == 2 + 4, out
+    assert len(rows) == 2 + 3, out
     assert all(c[7] == "0" for c in rows), out  # errors
     assert rows[0][0] == "naive, K sequential requests" and rows[0][6] == str(2 * 3)
-    assert len(re.findall(r"speed-up vs .*: [\d.]+x", out)) == 1 + 3
-
-
-@smoke("speed.fewshot")
-def test_fewshot_bench_quick_runs_both_paths_in_their_own_processes() -> None:
-    """Few-shot SciQ through eval, the #13 path against the shared prefix: seconds, RSS and ratios printed."""
-    out = bench("speed.fewshot", "--quick", timeout=600)
-    rows = {
-        m.group(1): (float(m.group(2)), float(m.group(3)), int(m.group(4)))
-        for m in re.finditer(
-            r"\|\s*(previous|shared prefix)[^|]*\|\s*([\d.]+)\s*\|[^|]*\|\s*([\d.]+)\s*\|\s*(\d+)\s*\|", out
-        )
-    }
-    assert set(rows) == {"previous", "shared prefix"}
-    (previous_s, previous_rss, previous_steps), (shared_s, shared_rss, shared_steps) = (
-        rows["previous"],
-        rows["shared prefix"],
-    )
-    assert shared_steps <= previous_steps  # finished rows cost no decode steps
-    # The shared path reads the exemplars once a group and never copies a prompt's cache per row, a subset of
-    # the previous path's work (2.9x faster in the quick run at load 5, 10x on the full one): never slower,
-    # and its peak RSS within #24's goal of 2048 MB and not above the previous path's.
-    speed_up = float(re.search(r"median (\S+)x", out).group(1))
-    assert speed_up == pytest.approx(previous_s / shared_s, rel=0.05, abs=0.02)
-    assert 1.0 <= speed_up <= 50, rows
-    assert 0 < shared_rss <= min(previous_rss, 2048), rows
+    assert len(re.findall(r"speed-up vs .*: [\d.]+x", out)) == 1 + 2
 
 
 @smoke("speed.serve")
 @pytest.mark.slow
 def test_serve_bench_quick_drives_both_servers_at_each_level() -> None:
     """bbwd serve and the per-request reference, each at 1 and 2 requests in flight: a rate and latencies for
-    each, bbwd serve's requests per teacher pass read from its metrics, and the ratio per level."""
+    each, and the ratio per level."""
     out = bench("speed.serve", "--quick", timeout=600)
     rows = {(c[0], c[1]): c for c in table_rows(out)}
     servers = {"reference (each request on its own)", "bbwd serve"}
     assert set(rows) == {(s, level) for s in servers for level in ("1", "2")}, out
-    for (server, _), c in rows.items():
+    for c in rows.values():
         assert float(c[4]) > 0 and 0 < float(c[5]) <= float(c[6]), c
-        assert c[7] == "1 (by design)" if server.startswith("reference") else float(c[7]) >= 1, c
     assert len(re.findall(r"concurrency [12]: bbwd serve / reference requests/s per round .*x", out)) == 2
 
 
@@ -322,18 +278,6 @@ def test_prompt_cache_bench_quick_keeps_the_shipped_samples_in_both_orders() -> 
             assert c[3] == "2 of 2", c
 
 
-@smoke("speed.ray")
-@pytest.mark.slow
-def test_ray_bench_quick_times_the_local_and_the_ray_engines() -> None:
-    """The local engine, then Ray with one teacher worker (the full run adds two), on the same file: no errors; the
-    worker, with the local run's threads, scores exactly as the local engine does."""
-    out = bench("speed.ray", "--quick", timeout=600)
-    rows = {c[1]: c for c in table_rows(out)}
-    assert set(rows) == {"local", "ray, 1 teacher worker"}, out
-    assert all(float(c[4]) > 0 and c[6] == "0" for c in rows.values()), out
-    assert float(rows["ray, 1 teacher worker"][5]) == 0, out
-
-
 @smoke("speed.verdict_cost")
 @pytest.mark.slow
 def test_verdict_cost_bench_quick_bounds_what_the_verdict_adds() -> None:
@@ -401,68 +345,10 @@ def eval_run(folder: Path, rows: list[dict]) -> Path:
     return folder
 
 
-@smoke("quality.eval_table")
-def test_eval_table_reports_base_rate_aurocs_and_paired_verdicts(tmp_path: Path) -> None:
-    run = tmp_path / "toy"
-    run.mkdir()
-    labels = [1] * 12 + [0] * 8
-    rows = []
-    for i, y in enumerate(labels):  # EigenWD and DSE separate the classes; AvgWD is reversed; LS is noise
-        rows.append(
-            {
-                "id": str(i),
-                "label": y,
-                "label_em": 1 - y if i == 0 else y,
-                "avg_wd": float(i),
-                "eigen_wd": float(y * 100 + i),
-                "dse": float(y * 100 + i),
-                "ls": float(i % 3),
-            }
-        )
-    rows.append({"id": "bad", "error": "scoring failed: boom"})
-    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = bench("quality.eval_table", run, "--label", "label")
-    row = cells(out.splitlines()[2])
-    assert row[:5] == ["toy", "label", "20", "12/8", "0.600"]  # the error row is left out
-    got = dict(zip(cells(out.splitlines()[0]), row, strict=True))
-    assert got["EigenWD"] == "1.000" and got["DSE"] == "1.000*" and got["AvgWD"] == "0.000"
-    assert got["LNE"] == "—"
-    assert got["EigenWD - best baseline [95% CI]"] == "+0.000 [+0.000, +0.000]"
-    assert got["AvgWD - best baseline [95% CI]"].startswith("-1.000 [-1.000, -1.000] **worse**")
-    first = bench("quality.eval_table", run, "--first", "10")
-    assert "| toy (first 10) | label | 10 | 10/0 | 1.000 |" in first  # one class: no AUROC
-
-
-@smoke("quality.eigen_spectrum")
-def test_eigen_spectrum_on_equidistant_samples(tmp_path: Path) -> None:
-    """Equidistant samples: cv 0, the top singular value's share by formula, EigenWD blind to scale
-    with each prompt's median bandwidth and following it with the run's one bandwidth."""
-    k, rng = 5, np.random.default_rng(0)
-    exact, noisy = tmp_path / "exact", tmp_path / "noisy"
-    for folder, noise in ((exact, 0.0), (noisy, 0.02)):
-        folder.mkdir()
-        rows = []
-        for i in range(12):
-            scale = 10.0 + 5 * i
-            e = rng.normal(size=(k, k))
-            d = scale * (1 + noise * (e + e.T)) * (1 - np.eye(k))
-            rows.append({"id": str(i), "human_score": scale / 100, "D": d.tolist()})
-        (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = bench("quality.eigen_spectrum", exact, noisy, "--k", k)
-    by_run = {line.split("|")[1].strip(): cells(line) for line in out.splitlines()[2:]}
-    share = (1 + 1e-3 + (k - 1) * np.exp(-0.5)) / (k * (1 + 1e-3))
-    assert by_run["exact"][3] == "0.000" and float(by_run["exact"][4]) == round(share, 3)
-    assert by_run["noisy"][6] == "100.0 / 100.0"  # AvgWD follows the scale
-    assert by_run["noisy"][8].endswith("/ 100.0") and float(by_run["noisy"][8].split("/")[0]) > 95  # so does
-    # EigenWD with the run's one bandwidth (Spearman 1, Pearson near it)
-    pearson = float(by_run["noisy"][7].split("/")[0])
-    assert abs(pearson) < 80  # with each prompt's own median bandwidth it does not
-
-
 @smoke("quality.verdict")
 def test_verdict_study_on_a_synthetic_sac3_and_wikibio_run(tmp_path: Path) -> None:
-    """The members, the answer verdict with every combiner and the sentence verdict, on two small runs whose
-    scores follow the labels: AvgWD separates SAC3's classes, and so does each combiner's out-of-fold verdict."""
+    """The members and the sentence verdict, on two small runs whose scores follow the labels: AvgWD separates
+    SAC3's classes, and the sentence verdict is printed beside its two parts."""
     sac3 = eval_run(tmp_path / "sac3", eval_rows(24, 5, passages=False))
     wiki = eval_run(tmp_path / "wikibio", eval_rows(16, 5, passages=True, seed=1))
     out = bench("quality.verdict", "--sac3", sac3, "--wikibio", wiki, timeout=600)
@@ -470,37 +356,19 @@ def test_verdict_study_on_a_synthetic_sac3_and_wikibio_run(tmp_path: Path) -> No
     rows = {c[0]: c for c in table_rows(out)}
     assert {"avg_wd", "log_eigen_wd", "log_eigen_wd_fixed", "ls"} <= set(rows), out
     assert float(rows["avg_wd"][1].split()[0]) > 0.9, rows["avg_wd"]
-    for combiner in ("logistic", "mean", "select"):
-        assert float(rows[combiner][1].split()[0]) > 0.8, rows[combiner]
-        assert f"verdict, {combiner}, deployed p" in rows
+    assert "verdict, mean, deployed p" in rows, out
     assert "OT score (sentence)" in rows and "lexical surprise (unigram max)" in rows
 
 
-@smoke("quality.combiner")
-def test_combiner_study_fits_the_first_head_with_each_combiner(tmp_path: Path) -> None:
-    """The first head over every member all rows have, with each combiner over 2 fold seeds."""
-    run = eval_run(tmp_path / "sciq", eval_rows(24, 5, passages=False))
-    out = bench("quality.combiner", run / "results.jsonl", "--seeds", 2)
-    assert out.startswith("# First head over avg_wd, log_eigen_wd, ls: out-of-fold AUROC over fold seeds 0 to 1\n")
-    rows = {c[0]: c for c in table_rows(out)}
-    assert set(rows) == {"logistic", "mean", "select"}, out
-    for c in rows.values():
-        assert len(c[2].split()) == 2 and all(0.5 < float(a) <= 1 for a in c[2].split()), c
-
-
 @smoke("quality.adaptive")
-def test_adaptive_study_replays_both_kinds_of_input(tmp_path: Path) -> None:
-    """-k auto replayed with K at most 5 (stages 3 and 5): SAC3 from one run per stage, WikiBio from one
-    ``-k auto`` run holding every stage; each prompt draws 3 or 5 samples. The ``mean`` combiner: the shipped
-    ``select`` fits the same heads, several times slower (the verdict study's smoke run fits it)."""
-    sac3 = [eval_run(tmp_path / f"sac3-k{k}", eval_rows(30, k, passages=False)) for k in (3, 5)]
-    wiki = eval_run(tmp_path / "wikibio", eval_rows(20, 5, passages=True, stages=(3, 5), seed=1))
-    sets = ["--set", f"sac3={sac3[0]},{sac3[1]}", "--set", f"wikibio={wiki}"]
-    out = bench("quality.adaptive", *sets, "--k-max", 5, "--combiner", "mean", timeout=600)
-    assert "combiner mean" in out and "### sac3: 30 prompts, k_max 5, stages 3, 5" in out, out
-    assert "### wikibio: 20 prompts, k_max 5, stages 3, 5" in out, out
+def test_adaptive_study_replays_a_k_auto_run(tmp_path: Path) -> None:
+    """-k auto replayed with K at most 5 (stages 3 and 5) from one ``-k auto`` run holding every stage; each prompt
+    draws 3 or 5 samples. The ``mean`` combiner: ``select`` fits the same heads, several times slower."""
+    sciq = eval_run(tmp_path / "sciq", eval_rows(30, 5, passages=False, stages=(3, 5)))
+    out = bench("quality.adaptive", "--set", f"sciq={sciq}", "--k-max", 5, "--combiner", "mean", timeout=600)
+    assert "combiner mean" in out and "### sciq: 30 prompts, k_max 5, stages 3, 5" in out, out
     drawn = [float(c[1].removesuffix(" of 5")) for c in table_rows(out) if c[0] == "samples drawn, mean"]
-    assert len(drawn) == 2 and all(3 <= x <= 5 for x in drawn), out
+    assert len(drawn) == 1 and 3 <= drawn[0] <= 5, out
 
 
 @smoke("quality.transfer")
@@ -604,18 +472,12 @@ def test_labels_study_refits_the_calibration_left_out_on_n_labelled_rows(tmp_pat
 
 
 @smoke("quality.claims")
-def test_claims_bench_quick_scores_every_member_and_times_them(tmp_path: Path) -> None:
-    """The claim study (``python -m bench.quality.claims --quick``) on 6 answers of two gbu sets, forced into a fresh
-    cache: every member and head gets an AUROC in [0, 1] on both sets, the authors' SC is recomputed, a verdict is
-    named, and the members' time after the teacher pass is a finite share of score_states' (#47's goal: at most 0.30,
-    full run)."""
-    out = bench("quality.claims", "--quick", "--cache", tmp_path, timeout=900)
-    for name in (*CLAIM_MEMBERS, "mean(all)", "logistic(all)", "select(all)", "logistic(OT)", "logistic(lexical)"):
-        cells = rf"^\|\s*{re.escape(name)}(?: \*\*\(verdict\)\*\*)?\s*\|\s*([\d.]+)[^|]*\|\s*([\d.]+)"
-        row = re.search(cells, out, re.M)
-        assert row and all(0 <= float(v) <= 1 for v in row.groups()), (name, out)
-    assert re.search(r"\|\s*SC \(file\)\s*\|\s*0\.\d{3} \[", out)  # popqa gpt-3.5 has the authors' SC
-    assert re.search(r"### The claim verdict: \S+ \(highest mean over the sets\)", out)
-    ratio = re.search(r"^\|\s*popqa_gpt35\s*\|\s*2\s*\|(?:[^|]*\|){4}\s*([\d.]+)\s*\|", out, re.M)
-    assert ratio and 0 < float(ratio.group(1)) < 5, out
-    assert sorted(p.name for p in (tmp_path / "popqa_gpt35").iterdir()) == sorted(f"{n}.npz" for n in range(6))
+def test_claims_bench_quick_measures_the_claim_head_on_two_sets() -> None:
+    """The claim study (``python -m bench.quality.claims --quick``) on 6 answers of two gbu sets: the shipped claim
+    head and its two members get an AUROC in [0, 1] on both sets, beside the issue's anchors."""
+    out = bench("quality.claims", "--quick", timeout=900)
+    rows = {c[0]: c for c in table_rows(out)}
+    assert set(rows) == {"popqa_gpt35 (dev)", "factscore_gpt35"}, out
+    for c in rows.values():
+        assert all(0 <= float(v) <= 1 for v in (c[2].split()[0], c[3], c[4])), c
+    assert rows["popqa_gpt35 (dev)"][5:] == ["0.630", "0.631", "0.746"], out

@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 from serve_support import bbwd_score
 
-from bench.common import LlamaCppServer, TransformersServer, sampling_folder
+from bench.common import LlamaCppServer
 from blackbox_wd.clients.api import APISampler
 from blackbox_wd.clients.cache import SampleCache
 from blackbox_wd.clients.presets import Endpoint
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
+from scripts.servers import TransformersServer, sampling_folder
 
 pytestmark = pytest.mark.slow
 

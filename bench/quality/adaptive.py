@@ -1,37 +1,32 @@
 """Adaptive K on the recorded dev sets: samples drawn and the verdict's quality beside the fixed-K verdict.
 
-Replays each record's recorded samples in order, as ``-k auto`` draws them (``adaptive.stages``: 3, 5, 10, 20),
-from one ``bbwd eval`` run per stage (``-k 3``, ``-k 5``, ...: a recorded run takes a record's first k samples),
-or from one ``bbwd eval -k auto`` run, whose rows hold every stage's scores (a white-box run's samples).
+Replays each record's samples in order, as ``-k auto`` draws them (``adaptive.stages``: 3, 5, 10, 20), from one
+``bbwd eval -k auto`` run, whose rows hold every stage's scores: the shipped white-box calibration's stages, fitted
+on the embedded model's own few-shot SciQ answers.
 Everything is fitted out of fold, 5 folds grouped by prompt: on the training prompts, each stage's answer head
 (``calibration.combine.fit_head``, the shipped combiner, over the members every API row has) and each stage's
 band (``calibration.settle.fit_settles`` on the heads' nested out-of-fold p, ``DELTA`` = 0.05); on the held-out prompts,
 the rule is replayed and the prompt's verdict is p at the stage where it stopped. The fixed-K verdict is p of the
-same folds' last-stage head, so the two are paired. When some rows carry labelled sentences (WikiBio), the last
-stage also has ``sentence_verdict`` (the ``mean`` sentence head's z over each answer's sentences, with the scales of
-the last stage's labelled sentences), as a calibration fitted on those rows has; the stages before it have none, as
-the stage scores of a ``-k auto`` row carry no sentences.
+same folds' last-stage head, so the two are paired.
 
-Per set: samples drawn (mean and count per stage), AUROC (SAC3, 0/1 label) or Pearson x100 (WikiBio,
-``human_score``) of both verdicts and their paired bootstrap difference (1000 prompt resamples), the share of
-prompts whose flag differs, and the target tokens saved (the recorded samples' tokens, by the teacher's
-tokenizer, of the samples not drawn).
+Per set: samples drawn (mean and count per stage), AUROC (0/1 label) of both verdicts and their paired bootstrap
+difference (1000 prompt resamples), the share of prompts whose flag differs, and the target tokens saved (the
+samples' tokens of the samples not drawn). (#33's replays over recorded SAC3 and WikiBio runs, one per stage, for
+the API calibration: superseded by ``bench.quality.transfer --auto``.)
 
-    python -m bench.quality.adaptive --set sac3=R/sac3-k3,R/sac3-k5,R/sac3 \
-        --set wikibio=R/wb-k3,R/wb-k5,R/wb-k10 --k-max 10
+    python -m bench.quality.adaptive --set sciq=R/sciq-wb-auto --k-max 10
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.common import table
-from bench.verdicts import API_MEMBERS, SEED, members_of, pearson_diff, read_rows, sentence_head
+from bench.verdicts import API_MEMBERS, SEED, members_of, read_rows
 from blackbox_wd.adaptive import DELTA, stages, stop_stage
 from blackbox_wd.calibration.combine import (
     COMBINER,
@@ -46,8 +41,8 @@ from blackbox_wd.calibration.combine import (
 from blackbox_wd.calibration.fit import verdicts_by_prompt
 from blackbox_wd.calibration.heads import Head
 from blackbox_wd.calibration.labelled import leave_out, short_only_members
-from blackbox_wd.calibration.members import MEMBERS, SHORT_ONLY, is_passage, sentence_verdict
-from blackbox_wd.calibration.metrics import auroc_with_ci, correlation_with_ci, paired_auroc_diff
+from blackbox_wd.calibration.members import MEMBERS, SHORT_ONLY, is_passage
+from blackbox_wd.calibration.metrics import auroc_with_ci, paired_auroc_diff
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.teachers.registry import reference_bandwidth
 
@@ -152,20 +147,9 @@ def section(name: str, kept: list[list[dict]], out: dict, stop: dict[str, int], 
     counts = ", ".join(f"{k}: {int((drawn == k).sum())}" for k in ks)
     tokens = [np.asarray(r["token_counts"], dtype=float) for r in final]
     saved = sum(t[n:].sum() for t, n in zip(tokens, drawn, strict=True)) / sum(t.sum() for t in tokens)
-    if "label" in final[0] and final[0]["label"] is not None:
-        y = np.array([r["label"] for r in final], dtype=float)
-        a, b = auroc_with_ci(y, p_adapt), auroc_with_ci(y, p_fixed)
-        d = paired_auroc_diff(y, p_adapt, p_fixed)
-        metric = "AUROC"
-        fa, fb, fd = (f"{x.auroc:.3f} [{x.lo:.3f}, {x.hi:.3f}]" for x in (a, b, b))
-        fd = f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]"
-    else:
-        h = np.array([r["human_score"] for r in final], dtype=float)
-        a, b = correlation_with_ci(h, p_adapt), correlation_with_ci(h, p_fixed)
-        dd = pearson_diff(h, p_adapt, p_fixed)
-        metric = "Pearson x100"
-        fa, fb = (f"{100 * x.r:.2f} [{100 * x.lo:.2f}, {100 * x.hi:.2f}]" for x in (a, b))
-        fd = f"{100 * dd[0]:+.2f} [{100 * dd[1]:+.2f}, {100 * dd[2]:+.2f}]"
+    y = np.array([r["label"] for r in final], dtype=float)
+    fa, fb = (f"{x.auroc:.3f} [{x.lo:.3f}, {x.hi:.3f}]" for x in (auroc_with_ci(y, p_adapt), auroc_with_ci(y, p_fixed)))
+    d = paired_auroc_diff(y, p_adapt, p_fixed)
     return [
         f"### {name}: {len(final)} prompts, k_max {ks[-1]}, stages {', '.join(map(str, ks))}",
         "",
@@ -174,9 +158,9 @@ def section(name: str, kept: list[list[dict]], out: dict, stop: dict[str, int], 
             [
                 ["samples drawn, mean", f"{drawn.mean():.2f} of {ks[-1]}"],
                 ["prompts stopped at each stage", counts],
-                [f"adaptive verdict {metric}", fa],
-                [f"fixed-K verdict {metric}", fb],
-                ["adaptive minus fixed (paired 95% CI)", fd],
+                ["adaptive verdict AUROC", fa],
+                ["fixed-K verdict AUROC", fb],
+                ["adaptive minus fixed (paired 95% CI)", f"{d.diff:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}]"],
                 ["flags that differ", f"{int((f_fixed != f_adapt).sum())} of {len(final)}"],
                 ["target tokens saved", f"{100 * saved:.1f}%"],
             ],
@@ -187,12 +171,7 @@ def section(name: str, kept: list[list[dict]], out: dict, stop: dict[str, int], 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--set",
-        action="append",
-        required=True,
-        help="NAME=RUN,RUN,... one eval run per stage, or NAME=RUN of one `bbwd eval -k auto` run (every stage)",
-    )
+    ap.add_argument("--set", action="append", required=True, help="NAME=RUN of one `bbwd eval -k auto` run")
     ap.add_argument("--k-max", type=int, required=True)
     ap.add_argument("--teacher", default="smollm2-135m")
     ap.add_argument("--norm", default="none")
@@ -201,23 +180,10 @@ def main() -> None:
     ks = stages(args.k_max)
     sets = {}
     for spec in args.set:
-        name, runs = spec.split("=", 1)
-        folders = [Path(r) for r in runs.split(",")]
-        if len(folders) == 1:
-            sets[name] = stage_runs(read_rows(folders[0]), ks)
-            continue
-        if len(folders) != len(ks):
-            sys.exit(f"--set {name}: {len(folders)} runs for stages {ks}")
-        sets[name] = [read_rows(f) for f in folders]
+        name, run = spec.split("=", 1)
+        sets[name] = stage_runs(read_rows(Path(run)), ks)
     bandwidth = reference_bandwidth(args.teacher, args.norm)
     tables, kept = stage_tables(sets, bandwidth, ks)
-    labelled = [r for runs in kept.values() for r in runs[-1] if r.get("sentence_labels")]
-    if labelled:
-        head = sentence_head(labelled, FOLDS)
-        last = {f"{n}:{r['id']}": sentence_verdict(head, r["sentences"]) for n, runs in kept.items() for r in runs[-1]}
-        tables[-1].members["sentence_verdict"] = np.array(
-            [np.nan if (v := last[g]) is None else v for g in tables[-1].groups]
-        )
     finite = {n: np.isfinite(v) for n, v in tables[-1].members.items()}
     # LNE and DSE where every row has them: white-box runs (the recorded sets lack LNE, and DSE on passages)
     members = [n for n in API_MEMBERS if finite[n].any()] + [n for n in ("lne", "dse") if finite[n].all()]

@@ -9,7 +9,6 @@ share of draws whose FPR on the rows not labelled is within 0.05 of the target, 
 holds that FPR, mean TPR, and how many draws could not be fitted (too few labelled rows of a class).
 
     python -m bench.quality.labels --runs RUNS --calibrations DIR --n 25 50 100 200 --draws 20
-    python -m bench.quality.labels --plot curve.png TABLE.md ...        # the curve of printed tables
 
 where RUNS holds ``<set>-k<K>/results.jsonl`` (with ``settings.json``) as for ``bench.quality.transfer``.
 """
@@ -137,78 +136,17 @@ def refit_full(s: SetRows, labelled: np.ndarray, run: Path, k: int) -> dict[str,
     return outcome(s, p, flag, cal.operating_point.fpr_interval, labelled)
 
 
-def read_tables(paths: Sequence[Path]) -> list[dict[str, Any]]:
-    """The rows of this study's printed tables (a row without draws fitted left out)."""
-    out = []
-    for path in paths:
-        for line in path.read_text().splitlines():
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
-            if len(cells) == 10 and cells[1].isdigit() and cells[5]:
-                out.append(
-                    {
-                        "set": cells[0],
-                        "n": int(cells[1]),
-                        "pick": cells[2],
-                        "mode": cells[3],
-                        "ece": float(cells[5]),
-                        "near": float(cells[6].rstrip("%")) / 100,
-                        "covered": float(cells[7].rstrip("%")) / 100,
-                    }
-                )
-    return out
-
-
-def plot_curve(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    """The learning curve: over the sets measured at every N (those with enough rows), the mean ECE and the share of
-    draws whose FPR is within 0.05 of the target, per pick and refit."""
-    from matplotlib.figure import Figure
-
-    grid = sorted({r["n"] for r in rows})
-    sets = [s for s in dict.fromkeys(r["set"] for r in rows) if {r["n"] for r in rows if r["set"] == s} == set(grid)]
-    rows = [r for r in rows if r["set"] in sets]
-    fig = Figure(figsize=(9, 3.8))
-    ece_ax, near_ax = fig.subplots(1, 2)
-    curves = sorted({(r["pick"], r["mode"]) for r in rows})
-    for pick, mode in curves:
-        ns = sorted({r["n"] for r in rows if (r["pick"], r["mode"]) == (pick, mode)})
-        at = [[r for r in rows if (r["pick"], r["mode"], r["n"]) == (pick, mode, n)] for n in ns]
-        style = "-" if pick == "random" else "--"
-        label = f"{mode}, {pick}"
-        ece_ax.plot(ns, [np.mean([r["ece"] for r in a]) for a in at], style, marker="o", markersize=3, label=label)
-        near_ax.plot(ns, [np.mean([r["near"] for r in a]) for a in at], style, marker="o", markersize=3, label=label)
-    ece_ax.axhline(0.06, color="grey", linestyle=":", linewidth=1)
-    near_ax.axhline(0.8, color="grey", linestyle=":", linewidth=1)
-    for ax, title in ((ece_ax, "mean ECE on the rows not labelled"), (near_ax, "share of draws with FPR 0.10 +- 0.05")):
-        ax.set_xscale("log")
-        ax.set_xticks(grid, [str(n) for n in grid])
-        ax.minorticks_off()
-        ax.set_xlabel("labelled rows N")
-        ax.set_title(title, fontsize="small")
-    fig.suptitle(f"over {len(sets)} sets: {', '.join(sets)}", fontsize="x-small")
-    near_ax.legend(fontsize="x-small", loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--plot", type=Path, nargs="+", default=None, help="OUT.png TABLE...: draw the curve of tables")
-    ap.add_argument("--runs", type=Path)
-    ap.add_argument("--calibrations", type=Path, help="the leave-one-model-out fits (transfer --save)")
+    ap.add_argument("--runs", type=Path, required=True)
+    ap.add_argument("--calibrations", type=Path, required=True, help="the leave-one-model-out fits (transfer --save)")
     ap.add_argument("--combiner", default="mean")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--n", type=int, nargs="+", default=[25, 50, 60, 100, 200, 400])
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--picks", nargs="+", default=["random", "spread"])
     ap.add_argument("--modes", nargs="+", choices=["prior", "map", "full"], default=["prior", "map", "full"])
-    ap.add_argument("--sets", nargs="*", default=None, help="only these sets (default: every set at --k)")
     args = ap.parse_args(argv)
-    if args.plot:
-        plot_curve(read_tables(args.plot[1:]), args.plot[0])
-        print(f"wrote {args.plot[0]}")
-        return 0
-    if args.runs is None or args.calibrations is None:
-        ap.error("--runs and --calibrations are required (or --plot)")
     runs = {d.name.rsplit("-k", 1)[0]: d / "results.jsonl" for d in sorted(args.runs.glob(f"*-k{args.k}"))}
     print(
         "| set | N | picks | mode | draws fitted | ECE | FPR within 0.05 of 0.10 | interval holds the FPR | FPR | "
@@ -216,8 +154,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|---|---|---|"
     )
     for name, run in runs.items():
-        if args.sets and name not in args.sets:
-            continue
         base = Calibration.load(args.calibrations / f"{args.combiner}-without-{model_of(name)}.json")
         rows = [with_members(r, ()) for r in labelled_rows(run)]
         s = judged(base, rows, args.k)

@@ -1,4 +1,4 @@
-"""Exact pairwise W2 per prompt: naive ot.dist + ot.emd2 loop vs blackbox_wd.transport.pairwise_w2.
+"""Exact pairwise W2 per prompt: naive ot.dist + ot.emd2 loop vs blackbox_wd.measure.transport.pairwise_w2.
 
 Random 128-d token sets with norms ~30 (a shared prompt offset, a per-response shift and per-token
 spread); m_i ~ U[0.5M, 1.5M] ("mixed") or m_i = M ("equal"). Each round draws a fresh prompt and

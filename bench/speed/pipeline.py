@@ -1,6 +1,6 @@
 """End-to-end prompts/s of `bbwd batch` vs naive one-prompt-at-a-time pipelines, measured in the same run.
 
-Questions: the first N of NQ-open dev with zero-shot prompts (``blackbox_wd.eval.data.load("nq",
+Questions: the first N of NQ-open dev with zero-shot prompts (``blackbox_wd.doors.eval.data.load("nq",
 "zero-shot", n)``). Teacher: the embedded SmolLM2-135M on CPU, one instance shared by every
 pipeline. Each mode first scores one question untimed (warm-up), then times the naive
 reference(s), then ``BatchRunner``.
@@ -24,17 +24,7 @@ tokens whatever ``--max-tokens`` says), so every sample is one request.
   bbwd batch: groups of records sampled in one ``generate`` call (LocalSampler: left padding, the
   inverse-CDF draw), then as in black-box mode.
 
-``--mode eval``: ``bbwd eval``'s per-prompt path (``blackbox_wd.eval.run.evaluate``: samples,
-  the baselines' whole-model teacher pass, labels) with the embedded model white-box, once with the
-  previous teacher and sampler (``bench/_reference.py``: every response with its whole prompt, every
-  sampled row prefilling its prompt) and once with the shared-prefix ones; same prompts, same seeds.
-
-``--data nq|squad|sciq`` picks the questions (the first N; sciq: items with a support paragraph):
-SQuAD and SciQ-with-support prompts are ~100-300 tokens, NQ ~50. White-box mode also times
-``bbwd batch`` with the previous teacher and sampler (the path before shared prefixes).
-
-    python -m bench.speed.pipeline [--mode both] [--data nq] [--n 50] [--k 10] [--max-tokens 32] [--quick]
-    python -m bench.speed.pipeline --mode eval --data squad --n 10
+    python -m bench.speed.pipeline [--mode both] [--n 50] [--k 10] [--max-tokens 32] [--quick]
 """
 
 from __future__ import annotations
@@ -56,14 +46,11 @@ import numpy as np
 import ot
 import torch
 
-from bench._reference import PreviousSampler, PreviousTeacher
 from bench.common import API_SERVER, command, dataset, table
 from blackbox_wd.clients.api import APISampler, make_api_sampler
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.clients.presets import resolve_endpoint
 from blackbox_wd.doors.batch import BatchRunner, BatchSummary
-from blackbox_wd.doors.eval.data import Dataset
-from blackbox_wd.doors.eval.run import evaluate
 from blackbox_wd.measure.wd import avg_wd, eigen_wd
 from blackbox_wd.records import Sample, as_messages
 from blackbox_wd.run.detector import Detector
@@ -211,21 +198,13 @@ def white_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
 
     prompts = [it.messages[0]["content"] for it in items]  # zero-shot: one user turn
     naive = []
-    if not args.skip_naive:
-        naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed
-        for name, draw in [
-            ("naive, K samples in 1 generate call (strong reference)", one_call),
-            ("naive, K generate calls of 1 sample (per-sample seeds)", per_sample),
-        ]:
-            s, st = time_naive(teacher, draw, prompts, settings)
-            naive.append((name, s, st))
-    previous = PreviousTeacher.wrap(teacher)
-    prev_summary, prev_sums = time_batch(
-        Detector(previous, PreviousSampler(previous), settings), items, args.group_size
-    )
-    st = Stages()
-    st.teacher, st.ot, st.errors = prev_sums.get("teacher", 0.0), prev_sums.get("transport", 0.0), prev_summary.errors
-    naive.append(("bbwd batch before shared prefixes (previous teacher and sampler)", prev_summary.seconds, st))
+    naive_prompt(teacher, one_call, prompts[0], settings, Stages())  # warm-up, untimed
+    for name, draw in [
+        ("naive, K samples in 1 generate call (strong reference)", one_call),
+        ("naive, K generate calls of 1 sample (per-sample seeds)", per_sample),
+    ]:
+        s, st = time_naive(teacher, draw, prompts, settings)
+        naive.append((name, s, st))
     summary, sums = time_batch(Detector(teacher, sampler, settings), items, args.group_size)
     report(
         f"white-box: target = the teacher's own model ({TARGET}), generated locally",
@@ -294,69 +273,11 @@ def black_box(args: argparse.Namespace, teacher: HFTeacher, items: list) -> None
     )
 
 
-def eval_mode(args: argparse.Namespace, teacher: HFTeacher, data: Dataset) -> None:
-    """``bbwd eval``'s per-prompt path white-box, with the previous teacher and sampler and with the new ones."""
-    settings = Settings(k=args.k, max_tokens=args.max_tokens, device="cpu")
-    previous = PreviousTeacher.wrap(teacher)
-    paths = {
-        "previous (every response with its prompt)": Detector(previous, PreviousSampler(previous), settings),
-        "shared prefix": Detector(teacher, LocalSampler(teacher), settings),
-    }
-    warm = replace(data, items=data.items[:1])
-    evaluate(paths["shared prefix"], warm, Path(tempfile.mkdtemp()))  # warm-up, untimed
-    rows, seconds = [], {}
-    for name, detector in paths.items():
-        before = detector.teacher.tokens.padded
-        with tempfile.TemporaryDirectory() as tmp:
-            t0 = time.perf_counter()
-            # the previous eval went item by item; the new one draws and teacher-forces 8 items at a time
-            done = evaluate(
-                replace(detector, group_size=1 if name.startswith("previous") else args.group_size), data, Path(tmp)
-            )
-            seconds[name] = time.perf_counter() - t0
-        sums: dict[str, float] = {}
-        for row in done:
-            for key, v in row.get("timings", {}).items():
-                sums[key] = sums.get(key, 0.0) + v
-        floor = sum(row.get("timings", {}).get("teacher_tokens", 0) for row in done) or 1
-        rows.append(
-            [
-                name,
-                f"{seconds[name]:.1f}",
-                f"{seconds[name] / len(data.items):.2f}",
-                *(f"{sums.get(k, 0.0):.1f}" for k in ("sample", "teacher", "baselines", "dse")),
-                f"{(detector.teacher.tokens.padded - before) / floor:.2f}",
-            ]
-        )
-    print(
-        f"\n### bbwd eval per prompt, white-box ({TARGET}), {args.data} ({data.protocol}), {len(data.items)} prompts\n"
-    )
-    print(
-        table(
-            [
-                "path",
-                "seconds",
-                "s/prompt",
-                "sample s (incl. greedy)",
-                "teacher s",
-                "baselines s",
-                "dse s",
-                "teacher tokens/floor",
-            ],
-            rows,
-        )
-    )
-    a, b = seconds.values()
-    print(f"speed-up: {a / b:.2f}x (target >= 2x on SQuAD; >= 0.95x on NQ)")
-
-
 def main() -> None:
     """Print the command and settings, then run the chosen modes."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=["white-box", "black-box", "both", "eval"], default="both")
-    ap.add_argument("--data", choices=["nq", "squad", "sciq"], default="nq", help="questions: the first N")
+    ap.add_argument("--mode", choices=["white-box", "black-box", "both"], default="both")
     ap.add_argument("--n", type=int, default=50, help="questions")
-    ap.add_argument("--skip-naive", action="store_true", help="white-box: time only bbwd batch, previous and new")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--group-size", type=int, default=8)
@@ -366,8 +287,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.n, args.k, args.max_tokens, args.latency, args.concurrency = 2, 3, 4, 0.05, 4
-    data = dataset(args.data, args.n, "few-shot" if args.mode == "eval" else "zero-shot")
-    items = data.items
+    items = dataset("nq", args.n, "zero-shot").items
     print("command: " + command())
     print(
         f"python {platform.python_version()}, torch {torch.__version__}, torch threads {torch.get_num_threads()}, "
@@ -375,7 +295,7 @@ def main() -> None:
         f"load average at start {os.getloadavg()[0]:.2f}"
     )
     print(
-        f"{len(items)} {args.data} questions, K={args.k}, T={Settings.temperature}, max_tokens={args.max_tokens}, "
+        f"{len(items)} NQ-open questions, K={args.k}, T={Settings.temperature}, max_tokens={args.max_tokens}, "
         f"group size {args.group_size}, teacher {Settings.teacher} on CPU (layer floor(L/2)); black-box: latency "
         f"{args.latency * 1e3:.0f} ms/request, concurrency {args.concurrency}, cache off"
     )
@@ -384,8 +304,6 @@ def main() -> None:
         black_box(args, teacher, items)
     if args.mode in ("white-box", "both"):
         white_box(args, teacher, items)
-    if args.mode == "eval":
-        eval_mode(args, teacher, data)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ cache off, ``--concurrency`` API slots), started side by side and measured in tu
   then runs ``Detector.score_samples`` on one model thread: one teacher pass per request, OT on that
   thread too. The same answer, samples and scores as `bbwd serve`, without the shared queue.
   bbwd serve: ``bbwd serve --target smollm2-135m --base-url <fault server> --no-cache``: concurrent
-  requests share teacher passes (``--batch-wait-ms``), OT on its own threads.
+  requests share teacher passes (its default ``--batch-wait-ms``), OT on its own threads.
 
 Load: the official ``AsyncOpenAI`` client keeps c requests in flight (c = 1, 8, 32) over distinct
 NQ-open dev questions; every answer must carry its ``bbwd`` verdict. Each level runs ``--rounds``
@@ -38,7 +38,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import numpy as np
 import uvicorn
 from fastapi import FastAPI, Request  # module level: FastAPI resolves the handlers' annotations here
@@ -149,15 +148,6 @@ async def drive(base_url: str, prompts: list[str], concurrency: int, max_tokens:
     return time.perf_counter() - t0, latencies
 
 
-def batch_stats(port: int) -> tuple[float, float]:
-    """(passes, requests) of bbwd serve's teacher-batch histogram so far."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    text = httpx.get(f"http://{HOST}:{port}/metrics", timeout=30).text
-    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
-    return values["bbwd_teacher_batch_requests_count"], values["bbwd_teacher_batch_requests_sum"]
-
-
 def main() -> None:
     """Start the target and both servers, drive each level, print the table and ratios."""
     if len(sys.argv) > 1 and sys.argv[1] == "--reference-server":
@@ -171,7 +161,6 @@ def main() -> None:
     ap.add_argument("--levels", default="1,8,32", help="requests in flight")
     ap.add_argument("--requests", default="4,16,32", help="requests per round at each level")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per level, the servers taking turns")
-    ap.add_argument("--batch-wait-ms", type=float, default=5.0)
     ap.add_argument("--quick", action="store_true", help="smoke: K=3, 8 tokens, 50 ms, 1 and 2 in flight, 1 round")
     args = ap.parse_args()
     if args.quick:
@@ -186,7 +175,7 @@ def main() -> None:
     )
     print(
         f"K={args.k}, max_tokens={args.max_tokens}, target latency {args.latency * 1e3:.0f} ms/request (n ignored), "
-        f"API slots {args.concurrency} per server, cache off, batch wait {args.batch_wait_ms} ms"
+        f"API slots {args.concurrency} per server, cache off"
     )
     logs = Path(tempfile.gettempdir())
     procs: list[subprocess.Popen] = []
@@ -222,8 +211,6 @@ def main() -> None:
                 HOST,
                 "--port",
                 str(serve_port),
-                "--batch-wait-ms",
-                str(args.batch_wait_ms),
                 *settings_args(args, base_url),
             ],
             serve_port,
@@ -237,21 +224,15 @@ def main() -> None:
         for level, n in zip(levels, counts, strict=True):
             rates: dict[str, list[float]] = {name: [] for name in ports}
             latencies: dict[str, list[float]] = {name: [] for name in ports}
-            passes = scored = 0.0
             for r in range(args.rounds):  # the servers take turns, first one then the other, on the same prompts
                 prompts = questions[start_at : start_at + n]
                 start_at += n
                 for name in list(ports) if r % 2 == 0 else list(ports)[::-1]:
-                    port = ports[name]
-                    before = batch_stats(port) if port == serve_port else None
-                    seconds, lat = asyncio.run(drive(f"http://{HOST}:{port}/v1", prompts, level, args.max_tokens))
+                    url = f"http://{HOST}:{ports[name]}/v1"
+                    seconds, lat = asyncio.run(drive(url, prompts, level, args.max_tokens))
                     rates[name].append(n / seconds)
                     latencies[name] += lat
-                    if before is not None:
-                        after = batch_stats(port)
-                        passes, scored = passes + after[0] - before[0], scored + after[1] - before[1]
             for name in ports:
-                per_pass = f"{scored / passes:.2f}" if ports[name] == serve_port else "1 (by design)"
                 rows.append(
                     [
                         name,
@@ -261,7 +242,6 @@ def main() -> None:
                         f"{np.median(rates[name]):.2f}",
                         f"{np.percentile(latencies[name], 50):.2f}",
                         f"{np.percentile(latencies[name], 95):.2f}",
-                        per_pass,
                     ]
                 )
             ref, fast = ports
@@ -269,17 +249,7 @@ def main() -> None:
         print()
         print(
             table(
-                [
-                    "server",
-                    "in flight",
-                    "requests",
-                    "requests/s per round",
-                    "median requests/s",
-                    "p50 s",
-                    "p95 s",
-                    "requests per teacher pass",
-                ],
-                rows,
+                ["server", "in flight", "requests", "requests/s per round", "median requests/s", "p50 s", "p95 s"], rows
             )
         )
         for level, values in ratios.items():

@@ -3,7 +3,7 @@
 Commands, each a new interpreter, timed in alternating rounds (one run of each per round, the
 order rotated) so that a change in the machine's load hits them alike:
 - ``bbwd --help``: ``python -m blackbox_wd --help``, as a user runs it;
-- ``previous --help``: the same after importing ``blackbox_wd.pipeline`` and ``blackbox_wd.calibration``,
+- ``previous --help``: the same after importing ``blackbox_wd.run.detector`` and ``blackbox_wd.calibration``,
   which the package's ``__init__`` (and so ``bbwd --help``) imported before #24;
 - ``import torch, transformers``: the bulk of what ``--help`` used to load;
 - ``python -c pass``: the interpreter alone.

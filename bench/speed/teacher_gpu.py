@@ -10,17 +10,16 @@ head). The ids are random: the shapes file holds lengths only, no text of the da
 Two steps, the first on any machine with ``../shared/data``, the second on the GPU machine::
 
     python -m bench.speed.teacher_gpu shapes -o shapes.json           # lengths of every record (SmolLM2's tokenizer)
-    python -m bench.speed.teacher_gpu run --shapes shapes.json [--prompts 128 24] [--budgets 8192 16384 ...] [--profile]
+    python -m bench.speed.teacher_gpu run --shapes shapes.json [--prompts 128 24] [--budgets 8192 16384 ...]
     python -m bench.speed.teacher_gpu run --shapes shapes.json --quick --device cpu  # a 4-layer model: that it runs
 
-Printed per set and token budget: records/s and tokens/s (the token floor: each prompt once, each response once)
-of bbwd's pass to the middle layer (``HFTeacher.encode_ids``: shared prefix, levels attention, blocks above
-ell = 16 skipped, states projected on the device) and of the plain reference (every prompt + response
-right-padded in length-sorted batches under the same budget, ``hidden_states[16]`` of a full forward); the
-speed-up; each path's MFU (the FLOPs its real tokens need: weights and causal attention, padding not counted)
-against the device's dense bf16 peak; the largest deviation of bbwd's states from the reference's. Then exact OT
-(``transport.pairwise_w2`` of each record's K projected clouds) on all CPU cores, and which of the two bounds a
-record.
+Printed per set and token budget: records/s of bbwd's pass to the middle layer (``HFTeacher.encode_ids``: shared
+prefix, levels attention, blocks above ell = 16 skipped, states projected on the device) and of the plain reference
+(every prompt + response right-padded in length-sorted batches under the same budget, ``hidden_states[16]`` of a
+full forward); the speed-up; each path's MFU (the FLOPs its real tokens need: weights and causal attention, padding
+not counted) against the device's dense bf16 peak; the largest deviation of bbwd's states from the reference's.
+Then exact OT (``transport.pairwise_w2`` of each record's K projected clouds) on all CPU cores, and which of the
+two bounds a record.
 """
 
 from __future__ import annotations
@@ -68,9 +67,7 @@ HEADER = [
     "prompts",
     "pairs",
     "token budget",
-    "token floor",
     "bbwd records/s",
-    "bbwd tokens/s",
     "bbwd MFU",
     "plain records/s",
     "plain MFU",
@@ -81,7 +78,6 @@ OT_HEADER = [
     "set",
     "prompts",
     "K",
-    "tokens per response",
     "OT records/s (all CPU cores)",
     "teacher records/s (best budget)",
     "bounds a record",
@@ -203,37 +199,8 @@ def peak(device: torch.device) -> tuple[str, float]:
     return name, next((v for k, v in PEAKS.items() if k in name), float("nan"))
 
 
-def matmul_rate(device: torch.device, n: int = 8192) -> float:
-    """Measured bf16 FLOP/s of an n x n x n matrix product (mean of 10 after 3 warm-ups)."""
-    if device.type != "cuda":
-        return float("nan")
-    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
-    for _ in range(3):
-        a @ b
-    seconds, _ = synced(lambda: [a @ b for _ in range(10)])
-    return 10 * 2 * n**3 / seconds
-
-
-def profile(teacher: HFTeacher, pairs: Pairs, rows: int = 12) -> None:
-    """One ``encode_ids`` under torch's profiler: its wall time and the ops that took the most device time (CPU time
-    without a GPU); the table's last line gives the device's busy time."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
-    cuda = torch.cuda.is_available()
-    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
-    with torch_profile(activities=activities) as prof:
-        wall, _ = synced(partial(teacher.encode_ids, pairs))
-    events = prof.key_averages()
-    print(f"profiled encode: {wall * 1e3:.0f} ms wall (under the profiler)")
-    print(events.table(sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=rows))
-
-
 def run(args: argparse.Namespace) -> None:
     """Time both paths and OT on each set and budget; print the tables."""
-    from blackbox_wd.run.stages import token_floor
-
     device = torch.device(args.device)
     cfg = QUICK if args.quick else LLAMA2_7B
     if args.quick:
@@ -243,12 +210,11 @@ def run(args: argparse.Namespace) -> None:
     name, bf16_peak = peak(device)
     layer = cfg["num_hidden_layers"] // 2
     print(f"device: {name}; torch {torch.__version__}; bf16 peak {bf16_peak / 1e12:.0f} TFLOP/s (data sheet); ", end="")
-    print(f"8192^3 bf16 matmul measured {matmul_rate(device) / 1e12:.0f} TFLOP/s; CPU cores {os.cpu_count()}\n")
+    print(f"CPU cores {os.cpu_count()}\n")
     rows, ot_rows = [], []
     for set_name, n in zip(SETS, args.prompts, strict=True):
         pairs = workload(spec[set_name], n, cfg["vocab_size"])
         k = spec[set_name]["k"]
-        floor = token_floor(pairs)
         bbwd_flops = flops(pairs, cfg, layer, head=False, floor=True)
         ref_flops = flops(pairs, cfg, cfg["num_hidden_layers"], head=True, floor=False)
         for budget in args.budgets:
@@ -275,9 +241,7 @@ def run(args: argparse.Namespace) -> None:
                     n,
                     len(pairs),
                     budget,
-                    floor,
                     f"{n / tb:.1f}",
-                    f"{floor / tb:,.0f}",
                     f"{bbwd_flops / tb / bf16_peak:.1%}",
                     f"{n / tr:.1f}",
                     f"{ref_flops / tr / bf16_peak:.1%}",
@@ -290,21 +254,11 @@ def run(args: argparse.Namespace) -> None:
             print(table(HEADER, rows), file=sys.stderr, flush=True)  # so far: a later failure keeps what was measured
         clouds = [s.states for s in states]
         t_ot, _ = synced(partial(ot_all, clouds, k))
-        best = max(float(r[5]) for r in rows if r[0] == set_name)
+        best = max(float(r[4]) for r in rows if r[0] == set_name)
         ot_rate = n / t_ot
         ot_rows.append(
-            [
-                set_name,
-                n,
-                k,
-                f"{np.mean([len(c) for c in clouds]):.0f}",
-                f"{ot_rate:.1f}",
-                f"{best:.1f}",
-                "teacher (GPU)" if best < ot_rate else "exact OT (CPU)",
-            ]
+            [set_name, n, k, f"{ot_rate:.1f}", f"{best:.1f}", "teacher (GPU)" if best < ot_rate else "exact OT (CPU)"]
         )
-        if args.profile:
-            profile(HFTeacher(model, tok, name="llama-2-7b-shaped", token_budget=args.budgets[0]), pairs)
         print(f"{set_name}: done", file=sys.stderr, flush=True)
     print(table(HEADER, rows))
     print()
@@ -325,7 +279,6 @@ def main() -> None:
     rn.add_argument("--rounds", type=int, default=3)
     rn.add_argument("--device", default="cuda")
     rn.add_argument("--quick", action="store_true", help="a 4-layer model, 4 + 2 prompts, one budget and round")
-    rn.add_argument("--profile", action="store_true", help="also one pass per set under torch's profiler")
     args = ap.parse_args()
     if args.command == "shapes":
         args.out.write_text(json.dumps(shapes(args.data)))
