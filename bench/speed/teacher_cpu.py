@@ -3,7 +3,7 @@ one run.
 
 Timed path: ``HFTeacher.encode_ids(pairs, logprobs=False)`` (prompts once with their cache, responses on
 a copy of it, blocks up to the layer only), one call per workload per round. Variants:
-- ``padded``: the reference, the float32 pass as the issue measured it (``_reference.PaddedTeacher``: all of a
+- ``padded``: the reference, the float32 pass as the issue measured it (``PaddedTeacher``: all of a
   chunk's responses padded to its longest);
 - ``fp32``: today's path, float32 (responses in runs of similar length, ``pad.length_runs``).
 Workloads: ``synthetic`` (one 44-token prompt, K ~80-token responses, ``bench.common.synthetic_pairs``), ``sac3``
@@ -30,7 +30,6 @@ from functools import partial
 import numpy as np
 import torch
 
-from bench._reference import PaddedTeacher
 from bench.common import Pairs, synthetic_pairs, table, timed
 from blackbox_wd.doors.eval.data import data_dir, load
 from blackbox_wd.run.stages import token_floor
@@ -39,6 +38,15 @@ from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 SAC3 = "sac3_nq_open.jsonl"  # in the shared data folder ($BBWD_DATA_DIR or ../shared/data)
 WIKIBIO = "wikibio_gpt3_dev.jsonl"
 REFERENCE = "padded"
+
+
+class PaddedTeacher(HFTeacher):
+    """The reference: HFTeacher whose responses run padded to the longest of their budget-sized chunk (the pass
+    before responses ran in runs of similar length, #24)."""
+
+    def _runs(self, lengths: list[int], extra: int) -> list[list[int]]:
+        """As many rows per pass as the token budget holds."""
+        return self._chunks(lengths, extra)
 
 
 def recorded_pairs(teacher: HFTeacher, file: str, n: int, k: int) -> Pairs:
