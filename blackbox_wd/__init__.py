@@ -16,7 +16,7 @@ __all__ = ["BBWDError", "Calibration", "Detector", "Result", "Settings"]
 __version__ = "0.1.0"
 
 # The public names, imported on first use (PEP 562): ``import blackbox_wd.doors.cli`` and ``bbwd --help``
-# must not pay for torch and transformers, which ``pipeline`` imports.
+# must not pay for torch and transformers, which ``run.detector`` imports.
 _LAZY = {
     "BBWDError": "blackbox_wd.errors",
     "Calibration": "blackbox_wd.calibration",

@@ -79,12 +79,12 @@ class Settings:
     layer : int or None, default=None
         The teacher layer whose states are read, >= 1; None: floor(L / 2) of an L-layer teacher.
     alpha : float, default=1e-3
-        EigenWD's diagonal shift (``scores.DEFAULT_ALPHA``), finite and >= 0.
+        EigenWD's diagonal shift (``wd.DEFAULT_ALPHA``), finite and >= 0.
     p : float, default=0.1
-        EigenWD's norm order (``scores.P_NORM``), finite and > 0.
+        EigenWD's norm order (``wd.P_NORM``), finite and > 0.
     norm : str, default="auto"
         The token states' scale before transport: "unit" (each token's state scaled to length 1,
-        ``scores.unit_states``: no token's massive activation dominates the cost), "none" (as the layer
+        ``wd.unit_states``: no token's massive activation dominates the cost), "none" (as the layer
         gives them, the paper's) or "auto": the teacher's own (``teachers.registry.default_norm``: "none" for
         SmolLM2, measured better so, "unit" for every other). Results report and fingerprint the resolved one.
     device : str, default="auto"

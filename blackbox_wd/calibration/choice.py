@@ -1,7 +1,7 @@
 """A run's calibration: which one gives its verdict (a file's, the one shipped for the teacher, or none), what the
 run says of it, and whether the run can compute the members its heads read.
 
-``pipeline.Detector`` asks here when it is built (``Detector.with_calibration``) and checks its calibration's
+``detector.Detector`` asks here when it is built (``Detector.with_calibration``) and checks its calibration's
 members on creation.
 """
 

@@ -46,7 +46,7 @@ from blackbox_wd.run.groups import (
 from blackbox_wd.run.inputs import LogRecord, line_hash, raw_lines, read_records
 from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
 from blackbox_wd.run.runlog import Emit as RowEmit
-from blackbox_wd.run.runlog import Resume, RunLog
+from blackbox_wd.run.runlog import Resume, RunLog, check_output_path
 from blackbox_wd.settings import Settings
 
 ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
@@ -137,14 +137,6 @@ def plan_k(src: Path, k: int | None, sample_missing: bool, default: int = 10) ->
         if rec.error is None and len(rec.responses) >= 2:
             return len(rec.responses), f"the count of line {rec.line}'s responses"
     return default, "the default K: no record has 2 responses"
-
-
-def check_output_path(dst: Path) -> None:
-    """Raise BBWDError unless ``dst`` can be written: its folder exists and it is not a folder."""
-    if dst.is_dir():
-        raise BBWDError(f"output {dst} is a folder: give a file path with -o")
-    if not dst.parent.is_dir():
-        raise BBWDError(f"output folder {dst.parent} does not exist: create it first")
 
 
 def batch_log(dst: Path) -> RunLog:

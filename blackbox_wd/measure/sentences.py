@@ -8,7 +8,7 @@ so that mean_t c_kt = EMD2(answer, sample k). Sentence n with token set T_n scor
     score_n = sqrt( min_k mean_{t in T_n} c_kt ),
 
 the W2-like cost of explaining the sentence by the sample that explains it best: higher = more likely
-unsupported (``scores.sentence_scores``). A token belongs to the sentence that holds most of its
+unsupported (``wd.sentence_scores``). A token belongs to the sentence that holds most of its
 characters (ties: the earlier sentence); a token with no character in any sentence (whitespace between
 sentences) belongs to none; a sentence with no token scores None. The sentences are the record's own
 (:func:`locate`) or spaCy's rule-based sentencizer's (:func:`split`); spaCy is imported on first use.

@@ -86,7 +86,7 @@ class Detector:
             check_members(self.calibration, self.computable())
 
     def computable(self) -> set[str]:
-        """The members this run can give a result (``calibrated.computable_members``): LNE where log-probs come (a
+        """The members this run can give a result (``choice.computable_members``): LNE where log-probs come (a
         local llama.cpp sampler's, recorded samples', or the teacher's with ``lne``), EigenWD's fixed bandwidth with
         a teacher that has one, ``answer_nll`` and ``cocoa`` with ``lne``."""
         return computable_members(
@@ -157,7 +157,7 @@ class Detector:
         return built.with_calibration(calibration)
 
     def with_calibration(self, calibration: Calibration | str | None) -> Detector:
-        """The same wiring with another calibration: a file's, "auto" or None (``calibrated.choose_calibration``)."""
+        """The same wiring with another calibration: a file's, "auto" or None (``choice.choose_calibration``)."""
         reported = self.reported.as_dict() if calibration is not None else {}  # None: none read (a Ray actor's)
         chosen, note = choose_calibration(calibration, reported, self.settings)
         return replace(self, calibration=chosen, calibration_note=note)
@@ -222,7 +222,7 @@ class Detector:
     def outcome(
         self, ps: PromptStates | BBWDError, *, judge: Entails | None = exact_match_entails
     ) -> Result | BBWDError:
-        """``scoring.score_states`` with errors as values (``scoring.score_states_isolated``)."""
+        """``stages.score_states`` with errors as values (``stages.score_states_isolated``)."""
         return scoring.score_states_isolated(
             ps, self.settings, self.reported.as_dict(), self.calibration, self.reference_bandwidth, judge=judge
         )

@@ -32,7 +32,7 @@ from blackbox_wd.signals.baselines import Entails, exact_match_entails
 
 
 class Wiring(Protocol):
-    """What the loop needs of a ``pipeline.Detector`` (this module sits below the pipeline, which calls it)."""
+    """What the loop needs of a ``detector.Detector`` (this module sits below the pipeline, which calls it)."""
 
     @property
     def settings(self) -> Settings: ...
@@ -155,7 +155,7 @@ async def score_in_stages(
     Parameters
     ----------
     detector : Wiring
-        The wiring (a ``pipeline.Detector``); its settings' ``stages`` and its calibration's stages rule the loop.
+        The wiring (a ``detector.Detector``); its settings' ``stages`` and its calibration's stages rule the loop.
     items : sequence of (messages, SampleSet)
         Each prompt with the samples it has (given responses, or all of them), its judged answer and usage.
     draw : Draw or None

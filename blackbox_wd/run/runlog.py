@@ -34,6 +34,14 @@ Row = dict[str, Any]
 Emit = Callable[[Row, Any], None]
 
 
+def check_output_path(dst: Path) -> None:
+    """Raise BBWDError unless ``dst`` can be written: its folder exists and it is not a folder."""
+    if dst.is_dir():
+        raise BBWDError(f"output {dst} is a folder: give a file path with -o")
+    if not dst.parent.is_dir():
+        raise BBWDError(f"output folder {dst.parent} does not exist: create it first")
+
+
 class RunLog:
     """A run's JSONL output at ``path``: ``kind`` output, whose rows (``row``, as messages name them) pass
     ``is_row(n, row)`` at line n."""

@@ -2,7 +2,7 @@
 projected token states, one shared-prefix pass for many prompts) -> :func:`score_states` (CPU: states to D, AvgWD,
 EigenWD, the baselines, the judged answer's scores) -> :func:`judge_result` (the calibrated verdict).
 
-``pipeline.Detector`` runs them with a run's wiring; a prompt that cannot go on carries its BBWDError
+``detector.Detector`` runs them with a run's wiring; a prompt that cannot go on carries its BBWDError
 (:func:`scoring_failed` is the one text of a failed prompt).
 """
 

@@ -6,7 +6,7 @@ words of the K samples and the judged answer, and a sentence scores the largest 
     unigram_n = max_{w in sentence n} -ln p(w),    p(w) = (c(w) + 1) / (N + V),
 
 with c(w) the count of the word, N the words counted and V the distinct ones. A name or a number that no
-sample repeats scores high; the OT sentence score (``scores.sentence_scores``) sees meaning and misses
+sample repeats scores high; the OT sentence score (``wd.sentence_scores``) sees meaning and misses
 exactly those, which is why the sentence verdict reads both. Words are runs of letters and digits,
 lower-cased.
 """

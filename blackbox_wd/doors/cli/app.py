@@ -11,13 +11,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from blackbox_wd.adaptive import RULE
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.settings import Settings
+
+if TYPE_CHECKING:
+    from blackbox_wd.run.detector import Detector
 
 app = typer.Typer(
     add_completion=False,
@@ -121,6 +124,13 @@ def calibration_choice(path: Path | None, verdict: bool) -> Any:
     from blackbox_wd.calibration import Calibration  # scipy.special: about 1 s more on `bbwd --help`
 
     return Calibration.load(path)
+
+
+def detector_from(settings: Settings, choice: Any, **options: Any) -> Detector:
+    """``Detector.from_settings``: the one builder, imported when a command scores."""
+    from blackbox_wd.run.detector import Detector  # torch and transformers: seconds more on `bbwd --help`
+
+    return Detector.from_settings(settings, choice, **options)
 
 
 def say_note(note: str | None) -> None:

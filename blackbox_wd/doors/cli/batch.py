@@ -19,6 +19,7 @@ from blackbox_wd.doors.cli.app import (
     Verdict,
     app,
     calibration_choice,
+    detector_from,
     parse_k,
     quiet_libraries,
     say_note,
@@ -26,6 +27,7 @@ from blackbox_wd.doors.cli.app import (
     with_settings,
 )
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.run.runlog import check_output_path
 from blackbox_wd.settings import GROUP_SIZE, check_group_size
 
 
@@ -84,8 +86,7 @@ def batch(
     sample_missing = options.get("target") is not None  # else the responses are recorded samples
     if options.get("claims") is not None and not sample_missing:
         raise BBWDError("--claims target needs --target: the model that lists the claims (a recorded log has none)")
-    from blackbox_wd.doors.batch import BatchRunner, Runner, check_output_path, plan_k, read_done  # torch: as score's
-    from blackbox_wd.run.detector import Detector  # torch and transformers: seconds more on `bbwd --help`
+    from blackbox_wd.doors.batch import BatchRunner, Runner, plan_k, read_done  # torch: as score's
 
     quiet_libraries()
     check_group_size(group_size)
@@ -112,7 +113,7 @@ def batch(
     recorded = not sample_missing  # no --target: the log's responses are recorded samples
     with cluster:  # the engine's detector, built once: the driver's for Ray, this process's for the local engine
         built = engine_runner.build_options(settings)
-        detector = Detector.from_settings(
+        detector = detector_from(
             settings, choice, recorded=recorded, samples_from=samples_from, group_size=group_size, **built
         )
         runner = engine_runner(detector, sample_missing)
@@ -145,7 +146,7 @@ def rejudge_scored(
     scored: Path, output: Path, k: str | None, options: dict[str, Any], calibration: Path | None, verdict: bool
 ) -> None:
     """``bbwd batch`` on rows it wrote: each judged again with the calibration (``rejudge``), nothing scored."""
-    from blackbox_wd.doors.batch import check_output_path, read_done
+    from blackbox_wd.doors.batch import read_done  # torch: as score's
     from blackbox_wd.doors.rejudge import rejudge
 
     given = [

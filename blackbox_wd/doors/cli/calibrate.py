@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from blackbox_wd.doors.cli.app import app
+from blackbox_wd.run.runlog import check_output_path
 
 
 @app.command()
@@ -94,7 +95,6 @@ def calibrate(
     sentences) on labelled results: bbwd eval's, or bbwd batch's rows with a label added. A few labelled rows refit
     the map and threshold of the calibration that judged them; enough for a full fit, every head."""
     from blackbox_wd.doors import calibrate as door  # scikit-learn, matplotlib: seconds more on `bbwd --help`
-    from blackbox_wd.doors.batch import check_output_path  # torch: as score's
 
     if suggest is not None:
         output = output or Path("to_label.jsonl")

@@ -17,6 +17,7 @@ from blackbox_wd.doors.cli.app import (
     Verdict,
     app,
     calibration_choice,
+    detector_from,
     quiet_libraries,
     say_note,
     settings_from,
@@ -215,11 +216,9 @@ def score(
     if settings.claims is not None and (response is None or claim):
         raise BBWDError("--claims target lists the claims of the --response: give one, and no --claim")
     messages = as_messages(prompt)  # an empty prompt fails here, before torch loads
-    from blackbox_wd.run.detector import Detector  # torch and transformers: seconds more on `bbwd --help`
-
     choice = calibration_choice(calibration, verdict)
     quiet_libraries()
-    detector = Detector.from_settings(settings, choice)
+    detector = detector_from(settings, choice)
     say_note(detector.calibration_note)
     result = detector.score(messages, answer=response, claims=claim)  # with --claims target, the target's
     if as_json:

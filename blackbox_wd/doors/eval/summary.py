@@ -1,6 +1,6 @@
 """The evaluation report's ``summary.md`` from per-prompt results (its figures: ``eval.report``).
 
-A per-prompt result is a dict (a row of ``eval.run``, or ``pipeline.Result.to_dict()`` plus labels)
+A per-prompt result is a dict (a row of ``eval.run``, or ``detector.Result.to_dict()`` plus labels)
 holding:
 
 * labels, 1 = hallucination, 0 = correct (``LABEL_NAMES``): ``label`` (primary), optionally

@@ -308,5 +308,5 @@ class Service:
 
 def _scoring_failed(exc: BBWDError) -> ServeError:
     """The 500 for a request the teacher (or the local sampler) could not score: the pipeline's own text of the
-    failure (``scoring.scoring_failed`` already says which stage failed)."""
+    failure (``stages.scoring_failed`` already says which stage failed)."""
     return ServeError(500, str(exc), kind="teacher", type="server_error", code="teacher_error")
