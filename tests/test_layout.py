@@ -175,3 +175,40 @@ def test_no_module_is_long():
     }
     long = {name for name, n in lengths.items() if n > MAX_LINES}
     assert long == set(), {name: lengths[name] for name in long}
+
+
+MAX_INNER_IMPORTS = 12  # imports inside functions, package-wide (each keeps a heavy library off `bbwd --help`)
+MAX_PARAMETERS = 8  # of a function; at most MAX_WIDE functions outside the CLI commands take more
+MAX_WIDE = 3
+
+
+def functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def test_few_imports_inside_functions():
+    inner = [
+        f"{path.relative_to(PACKAGE.parent)}:{sub.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for function in functions(ast.parse(path.read_text()))
+        for statement in function.body
+        for sub in ast.walk(statement)
+        if isinstance(sub, (ast.Import, ast.ImportFrom))
+    ]
+    assert len(set(inner)) <= MAX_INNER_IMPORTS, inner
+
+
+def test_few_functions_take_many_parameters():
+    def width(f: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+        a = f.args
+        names = [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, (a.vararg, a.kwarg))]
+        return sum(n.arg not in ("self", "cls") for n in names)
+
+    wide = [
+        f"{path.relative_to(PACKAGE.parent)}:{f.name} ({width(f)})"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "cli" not in path.parts  # the commands: one parameter per option
+        for f in functions(ast.parse(path.read_text()))
+        if width(f) > MAX_PARAMETERS
+    ]
+    assert len(wide) <= MAX_WIDE, wide

@@ -105,3 +105,9 @@ def test_every_result_carries_the_peers_in_its_baselines() -> None:
 def test_fewer_than_two_responses_are_refused() -> None:
     with pytest.raises(ValueError, match="at least 2"):
         peer_scores(["only one"])
+
+
+def test_bbwd_score_names_every_peer():
+    from blackbox_wd.doors.cli.score import PEER_NAMES
+
+    assert tuple(PEER_NAMES) == (*PEERS, *ANSWER_PEERS)

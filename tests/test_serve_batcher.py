@@ -15,7 +15,7 @@ from conftest import break_teacher_pass_on
 import blackbox_wd.run.stages as pipeline_module
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.doors.serve.batcher import TeacherBatcher
-from blackbox_wd.doors.serve.metrics import Metrics
+from blackbox_wd.doors.serve.prometheus import Metrics
 from blackbox_wd.doors.serve.service import _scoring_failed
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Sample, SampleSet

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 from scipy.special import expit, logit
+from sklearn.metrics import roc_auc_score
 
 from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
@@ -293,6 +294,4 @@ def recalibrate(
 
 def _auroc(y: np.ndarray, p: np.ndarray, w: np.ndarray) -> float:
     """Weighted AUROC of p (0.5 with one class)."""
-    from sklearn.metrics import roc_auc_score
-
     return float(roc_auc_score(y, p, sample_weight=w)) if np.unique(y).size == 2 else 0.5

@@ -63,6 +63,8 @@ BATCH_FIELDS = (
     "token_counts",
     "timings",
 )
+# what marks a batch row (``is_scored``)
+SCORED = ("id", "line", "avg_wd", "eigen_wd", "n_samples", "settings", "fingerprint", "input_hash")
 OPTIONAL = ("answer_error", "stages")  # written when they have a value (and D with --save-matrix, when scored)
 CALIBRATED = ("p_hallucination", "flag", "members")  # with a calibration
 
@@ -147,6 +149,20 @@ def batch_log(dst: Path) -> RunLog:
 def read_done(dst: Path) -> list[dict[str, Any]]:
     """The complete rows of an earlier run, checked to be bbwd output; a torn last line is cut off (``RunLog.read``)."""
     return batch_log(dst).read()
+
+
+def is_scored(path: Path) -> bool:
+    """True when the first JSON line of ``path`` is a row that ``bbwd batch`` wrote (``SCORED``): its scores, not a
+    log record to score."""
+    with path.open("rb") as f:  # bytes: a bad line further on is the log's to report, not this check's
+        for line in f:
+            if line.strip():
+                try:
+                    row = json.loads(line)
+                except ValueError:  # UnicodeDecodeError included
+                    return False
+                return isinstance(row, dict) and all(key in row for key in SCORED)
+    return False
 
 
 def check_resume(

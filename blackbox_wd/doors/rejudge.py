@@ -22,10 +22,9 @@ from typing import Any
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.choice import embedded_calibration
 from blackbox_wd.calibration.labelled import json_objects
-from blackbox_wd.doors.batch import BATCH_FIELDS, CALIBRATED, OPTIONAL
+from blackbox_wd.doors.batch import BATCH_FIELDS, CALIBRATED, OPTIONAL, SCORED, read_done
 from blackbox_wd.errors import BBWDError, one_line
 
-SCORED = ("id", "line", "avg_wd", "eigen_wd", "n_samples", "settings", "fingerprint", "input_hash")  # a batch row's
 ROW_END = ("label", "error", "transient", "settings", "fingerprint", "input_hash")  # after the verdict, in a row
 
 
@@ -40,20 +39,6 @@ class Rejudged:
     def line(self) -> str:
         """One human-readable summary line."""
         return f"{self.judged} rows judged again ({self.errors} with an error kept as they were), no teacher pass"
-
-
-def is_scored(path: Path) -> bool:
-    """True when the first JSON line of ``path`` is a row that ``bbwd batch`` wrote (``SCORED``): its scores, not a
-    log record to score."""
-    with path.open("rb") as f:  # bytes: a bad line further on is the log's to report, not this check's
-        for line in f:
-            if line.strip():
-                try:
-                    row = json.loads(line)
-                except ValueError:  # UnicodeDecodeError included
-                    return False
-                return isinstance(row, dict) and all(key in row for key in SCORED)
-    return False
 
 
 def scored_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -113,6 +98,7 @@ def rejudge(src: Path, dst: Path, calibration: Calibration | str, base_rate: flo
     -------
     Rejudged
     """
+    read_done(dst)  # not bbwd output: never replaced
     out: list[dict[str, Any]] = []
     summary = Rejudged()
     notes: dict[str, None] = {}

@@ -79,15 +79,13 @@ def batch(
     if ray_address is not None and engine is not EngineOption.ray:
         raise BBWDError("--ray-address needs --engine ray")
     options = options or {}
-    from blackbox_wd.doors.rejudge import is_scored
+    from blackbox_wd.doors.batch import BatchRunner, Runner, is_scored, plan_k, read_done  # torch: as score's
 
     if is_scored(logs):
         return rejudge_scored(logs, output, k, options, calibration, verdict)
     sample_missing = options.get("target") is not None  # else the responses are recorded samples
     if options.get("claims") is not None and not sample_missing:
         raise BBWDError("--claims target needs --target: the model that lists the claims (a recorded log has none)")
-    from blackbox_wd.doors.batch import BatchRunner, Runner, plan_k, read_done  # torch: as score's
-
     quiet_libraries()
     check_group_size(group_size)
     check_output_path(output)
@@ -146,8 +144,7 @@ def rejudge_scored(
     scored: Path, output: Path, k: str | None, options: dict[str, Any], calibration: Path | None, verdict: bool
 ) -> None:
     """``bbwd batch`` on rows it wrote: each judged again with the calibration (``rejudge``), nothing scored."""
-    from blackbox_wd.doors.batch import read_done  # torch: as score's
-    from blackbox_wd.doors.rejudge import rejudge
+    from blackbox_wd.doors.rejudge import rejudge  # torch: as score's
 
     given = [
         f"--{name.replace('_', '-')}"
@@ -164,7 +161,6 @@ def rejudge_scored(
     check_output_path(output)
     if output.resolve() == scored.resolve():
         raise BBWDError(f"-o {output} is the input: write the judged rows to another file")
-    read_done(output)  # not bbwd output: never replaced
     choice = calibration_choice(calibration, verdict)
     summary = rejudge(scored, output, choice, base_rate=options.get("base_rate"))
     for note in summary.notes:

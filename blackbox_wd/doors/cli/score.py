@@ -30,6 +30,19 @@ if TYPE_CHECKING:
     from blackbox_wd.run.result import Result
 
 
+# the peers (``signals.baselines.peers``) by the short names `bbwd score` prints
+PEER_NAMES = {
+    "lexsim_rouge1": "LexSim-R1",
+    "lexsim_rougel": "LexSim-RL",
+    "eigval_jaccard": "EigVal",
+    "degmat_jaccard": "DegMat",
+    "ecc_jaccard": "Ecc",
+    "answer_rougel": "answer RL",
+    "answer_degmat": "answer DegMat",
+    "answer_ecc": "answer Ecc",
+}
+
+
 def render(result: Result, console: Console) -> None:
     """Human-readable table of responses, D and scores."""
     table = Table(title="Responses")
@@ -50,8 +63,6 @@ def render(result: Result, console: Console) -> None:
     )
     if result.eigen_wd_fixed is not None:
         console.print(f"EigenWD {result.eigen_wd_fixed:.6g}   (the teacher's fixed bandwidth)")
-    from blackbox_wd.signals.baselines.peers import PEER_NAMES  # numpy and scipy: loaded by then, not by `bbwd --help`
-
     paper = {k: v for k, v in result.baselines.items() if k not in PEER_NAMES}
     if paper:
         console.print("baselines: " + ", ".join(f"{k.upper()} {v:.4g}" for k, v in paper.items()))

@@ -19,7 +19,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from blackbox_wd.doors.serve.metrics import Metrics
+from blackbox_wd.doors.serve.prometheus import Metrics
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, SampleSet
 from blackbox_wd.run.result import Result

@@ -26,7 +26,7 @@ from blackbox_wd.clients.api import APISampler
 from blackbox_wd.clients.sampling import BatchSampler, draw_group
 from blackbox_wd.doors.serve.batcher import TeacherBatcher
 from blackbox_wd.doors.serve.local import LocalTarget
-from blackbox_wd.doors.serve.metrics import Metrics
+from blackbox_wd.doors.serve.prometheus import Metrics
 from blackbox_wd.doors.serve.protocol import (
     ChatRequest,
     ServeError,

@@ -11,6 +11,7 @@ import re
 import string
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 from rapidfuzz.distance import LCSseq
 
@@ -18,11 +19,18 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
 
+@lru_cache(maxsize=2)
+def rouge_tokenizer(stem: bool = False) -> Any:
+    """rouge-score's default tokenizer (lower-cased [a-z0-9] runs), with its Porter stemmer when ``stem`` (words of
+    more than 3 letters stemmed), as ``RougeScorer([...], use_stemmer=stem)`` reads a text."""
+    from rouge_score.tokenizers import DefaultTokenizer  # rouge_score loads nltk: kept off the scoring path
+
+    return DefaultTokenizer(use_stemmer=stem)
+
+
 def rouge_tokens(text: str) -> tuple[str, ...]:
     """rouge-score's tokens of ``text``: its default tokenizer, no stemming (lowercase [a-z0-9] runs)."""
-    from rouge_score.tokenize import tokenize  # rouge_score loads nltk: kept off the scoring path (test_startup)
-
-    return tuple(tokenize(text, None))
+    return tuple(rouge_tokenizer().tokenize(text))
 
 
 def token_rouge_l_f1(reference: Sequence[str], response: Sequence[str]) -> float:

@@ -35,41 +35,23 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from functools import lru_cache
 from itertools import combinations
-from typing import Any
 
 import numpy as np
 from rapidfuzz.distance import LCSseq
 from scipy.linalg import eigh
 
+from blackbox_wd.signals.answers.text import rouge_tokenizer
+
 PEERS = ("lexsim_rouge1", "lexsim_rougel", "eigval_jaccard", "degmat_jaccard", "ecc_jaccard")
 ANSWER_PEERS = ("answer_rougel", "answer_degmat", "answer_ecc")
-# short names, as `bbwd score` prints them
-PEER_NAMES = {
-    "lexsim_rouge1": "LexSim-R1",
-    "lexsim_rougel": "LexSim-RL",
-    "eigval_jaccard": "EigVal",
-    "degmat_jaccard": "DegMat",
-    "ecc_jaccard": "Ecc",
-    "answer_rougel": "answer RL",
-    "answer_degmat": "answer DegMat",
-    "answer_ecc": "answer Ecc",
-}
 ECC_THRESHOLD = 0.9  # lm-polygraph's Eccentricity(thres=0.9): eigenvectors of eigenvalues below it
-
-
-@lru_cache(maxsize=1)
-def _stemming_tokenizer() -> Any:
-    from rouge_score.tokenizers import DefaultTokenizer  # loads nltk's stemmer: kept off the import path
-
-    return DefaultTokenizer(use_stemmer=True)
 
 
 def stemmed_tokens(text: str) -> tuple[str, ...]:
     """rouge-score's tokens of ``text`` with its Porter stemmer (lower-cased [a-z0-9] runs, words of more than 3
     letters stemmed), as ``RougeScorer([...], use_stemmer=True)`` reads it."""
-    return tuple(_stemming_tokenizer().tokenize(text))
+    return tuple(rouge_tokenizer(stem=True).tokenize(text))
 
 
 def rouge1_f1(a: Sequence[str], b: Sequence[str]) -> float:
