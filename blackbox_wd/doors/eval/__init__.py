@@ -1,4 +1,5 @@
-"""``bbwd eval``: ``main`` (the command) -> ``run`` (scoring and labelling) -> ``report`` (summary.md, plots).
+"""``bbwd eval``: ``main`` (the command) -> ``run`` (scoring and labelling) -> ``report`` (plots) with ``summary``
+(summary.md).
 
 ``data`` (loaders, prompt protocols), ``labels`` (correctness labels), ``judge`` (the LLM judge) and
 ``claim_level`` (summary.md's claim AUROC, grouped by answer)."""
