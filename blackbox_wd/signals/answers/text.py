@@ -19,13 +19,25 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
 
+class RememberedStems:
+    """A stemmer whose stem of each word is worked out once (it never changes): Porter's rules are most of the peers'
+    time (``bench/speed/verdict_cost.py``), and the samples of a prompt repeat their words."""
+
+    def __init__(self, stemmer: Any) -> None:
+        self.stem = lru_cache(maxsize=1 << 16)(stemmer.stem)
+
+
 @lru_cache(maxsize=2)
 def rouge_tokenizer(stem: bool = False) -> Any:
     """rouge-score's default tokenizer (lower-cased [a-z0-9] runs), with its Porter stemmer when ``stem`` (words of
-    more than 3 letters stemmed), as ``RougeScorer([...], use_stemmer=stem)`` reads a text."""
+    more than 3 letters stemmed, each word's stem remembered), as ``RougeScorer([...], use_stemmer=stem)`` reads a
+    text."""
     from rouge_score.tokenizers import DefaultTokenizer  # rouge_score loads nltk: kept off the scoring path
 
-    return DefaultTokenizer(use_stemmer=stem)
+    tokenizer = DefaultTokenizer(use_stemmer=stem)
+    if stem:  # the tokenizer calls its stemmer's stem(word) for each word (rouge_score 0.1.2, tokenize.tokenize)
+        tokenizer._stemmer = RememberedStems(tokenizer._stemmer)
+    return tokenizer
 
 
 def rouge_tokens(text: str) -> tuple[str, ...]:

@@ -61,10 +61,21 @@ def rouge1_f1(a: Sequence[str], b: Sequence[str]) -> float:
     >>> round(rouge1_f1("the cat sat".split(), "the cat the".split()), 4)  # overlap 2 of 3 and 3
     0.6667
     """
-    overlap = sum((Counter(a) & Counter(b)).values())
+    return overlap_f1(unigram_overlap(Counter(a), Counter(b)), len(a), len(b))
+
+
+def unigram_overlap(a: Counter[str], b: Counter[str]) -> int:
+    """The clipped unigram overlap of two token counts: sum over words of the smaller count."""
+    if len(a) > len(b):
+        a, b = b, a
+    return sum(min(n, b[word]) for word, n in a.items() if word in b)
+
+
+def overlap_f1(overlap: int, n_a: int, n_b: int) -> float:
+    """F1 of an overlap of sequences of ``n_a`` and ``n_b`` tokens (precision over b, recall over a; 0 without one)."""
     if overlap == 0:
         return 0.0
-    precision, recall = overlap / len(b), overlap / len(a)
+    precision, recall = overlap / n_b, overlap / n_a
     return 2 * precision * recall / (precision + recall)
 
 
@@ -166,17 +177,23 @@ def peer_scores(responses: Sequence[str], answer: str | None = None) -> dict[str
         raise ValueError("the peers need at least 2 responses")
     tokens = [stemmed_tokens(r) for r in responses]
     pairs = list(combinations(tokens, 2))
-    w = jaccard_matrix(responses)
+    counts = [Counter(t) for t in tokens]
+    # the answer's Jaccard graph holds the samples' as its lower block: computed once
+    w_answer = None if answer is None else jaccard_matrix([answer, *responses])
+    w = jaccard_matrix(responses) if w_answer is None else w_answer[1:, 1:]
+    rouge1 = [
+        overlap_f1(unigram_overlap(counts[i], counts[j]), len(tokens[i]), len(tokens[j]))
+        for i, j in combinations(range(len(tokens)), 2)
+    ]
     out = {
-        "lexsim_rouge1": 1.0 - float(np.mean([rouge1_f1(a, b) for a, b in pairs])),
+        "lexsim_rouge1": 1.0 - float(np.mean(rouge1)),
         "lexsim_rougel": 1.0 - float(np.mean([rougel_f1(a, b) for a, b in pairs])),
         "eigval_jaccard": eigval_laplacian(w),
         "degmat_jaccard": degree_matrix(w),
         "ecc_jaccard": eccentricity(w),
     }
-    if answer is not None:
+    if answer is not None and w_answer is not None:
         said = stemmed_tokens(answer)
-        w_answer = jaccard_matrix([answer, *responses])
         out["answer_rougel"] = 1.0 - float(np.mean([rougel_f1(said, t) for t in tokens]))
         out["answer_degmat"] = 1.0 - float(w_answer[0, 1:].mean())
         out["answer_ecc"] = answer_eccentricity(w_answer)
