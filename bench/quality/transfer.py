@@ -69,6 +69,10 @@ DESIGNS = {
     "lexsim-short": Design(LEXSIM, LEXSIM, "short"),
     "lexsim-w2-short": Design(ANSWER, W2, "short"),
     "lexsim-w2-one": Design(ANSWER, W2, "one"),
+    "lexsim-w2v-short": Design(ANSWER, (*W2, "sentence_verdict"), "short"),
+    "lexsim-w2u-short": Design(ANSWER, (*W2, "answer_unigram"), "short"),
+    "lexsim-w2vu-short": Design(ANSWER, (*W2, "sentence_verdict", "answer_unigram"), "short"),
+    "lexsim-today-short": Design(ANSWER, (*LEXSIM, *TODAY), "short"),
 }
 
 
