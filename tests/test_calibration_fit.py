@@ -446,6 +446,15 @@ def test_rows_mixing_short_answers_and_passages_fit_a_head_without_the_short_onl
         assert one_kind.short_only == () and np.isfinite(one_kind.answers.members["es"]).all()
 
 
+def test_a_design_names_its_heads():
+    """A misspelt ``Design.heads`` is refused, not read as no head of a kind."""
+    from blackbox_wd.calibration.fit import HEADS, Design
+
+    assert [Design(("ls",), ("avg_wd",), heads).heads for heads in HEADS] == list(HEADS)
+    with pytest.raises(ValueError, match="Design.heads is 'pool'; one of kinds, pooled, short, one"):
+        Design(("ls",), ("avg_wd",), "pool")
+
+
 def test_pooled_short_heads_rank_every_short_answer_by_one_score():
     """``Design.heads == "pooled"``: the phrase and sentence answers hold the same head, fitted on both kinds' rows
     with a Platt calibrator, so p rises with z across both kinds; fitted apart, two kinds of different base rates get

@@ -6,6 +6,8 @@ For each set S of the runs given: ``calibration.fit.fit_files`` on the other set
 x100 (a passage label: ``human_score``, ``unsupported_share``), ECE, the flag's FPR and TPR against the FPR the head
 prints, S's best single member (oriented by the sign of its correlation with the label on the training sets), and
 with ``--auto`` the ``-k auto`` replay (stages 3, 5, K: samples drawn, the metric, flag agreement with fixed K).
+Then the verdict beside each lm-polygraph estimator on the sets of 0/1 labels, and the W2 members each alone beside
+ROUGE-1 on every set (#58: where they earn their place).
 
     python -m bench.quality.transfer --runs RUNS --combiners mean select logistic --auto
 
@@ -51,6 +53,8 @@ LEXSIM = ("lexsim_rouge1", "lexsim_rougel")  # lm-polygraph's LexicalSimilarity,
 ANSWER = (*LEXSIM, "answer_rougel", "answer_disagreement")
 LITE = (*LEXSIM, "eigval_jaccard", "degmat_jaccard", "answer_rougel", "answer_degmat")  # the second rule's
 W2 = (*LEXSIM, "avg_wd", "sentence_wd", "answer_wd")
+# the W2 members, each alone beside ROUGE-1 (#58: where they earn their place)
+W2_ALONE = ("lexsim_rouge1", "avg_wd", "log_eigen_wd", "log_eigen_wd_fixed", "answer_wd", "sentence_wd")
 DESIGNS = {
     "today": Design(TODAY, TODAY),
     "all": Design(MEMBERS, TODAY),
@@ -181,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         short: dict[str, list[float]] = {"verdict": [], **{name: [] for name in PEERS}}
         beside: list[str] = []  # the verdict beside each peer, a line per set
+        alone: list[str] = []  # the W2 members alone beside ROUGE-1, a line per set
         gaps = []
         for fold, left in folds.items():
             tests = {s: [with_members(r, args.strip) for r in labelled_rows(runs[s][args.k])] for s in left}
@@ -218,6 +223,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     beside.append(
                         f"| {name} | {value:.3f} | " + " | ".join(f"{short[m][-1]:.3f}" for m in PEERS) + " |"
                     )
+                alone.append(
+                    f"| {name} | "
+                    + " | ".join(
+                        f"{metric(y[ok], signs.get(m, 1.0) * x[ok]):.3f}" if (ok := np.isfinite(x)).sum() > 10 else ""
+                        for m in W2_ALONE
+                        for x in [member_column(rows, m)]
+                    )
+                    + " |"
+                )
                 sc = self_consistency(rows)
                 fpr, tpr = rates(y, flag)
                 ops = [v.head.operating_point for v in verdicts]
@@ -248,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("|---" * (len(PEERS) + 2) + "|")
             print("\n".join(beside))
             print("| mean | " + " | ".join(f"{np.mean(v):.3f}" for v in short.values()) + " |")
+        print(f"\n| left out, each alone (oriented on the training rows) | {' | '.join(W2_ALONE)} |")
+        print("|---" * (len(W2_ALONE) + 1) + "|")
+        print("\n".join(alone))
     return 0
 
 

@@ -313,6 +313,12 @@ def weighted_log_loss(y: np.ndarray, p: np.ndarray, w: np.ndarray) -> float:
     return float(log_loss(y, np.clip(p, 1e-12, 1 - 1e-12), sample_weight=w, labels=[0, 1]))
 
 
+def enough_prompts(t: Table, rows: np.ndarray, folds: int) -> bool:
+    """Whether the ``rows`` (a mask of ``t``'s) hold each class in at least ``2 * folds`` prompts, as a head fitted
+    on them needs (``check_rows``)."""
+    return all(np.unique(t.groups[rows & (t.y == c)]).size >= 2 * folds for c in (0, 1))
+
+
 def check_rows(y: np.ndarray, groups: np.ndarray, folds: int, members: Sequence[str]) -> None:
     """Raise BBWDError unless each class has rows in at least ``2 * folds`` prompts (nested folds need them)."""
     for label in (0, 1):
@@ -434,11 +440,7 @@ def kinds_to_fit(t: Table, folds: int) -> list[str]:
     prompts: each gets heads of its own; none when the rows are of one kind (the heads over every row are its)."""
     if np.unique(t.kind).size < 2:
         return []
-    return [
-        kind
-        for kind in KINDS
-        if all(np.unique(t.groups[(t.kind == kind) & (t.y == c)]).size >= 2 * folds for c in (0, 1))
-    ]
+    return [kind for kind in KINDS if enough_prompts(t, t.kind == kind, folds)]
 
 
 def head_sets(available: Sequence[str], optional: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:

@@ -36,6 +36,7 @@ from blackbox_wd.calibration.combine import (
     CrossValidation,
     HeadFit,
     Table,
+    enough_prompts,
     first_by_prompt,
     fit_head,
     head_sets,
@@ -72,6 +73,9 @@ CLAIM_COMBINER = "mean"
 OPTIONAL = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
 
 
+HEADS = ("kinds", "pooled", "short", "one")  # ``Design.heads``
+
+
 @dataclass(frozen=True)
 class Design:
     """Which members the heads read: those of short answers (the ``phrase`` and ``sentence`` kinds) and those of the
@@ -86,6 +90,10 @@ class Design:
     short: tuple[str, ...]
     other: tuple[str, ...]
     heads: str = "kinds"
+
+    def __post_init__(self) -> None:
+        if self.heads not in HEADS:
+            raise ValueError(f"Design.heads is {self.heads!r}; one of {', '.join(HEADS)}")
 
 
 # #58: short answers read the five peers (``baselines.peers``), the answer's three and its disagreement; the others
@@ -270,7 +278,7 @@ def fit_heads(
     if heads in ("pooled", "short"):
         t = replace(t, kind=np.where(np.isin(t.kind, SHORT_KINDS), POOLED, t.kind))
         kinds = [kind for kind in kinds if kind not in SHORT_KINDS]
-        if all(np.unique(t.groups[(t.kind == POOLED) & (t.y == c)]).size >= 2 * cv.folds for c in (0, 1)):
+        if enough_prompts(t, t.kind == POOLED, cv.folds):
             pool = [fit_head(t, head, cv, ("platt",), POOLED) for head in heads_on(t, short or sets, POOLED)]
     return (
         general
@@ -296,9 +304,7 @@ def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, Any]) ->
 def fittable(t: Table, short_only: Sequence[str], folds: int) -> tuple[str, ...]:
     """The members of ``short_only`` (missing on the passages of ``t``) whose rows hold each class in at least
     ``2 * folds`` prompts, as a head over them needs; the others are left out of every head."""
-    return tuple(
-        m for m in short_only if all(np.unique(t.groups[t.rows([m]) & (t.y == c)]).size >= 2 * folds for c in (0, 1))
-    )
+    return tuple(m for m in short_only if enough_prompts(t, t.rows([m]), folds))
 
 
 def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[float, bool]]:

@@ -176,18 +176,22 @@ def peer_scores(responses: Sequence[str], answer: str | None = None) -> dict[str
     if len(responses) < 2:
         raise ValueError("the peers need at least 2 responses")
     tokens = [stemmed_tokens(r) for r in responses]
-    pairs = list(combinations(tokens, 2))
     counts = [Counter(t) for t in tokens]
     # the answer's Jaccard graph holds the samples' as its lower block: computed once
     w_answer = None if answer is None else jaccard_matrix([answer, *responses])
     w = jaccard_matrix(responses) if w_answer is None else w_answer[1:, 1:]
-    rouge1 = [
-        overlap_f1(unigram_overlap(counts[i], counts[j]), len(tokens[i]), len(tokens[j]))
-        for i, j in combinations(range(len(tokens)), 2)
-    ]
+    rouge1, rougel = np.array(
+        [
+            (
+                overlap_f1(unigram_overlap(counts[i], counts[j]), len(tokens[i]), len(tokens[j])),
+                rougel_f1(tokens[i], tokens[j]),
+            )
+            for i, j in combinations(range(len(tokens)), 2)
+        ]
+    ).mean(axis=0)
     out = {
-        "lexsim_rouge1": 1.0 - float(np.mean(rouge1)),
-        "lexsim_rougel": 1.0 - float(np.mean([rougel_f1(a, b) for a, b in pairs])),
+        "lexsim_rouge1": 1.0 - float(rouge1),
+        "lexsim_rougel": 1.0 - float(rougel),
         "eigval_jaccard": eigval_laplacian(w),
         "degmat_jaccard": degree_matrix(w),
         "ecc_jaccard": eccentricity(w),
