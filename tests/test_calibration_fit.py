@@ -446,40 +446,12 @@ def test_rows_mixing_short_answers_and_passages_fit_a_head_without_the_short_onl
         assert one_kind.short_only == () and np.isfinite(one_kind.answers.members["es"]).all()
 
 
-def test_recalibrated_heads_rank_passages_by_the_general_z_and_calibrate_p_on_them():
-    """``Design.heads == "recalibrated"``: each head over every row gets a passage copy with the same z and a
-    calibrator fitted on the passages, so p on passages follows their own base rate (here 0.8 against 0.3 of the
-    short answers at the same scores), where the head over every row reads them at the pooled rate."""
-    from blackbox_wd.calibration.fit import fit_heads
-
-    rng = np.random.default_rng(3)
-    n = 300
-    kinds = np.array(["sentence"] * (2 * n) + ["passage"] * n)
-    x = rng.normal(0, 1, 3 * n)
-    shift = np.where(kinds == "passage", 2.2, -0.9)
-    y = (rng.random(3 * n) < 1 / (1 + np.exp(-(x + shift)))).astype(int)
-    t = table_from({"ls": x}, y, [str(i) for i in range(3 * n)], ["s"] * 3 * n, kinds)
-    cv = CrossValidation(combiner="mean")
-    fits = fit_heads(t, [("ls",)], cv, [("ls",)], "recalibrated")
-    general = next(h for h in fits if h.head.kind is None)
-    copy = next(h for h in fits if h.head.kind == "passage")
-    passages = kinds == "passage"
-    assert copy.head.model.mean == general.head.model.mean and copy.head.model.scale == general.head.model.scale
-    z = general.head.model.decision(x[passages].reshape(-1, 1))
-    p = copy.head.model.probability(x[passages].reshape(-1, 1))
-    assert roc_auc_score(y[passages], p) == pytest.approx(roc_auc_score(y[passages], z), abs=0.01)  # isotonic ties
-    assert p.mean() == pytest.approx(y[passages].mean(), abs=0.03)
-    pooled_p = general.head.model.probability(x[passages].reshape(-1, 1))
-    assert pooled_p.mean() < y[passages].mean() - 0.15  # what the copy corrects
-    assert copy.head.operating_point.fpr <= 0.1 + 1e-9
-
-
 def test_a_design_names_its_heads():
     """A misspelt ``Design.heads`` is refused, not read as no head of a kind."""
     from blackbox_wd.calibration.fit import HEADS, Design
 
     assert [Design(("ls",), ("avg_wd",), heads).heads for heads in HEADS] == list(HEADS)
-    with pytest.raises(ValueError, match="Design.heads is 'pool'; one of kinds, pooled, short, recalibrated, one"):
+    with pytest.raises(ValueError, match="Design.heads is 'pool'; one of kinds, pooled, short, one"):
         Design(("ls",), ("avg_wd",), "pool")
 
 

@@ -77,7 +77,6 @@ DESIGNS = {
     "lexsim-w2u-short": Design(ANSWER, (*W2, "answer_unigram"), "short"),
     "lexsim-w2vu-short": Design(ANSWER, (*W2, "sentence_verdict", "answer_unigram"), "short"),
     "lexsim-today-short": Design(ANSWER, (*LEXSIM, *TODAY), "short"),
-    "lexsim-w2-recal": Design(ANSWER, W2, "recalibrated"),
 }
 
 

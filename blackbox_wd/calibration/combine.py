@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -281,42 +281,6 @@ def fit_head(
         intercept=float(intercept[0]),
         calibrator=fit_calibrator(z, y, w, best),
     )
-    return HeadFit(Head(model, point, kind), rows, z, probs[best], losses)
-
-
-def recalibrated(table: Table, fit: HeadFit, kind: str, cv: CrossValidation = CrossValidation()) -> HeadFit:
-    """A copy of the head ``fit`` for the rows of one ``kind``: the same z, its calibrator refitted on that kind's
-    out-of-fold z (the calibrator of lower nested out-of-fold log-loss), its threshold at ``cv.target_fpr`` on their
-    out-of-fold p. Ranks those rows as the head does; calibrates p on them.
-
-    Parameters
-    ----------
-    table : Table
-        The rows ``fit`` was fitted on.
-    fit : HeadFit
-        A head fitted over every kind (``fit_head``).
-    kind : str
-        The kind of answer (``Table.kind``) the copy judges.
-    cv : CrossValidation, default=CrossValidation()
-        Its folds, seed and target FPR.
-
-    Returns
-    -------
-    fit : HeadFit
-        The copy, fitted on ``fit``'s rows of that kind.
-    """
-    rows = fit.rows & (table.kind == kind)
-    z = fit.z[table.kind[fit.rows] == kind]
-    y, w, g = table.y[rows], table.w[rows], table.groups[rows]
-    check_rows(y, g, cv.folds, fit.head.members)
-    probs = {m: np.empty(y.size) for m in CALIBRATORS}
-    for train, test in group_folds(y, g, cv.folds, cv.seed):
-        for m in CALIBRATORS:
-            probs[m][test] = fit_calibrator(z[train], y[train], w[train], m)(z[test])
-    losses = {m: weighted_log_loss(y, p, w) for m, p in probs.items()}
-    best = min(CALIBRATORS, key=losses.__getitem__)
-    model = replace(fit.head.model, calibrator=fit_calibrator(z, y, w, best))
-    point = operating_point(y, probs[best], w, cv.target_fpr)
     return HeadFit(Head(model, point, kind), rows, z, probs[best], losses)
 
 

@@ -42,7 +42,6 @@ from blackbox_wd.calibration.combine import (
     head_sets,
     heads_on,
     kinds_to_fit,
-    recalibrated,
 )
 from blackbox_wd.calibration.heads import Head
 from blackbox_wd.calibration.labelled import Labelled, read_labelled, read_settings
@@ -74,7 +73,7 @@ CLAIM_COMBINER = "mean"
 OPTIONAL = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
 
 
-HEADS = ("kinds", "pooled", "short", "recalibrated", "one")  # ``Design.heads``
+HEADS = ("kinds", "pooled", "short", "one")  # ``Design.heads``
 
 
 @dataclass(frozen=True)
@@ -84,11 +83,9 @@ class Design:
     each kind of answer fitted on its rows, then the heads over every kind; ``"pooled"``, the same but one head per
     member set over the phrase and sentence answers together (each short kind holds a copy), Platt, so that every short
     answer of a run is ranked by one score; ``"short"``, those pooled heads and the heads over every kind (no
-    passage heads); ``"recalibrated"``, as ``"short"``, and each head over every kind has a copy for passages with
-    its calibrator refitted on them (``combine.recalibrated``); ``"one"``, the heads over every kind alone. After the
-    heads over these, each is fitted again over its members in ``TEACHER_FREE`` alone: the heads that judge a run of a
-    teacher with no calibration of its own (``Calibration.teacher_free``); a run of the calibration's own teacher never
-    reaches them."""
+    passage heads); ``"one"``, the heads over every kind alone. After the heads over these, each
+    is fitted again over its members in ``TEACHER_FREE`` alone: the heads that judge a run of a teacher with no
+    calibration of its own (``Calibration.teacher_free``); a run of the calibration's own teacher never reaches them."""
 
     short: tuple[str, ...]
     other: tuple[str, ...]
@@ -273,18 +270,12 @@ def fit_heads(
     fitted twice but kept in the kind's order (so a kind's later head with fewer members never judges first).
     ``heads`` (``Design.heads``): "pooled", the short kinds' heads are fitted once on the phrase and sentence rows
     together, with a Platt calibrator, and each short kind holds a copy of them (and the passages get heads of their
-    own); "short", those and no other kind's; "recalibrated", those and, for passages, a copy of each head over every
-    row with its calibrator refitted on the passages; "one", no heads of a kind."""
+    own); "short", those and no other kind's; "one", no heads of a kind."""
     general = [fit_head(t, head, cv) for head in sets]
     fitted = {(h.head.members, h.rows.tobytes()): h for h in general}
     kinds = kinds_to_fit(t, cv.folds) if heads in ("kinds", "pooled") else []
     pool = []
-    if heads == "recalibrated":  # each head over every row whose passages a calibrator can be fitted on
-        passage = t.kind == "passage"
-        general += [
-            recalibrated(t, h, "passage", cv) for h in list(general) if enough_prompts(t, h.rows & passage, cv.folds)
-        ]
-    if heads in ("pooled", "short", "recalibrated"):
+    if heads in ("pooled", "short"):
         t = replace(t, kind=np.where(np.isin(t.kind, SHORT_KINDS), POOLED, t.kind))
         kinds = [kind for kind in kinds if kind not in SHORT_KINDS]
         if enough_prompts(t, t.kind == POOLED, cv.folds):
