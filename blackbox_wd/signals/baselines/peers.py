@@ -39,7 +39,6 @@ from itertools import combinations
 
 import numpy as np
 from rapidfuzz.distance import LCSseq
-from scipy.linalg import eigh
 
 from blackbox_wd.signals.answers.text import rouge_tokenizer
 
@@ -116,7 +115,12 @@ def eigval_laplacian(w: np.ndarray) -> float:
     >>> round(eigval_laplacian(np.ones((4, 4))), 6), round(eigval_laplacian(np.eye(4)), 6)
     (1.0, 4.0)
     """
-    return float(np.maximum(0.0, 1.0 - eigh(laplacian(w), eigvals_only=True)).sum())
+    return _eigval_sum(np.linalg.eigvalsh(laplacian(w)))
+
+
+def _eigval_sum(values: np.ndarray) -> float:
+    """sum_k max(0, 1 - lambda_k) of the Laplacian's eigenvalues."""
+    return float(np.maximum(0.0, 1.0 - values).sum())
 
 
 def degree_matrix(w: np.ndarray) -> float:
@@ -128,9 +132,8 @@ def degree_matrix(w: np.ndarray) -> float:
     return float(1.0 - w.mean())
 
 
-def _small_eigenvectors(w: np.ndarray) -> np.ndarray:
-    """The Laplacian's eigenvectors (columns) of eigenvalue below ``ECC_THRESHOLD``."""
-    values, vectors = eigh(laplacian(w))
+def _small_eigenvectors(values: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """The eigenvectors (columns) of a Laplacian's eigendecomposition whose eigenvalue is below ``ECC_THRESHOLD``."""
     return vectors[:, values < ECC_THRESHOLD]
 
 
@@ -141,14 +144,18 @@ def eccentricity(w: np.ndarray) -> float:
     >>> round(eccentricity(np.ones((4, 4))), 6)
     0.0
     """
-    v = _small_eigenvectors(w).T
+    return _eccentricity(*np.linalg.eigh(laplacian(w)))
+
+
+def _eccentricity(values: np.ndarray, vectors: np.ndarray) -> float:
+    v = _small_eigenvectors(values, vectors).T
     return float(np.linalg.norm(np.linalg.norm(v - v.mean(axis=1, keepdims=True), axis=1)))
 
 
 def answer_eccentricity(w: np.ndarray) -> float:
     """The eccentricity of text 0 in the graph W (Lin et al.'s C_Ecc, as an uncertainty): the distance of its row
     of the small eigenvectors (``_small_eigenvectors``) from the mean row."""
-    v = _small_eigenvectors(w)
+    v = _small_eigenvectors(*np.linalg.eigh(laplacian(w)))
     return float(np.linalg.norm(v[0] - v.mean(axis=0)))
 
 
@@ -189,12 +196,13 @@ def peer_scores(responses: Sequence[str], answer: str | None = None) -> dict[str
             for i, j in combinations(range(len(tokens)), 2)
         ]
     ).mean(axis=0)
+    spectrum = np.linalg.eigh(laplacian(w))  # one decomposition for EigValLaplacian and Eccentricity
     out = {
         "lexsim_rouge1": 1.0 - float(rouge1),
         "lexsim_rougel": 1.0 - float(rougel),
-        "eigval_jaccard": eigval_laplacian(w),
+        "eigval_jaccard": _eigval_sum(spectrum[0]),
         "degmat_jaccard": degree_matrix(w),
-        "ecc_jaccard": eccentricity(w),
+        "ecc_jaccard": _eccentricity(*spectrum),
     }
     if answer is not None and w_answer is not None:
         said = stemmed_tokens(answer)
