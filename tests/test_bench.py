@@ -396,11 +396,15 @@ def test_transfer_study_leaves_each_set_out_and_replays_k_auto(tmp_path: Path) -
             run = eval_run(tmp_path / f"{name}-k{k}", rows)
             (run / "settings.json").write_text(json.dumps({**settings, "k": k}))
     out = bench("quality.transfer", "--runs", tmp_path, "--k", 5, "--combiners", "mean", "--folds", 2, "--auto")
-    rows = {c[0]: c for c in table_rows(out)}
+    verdicts, alone = out.split("| left out, each alone")
+    rows = {c[0]: c for c in table_rows(verdicts)}
     assert {"one", "two", "three"} <= set(rows), out
     for name in ("one", "two", "three"):
         verdict, drawn = float(rows[name][2]), float(rows[name][12])
         assert verdict > 0.8 and 3 <= drawn <= 5, rows[name]
+    # each W2 member alone beside ROUGE-1 on each set left out; AvgWD follows the labels here
+    w2 = {c[0]: c for c in table_rows(alone)}
+    assert set(w2) == {"one", "two", "three"} and all(float(w2[s][2]) > 0.8 for s in w2), alone
     # leave one model out: a set not in MODELS is a model of its own, so each set is left out once, as above
     out = bench(
         "quality.transfer", "--runs", tmp_path, "--k", 5, "--combiners", "mean", "--folds", 2, "--leave", "model"
