@@ -360,6 +360,42 @@ def test_verdict_study_on_a_synthetic_sac3_and_wikibio_run(tmp_path: Path) -> No
     assert "OT score (sentence)" in rows and "lexical surprise (unigram max)" in rows
 
 
+@smoke("quality.support")
+def test_support_study_on_three_wikibio_passages(tmp_path: Path) -> None:
+    """The support lead on WikiBio's first three passages, read with the embedded teacher at K = 2: a passage whose
+    samples are the answer itself gets the most support (its tokens copied), and the sentences' AUC-PR is printed."""
+    from blackbox_wd.doors.eval.data import data_dir
+
+    records = [json.loads(line) for line in (data_dir() / "wikibio_gpt3_dev.jsonl").read_text().splitlines()[:3]]
+    rows = []
+    for n, r in enumerate(records):
+        answer = " ".join(r["sentences"][:3])
+        at, sentences = 0, []
+        for text, score in zip(r["sentences"][:3], (1.0, 2.0, 3.0), strict=True):
+            start = answer.index(text, at)
+            at = start + len(text)
+            sentences.append({"text": text, "start": start, "end": at, "score": score, "unigram": score})
+        samples = [answer, answer] if n == 0 else [x[:400] for x in r["samples"][:2]]
+        rows.append(
+            {
+                "id": r["id"],
+                "answer": answer,
+                "responses": samples,
+                "sentences": sentences,
+                "sentence_labels": r["sentence_labels"][:3],
+                "human_score": [0.0, 0.5, 1.0][n],
+                "avg_wd": float(n),
+                "sentence_wd": float(n),
+            }
+        )
+    run = eval_run(tmp_path / "wikibio_gpt3_dev-k2", rows)
+    out = bench("quality.support", "--runs", tmp_path, "--k", 2, timeout=600)
+    row = next(c for c in table_rows(out) if c[0] == "wikibio_gpt3_dev")
+    assert row[1] == "3" and float(row[2]) > 50 and float(row[4]) == 100.0, row  # the copied answer: least risk
+    assert "wikibio_gpt3_dev: 9 sentences, NonFact AUC-PR x100: support" in out, out
+    assert run.is_dir()
+
+
 @smoke("quality.adaptive")
 def test_adaptive_study_replays_a_k_auto_run(tmp_path: Path) -> None:
     """-k auto replayed with K at most 5 (stages 3 and 5) from one ``-k auto`` run holding every stage; each prompt
