@@ -7,8 +7,9 @@ answer's support is the mean over its tokens of the mean over the samples; a sen
 (mapped by their character offsets). Risk = -support.
 
 Printed per set: the answer's support beside ROUGE-1, SentenceWD, AvgWD and the lexical surprise on the same rows
-(Pearson x100 with the passage label), with sentence labels the sentences' NonFact AUC-PR x100 beside their OT score
-and lexical surprise, and the teacher's time for the support passes against the layer pass of the same samples.
+(Pearson x100 with the passage label), with sentence labels the sentences' NonFact AUC-PR x100 (``metrics.auc_pr``,
+the trapezoid) beside their OT score and lexical surprise, and the teacher's time for the support passes against the
+layer pass of the same samples.
 docs/results-notebook.md, "A seventh look".
 
     python -m bench.quality.support --runs R10 --sets wikibio_gpt3_dev gbu_factscore_gpt35 [--limit N]
@@ -25,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import average_precision_score
 
 from bench.common import command, table
 from bench.verdicts import labelled_rows, with_members
 from blackbox_wd.calibration.members import member_value
+from blackbox_wd.calibration.metrics import auc_pr
 from blackbox_wd.doors.eval.data import data_dir, load
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
@@ -102,7 +103,7 @@ def measure(teacher: HFTeacher, runs: Path, name: str, k: int, limit: int | None
     line = ""
     if sentences:
         s = np.array(sentences, dtype=float)
-        ap = [100 * average_precision_score(s[:, 0], s[:, i]) for i in (1, 2, 3)]
+        ap = [100 * auc_pr(s[:, 0], s[:, i]) for i in (1, 2, 3)]
         line = (
             f"{name}: {len(s)} sentences, NonFact AUC-PR x100: support {ap[0]:.2f}, OT score {ap[1]:.2f}, "
             f"lexical surprise {ap[2]:.2f}"
