@@ -148,6 +148,7 @@ def eccentricity(w: np.ndarray) -> float:
 
 
 def _eccentricity(values: np.ndarray, vectors: np.ndarray) -> float:
+    """``eccentricity`` from the Laplacian's eigendecomposition (``numpy.linalg.eigh``'s values and vectors)."""
     v = _small_eigenvectors(values, vectors).T
     return float(np.linalg.norm(np.linalg.norm(v - v.mean(axis=1, keepdims=True), axis=1)))
 
