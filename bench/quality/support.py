@@ -40,10 +40,9 @@ BESIDE = ("lexsim_rouge1", "sentence_wd", "avg_wd", "answer_unigram")
 NONFACT = ("minor_inaccurate", "major_inaccurate")
 
 
-def support(teacher: HFTeacher, messages: list[dict[str, str]], answer: str, samples: list[str]) -> np.ndarray:
-    """Each token of ``answer``: the mean over ``samples`` of its log-probability gain when the teacher read the
-    sample first (the module's docstring)."""
-    ids = teacher.response_ids(answer)
+def support(teacher: HFTeacher, messages: list[dict[str, str]], ids: list[int], samples: list[str]) -> np.ndarray:
+    """Each token of the answer (its token ``ids``): the mean over ``samples`` of its log-probability gain when the
+    teacher read the sample first (the module's docstring)."""
     pairs = [(teacher.prompt_ids(messages), ids)] + [
         (teacher.prompt_ids([*messages, {"role": "assistant", "content": s}, messages[-1]]), ids) for s in samples
     ]
@@ -52,9 +51,8 @@ def support(teacher: HFTeacher, messages: list[dict[str, str]], answer: str, sam
     return np.mean([x - lp[0] for x in lp[1:]], axis=0)  # type: ignore[operator]
 
 
-def sentence_means(teacher: HFTeacher, answer: str, gain: np.ndarray, sentences: list[dict[str, Any]]) -> list[float]:
-    """The mean gain of each sentence's tokens (NaN for a sentence with none)."""
-    offsets = teacher.reader.text_offsets(answer, teacher.response_ids(answer))
+def sentence_means(offsets: np.ndarray, gain: np.ndarray, sentences: list[dict[str, Any]]) -> list[float]:
+    """The mean gain of each sentence's tokens, by the tokens' character ``offsets`` (NaN for a sentence with none)."""
     out = []
     for s in sentences:
         inside = (offsets[:, 0] >= s["start"]) & (offsets[:, 1] <= s["end"]) & (offsets[:, 1] > offsets[:, 0])
@@ -78,7 +76,8 @@ def measure(teacher: HFTeacher, runs: Path, name: str, k: int, limit: int | None
     for r in rows:
         messages, samples = items[r["id"]].messages, r["responses"][:k]
         t0 = time.perf_counter()
-        gain = support(teacher, messages, r["answer"], samples)
+        ids = teacher.response_ids(r["answer"])
+        gain = support(teacher, messages, ids, samples)
         t1 = time.perf_counter()
         prompt = teacher.prompt_ids(messages)
         teacher.encode_ids([(prompt, teacher.response_ids(s)) for s in samples])
@@ -87,13 +86,9 @@ def measure(teacher: HFTeacher, runs: Path, name: str, k: int, limit: int | None
         risk.append(-float(gain.mean()))
         for m in BESIDE:
             beside[m].append(member_value(r, m))
-        labels = r.get("sentence_labels") or []
-        for s, mean, label in zip(
-            r.get("sentences") or [],
-            sentence_means(teacher, r["answer"], gain, r.get("sentences") or []),
-            labels,
-            strict=False,
-        ):
+        said, labels = r.get("sentences") or [], r.get("sentence_labels") or []
+        means = sentence_means(teacher.reader.text_offsets(r["answer"], ids), gain, said)
+        for s, mean, label in zip(said, means, labels, strict=False):
             if label is not None and np.isfinite(mean):
                 sentences.append((label in NONFACT, -mean, s["score"], s["unigram"]))
     yy = np.array(y, dtype=float)

@@ -52,10 +52,15 @@ def token_rouge_l_f1(reference: Sequence[str], response: Sequence[str]) -> float
     >>> round(token_rouge_l_f1("the cat sat on the mat".split(), "a cat sat the mat".split()), 4)  # LCS 4 of 6, 5
     0.7273
     """
-    lcs = LCSseq.similarity(reference, response)
-    if lcs == 0:
+    return overlap_f1(LCSseq.similarity(reference, response), len(reference), len(response))
+
+
+def overlap_f1(overlap: int, n_a: int, n_b: int) -> float:
+    """F1 of an overlap of sequences of ``n_a`` and ``n_b`` tokens (precision over b, recall over a; 0 without one),
+    as rouge-score's ``scoring.fmeasure`` reads ROUGE-1's unigram overlap and ROUGE-L's longest common subsequence."""
+    if overlap == 0:
         return 0.0
-    precision, recall = lcs / len(response), lcs / len(reference)
+    precision, recall = overlap / n_b, overlap / n_a
     return 2 * precision * recall / (precision + recall)
 
 

@@ -38,9 +38,8 @@ from collections.abc import Sequence
 from itertools import combinations
 
 import numpy as np
-from rapidfuzz.distance import LCSseq
 
-from blackbox_wd.signals.answers.text import rouge_tokenizer
+from blackbox_wd.signals.answers.text import overlap_f1, rouge_tokenizer, token_rouge_l_f1
 
 PEERS = ("lexsim_rouge1", "lexsim_rougel", "eigval_jaccard", "degmat_jaccard", "ecc_jaccard")
 ANSWER_PEERS = ("answer_rougel", "answer_degmat", "answer_ecc")
@@ -53,38 +52,16 @@ def stemmed_tokens(text: str) -> tuple[str, ...]:
     return tuple(rouge_tokenizer(stem=True).tokenize(text))
 
 
-def rouge1_f1(a: Sequence[str], b: Sequence[str]) -> float:
-    """ROUGE-1 F1 of two token sequences, as rouge-score computes it (clipped unigram overlap; 0 when either is
-    empty or nothing overlaps).
+def unigram_overlap(a: Counter[str], b: Counter[str]) -> int:
+    """The clipped unigram overlap of two token counts: sum over words of the smaller count, ROUGE-1's (its F1:
+    ``answers.text.overlap_f1``).
 
-    >>> round(rouge1_f1("the cat sat".split(), "the cat the".split()), 4)  # overlap 2 of 3 and 3
+    >>> round(overlap_f1(unigram_overlap(Counter("the cat sat".split()), Counter("the cat the".split())), 3, 3), 4)
     0.6667
     """
-    return overlap_f1(unigram_overlap(Counter(a), Counter(b)), len(a), len(b))
-
-
-def unigram_overlap(a: Counter[str], b: Counter[str]) -> int:
-    """The clipped unigram overlap of two token counts: sum over words of the smaller count."""
     if len(a) > len(b):
         a, b = b, a
     return sum(min(n, b[word]) for word, n in a.items() if word in b)
-
-
-def overlap_f1(overlap: int, n_a: int, n_b: int) -> float:
-    """F1 of an overlap of sequences of ``n_a`` and ``n_b`` tokens (precision over b, recall over a; 0 without one)."""
-    if overlap == 0:
-        return 0.0
-    precision, recall = overlap / n_b, overlap / n_a
-    return 2 * precision * recall / (precision + recall)
-
-
-def rougel_f1(a: Sequence[str], b: Sequence[str]) -> float:
-    """ROUGE-L F1 of two token sequences, as rouge-score computes it (0 when either is empty)."""
-    lcs = LCSseq.similarity(a, b)
-    if lcs == 0:
-        return 0.0
-    precision, recall = lcs / len(b), lcs / len(a)
-    return 2 * precision * recall / (precision + recall)
 
 
 def jaccard_matrix(texts: Sequence[str]) -> np.ndarray:
@@ -192,7 +169,7 @@ def peer_scores(responses: Sequence[str], answer: str | None = None) -> dict[str
         [
             (
                 overlap_f1(unigram_overlap(counts[i], counts[j]), len(tokens[i]), len(tokens[j])),
-                rougel_f1(tokens[i], tokens[j]),
+                token_rouge_l_f1(tokens[i], tokens[j]),
             )
             for i, j in combinations(range(len(tokens)), 2)
         ]
@@ -207,7 +184,7 @@ def peer_scores(responses: Sequence[str], answer: str | None = None) -> dict[str
     }
     if answer is not None and w_answer is not None:
         said = stemmed_tokens(answer)
-        out["answer_rougel"] = 1.0 - float(np.mean([rougel_f1(said, t) for t in tokens]))
+        out["answer_rougel"] = 1.0 - float(np.mean([token_rouge_l_f1(said, t) for t in tokens]))
         out["answer_degmat"] = 1.0 - float(w_answer[0, 1:].mean())
         out["answer_ecc"] = answer_eccentricity(w_answer)
     return out
