@@ -470,7 +470,7 @@ def test_pooled_short_heads_rank_every_short_answer_by_one_score():
     members = {"ls": x, "avg_wd": rng.normal(0, 1, 3 * n)}
     t = table_from(members, y, [str(i) for i in range(3 * n)], ["s"] * 3 * n, kinds)
     cv = CrossValidation(combiner="mean")
-    pooled = fit_heads(t, [("ls",)], cv, [("ls",)], "pooled")
+    pooled = fit_heads(t, [("ls",)], cv, {"phrase": [("ls",)], "sentence": [("ls",)]}, "pooled")
     by_kind = {h.head.kind: h.head for h in pooled if h.head.kind is not None}
     assert set(by_kind) == {*SHORT_KINDS, "passage"}
     assert by_kind["phrase"].model == by_kind["sentence"].model and by_kind["phrase"].model.method == "platt"
@@ -479,5 +479,5 @@ def test_pooled_short_heads_rank_every_short_answer_by_one_score():
     z = by_kind["phrase"].model.decision(x[short].reshape(-1, 1))
     p = np.concatenate([by_kind[k].model.probability(x[kinds == k].reshape(-1, 1)) for k in SHORT_KINDS])
     assert roc_auc_score(y[short], p) == pytest.approx(roc_auc_score(y[short], z))  # one score, no interleaving
-    apart = {h.head.kind: h.head for h in fit_heads(t, [("ls",)], cv, [("ls",)]) if h.head.kind is not None}
+    apart = {h.head.kind: h.head for h in fit_heads(t, [("ls",)], cv, {"phrase": [("ls",)], "sentence": [("ls",)]}) if h.head.kind is not None}
     assert apart["phrase"].model != apart["sentence"].model  # what pooling replaces

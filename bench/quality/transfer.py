@@ -77,6 +77,8 @@ DESIGNS = {
     "lexsim-w2u-short": Design(ANSWER, (*W2, "answer_unigram"), "short"),
     "lexsim-w2vu-short": Design(ANSWER, (*W2, "sentence_verdict", "answer_unigram"), "short"),
     "lexsim-today-short": Design(ANSWER, (*LEXSIM, *TODAY), "short"),
+    "answer-phrase": Design(DESIGN.short, DESIGN.other, phrase=ANSWER),
+    "lexsim-phrase": Design(DESIGN.short, DESIGN.other, phrase=LEXSIM),
 }
 
 

@@ -90,10 +90,19 @@ class Design:
     short: tuple[str, ...]
     other: tuple[str, ...]
     heads: str = "kinds"
+    phrase: tuple[str, ...] | None = None  # the phrase kind's members, where not ``short``'s (``heads="kinds"``)
 
     def __post_init__(self) -> None:
         if self.heads not in HEADS:
             raise ValueError(f"Design.heads is {self.heads!r}; one of {', '.join(HEADS)}")
+        if self.phrase is not None and self.heads != "kinds":
+            raise ValueError(f"Design.phrase needs heads of each kind (heads='kinds'), not {self.heads!r}")
+
+    def of_kind(self, kind: str) -> tuple[str, ...]:
+        """The members of the heads of answers of ``kind`` (``members.KINDS``)."""
+        if kind == "phrase" and self.phrase is not None:
+            return self.phrase
+        return self.short if kind in SHORT_KINDS else self.other
 
 
 # #58: short answers read the five peers (``baselines.peers``), the answer's three and its disagreement; the others
@@ -200,9 +209,11 @@ def fit_calibration(
     optional = (*OPTIONAL, short_only) if short_only else OPTIONAL
     sets = member_sets([m for m in members if m in design.other], optional)
     # a short answer's heads over the design's members, when the rows have any (else over the others', as before it)
-    has_short = [m for m in members if m in design.short]
-    short = member_sets(has_short, optional) if has_short else sets
-    heads = fit_heads(t, sets, cv, short, design.heads)
+    by_kind = {
+        kind: member_sets(has, optional) if (has := [m for m in members if m in design.of_kind(kind)]) else sets
+        for kind in SHORT_KINDS
+    }
+    heads = fit_heads(t, sets, cv, by_kind, design.heads)
     first = heads[0]
     applied = used_heads([h.head for h in heads])
     y, w = t.y[first.rows], t.w[first.rows]
@@ -228,7 +239,7 @@ def fit_calibration(
         claim_base_rate=None if claim is None else float(np.mean(labelled.claims.y)),  # type: ignore[union-attr]
         claim_n=None if claim is None else int(labelled.claims.y.size),  # type: ignore[union-attr]
     )
-    stages = fit_stages(labelled, (sets, short), heads, cv, design.heads)
+    stages = fit_stages(labelled, (sets, by_kind), heads, cv, design.heads)
     calibration = Calibration(
         model=applied[0].model,
         operating_point=applied[0].operating_point,
@@ -260,17 +271,18 @@ def fit_heads(
     t: Table,
     sets: Sequence[Sequence[str]],
     cv: CrossValidation,
-    short: Sequence[Sequence[str]] | None = None,
+    by_kind: Mapping[str, Sequence[Sequence[str]]] | None = None,
     heads: str = "kinds",
 ) -> list[HeadFit]:
     """The heads over every row (``sets``, most members first), then those of each kind of answer with rows enough
-    (``combine.kinds_to_fit``; a short answer's over ``short``, when given), each set less the members its kind's rows
+    (``combine.kinds_to_fit``; a kind in ``by_kind`` over its sets there), each set less the members its kind's rows
     lack, fitted on that kind's rows alone; a
     kind's head whose rows a head over every row already holds alone (a short-answer member's) is that head, not
     fitted twice but kept in the kind's order (so a kind's later head with fewer members never judges first).
     ``heads`` (``Design.heads``): "pooled", the short kinds' heads are fitted once on the phrase and sentence rows
     together, with a Platt calibrator, and each short kind holds a copy of them (and the passages get heads of their
     own); "short", those and no other kind's; "one", no heads of a kind."""
+    by_kind = by_kind or {}
     general = [fit_head(t, head, cv) for head in sets]
     fitted = {(h.head.members, h.rows.tobytes()): h for h in general}
     kinds = kinds_to_fit(t, cv.folds) if heads in ("kinds", "pooled") else []
@@ -279,7 +291,8 @@ def fit_heads(
         t = replace(t, kind=np.where(np.isin(t.kind, SHORT_KINDS), POOLED, t.kind))
         kinds = [kind for kind in kinds if kind not in SHORT_KINDS]
         if enough_prompts(t, t.kind == POOLED, cv.folds):
-            pool = [fit_head(t, head, cv, ("platt",), POOLED) for head in heads_on(t, short or sets, POOLED)]
+            short = by_kind.get(SHORT_KINDS[0], sets)  # ``Design`` gives both short kinds the same members here
+            pool = [fit_head(t, head, cv, ("platt",), POOLED) for head in heads_on(t, short, POOLED)]
     return (
         general
         + [replace(h, head=replace(h.head, kind=kind)) for kind in SHORT_KINDS for h in pool]
@@ -288,7 +301,7 @@ def fit_heads(
             if (same := fitted.get((head, (t.rows(head) & (t.kind == kind)).tobytes()))) is not None
             else fit_head(t, head, cv, kind=kind)
             for kind in kinds
-            for head in heads_on(t, short if short is not None and kind in SHORT_KINDS else sets, kind)
+            for head in heads_on(t, by_kind.get(kind, sets), kind)
         ]
     )
 
@@ -316,19 +329,22 @@ def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[flo
 
 def fit_stages(
     labelled: Labelled,
-    sets: tuple[Sequence[Sequence[str]], Sequence[Sequence[str]]],
+    sets: tuple[Sequence[Sequence[str]], Mapping[str, Sequence[Sequence[str]]]],
     final_fits: Sequence[HeadFit],
     cv: CrossValidation,
     heads: str = "kinds",
 ) -> tuple[Stage, ...]:
-    """The heads of every other sample count (the same member sets, ``(other, short)`` as in ``fit_heads``, less the
-    members no row of it has; fitted on its rows) and, for each below the main K, its ``-k auto`` band
+    """The heads of every other sample count (the same member sets, ``(other, by_kind)`` as in ``fit_heads``, less
+    the members no row of it has; fitted on its rows) and, for each below the main K, its ``-k auto`` band
     (``settle.fit_settles`` over each prompt's nested out-of-fold p and flag from the head that judges it, at every
     stage below K and at K, on the prompts scored at all of them); above K, no band."""
     if not labelled.stages:
         return ()
-    other, short = sets
-    fits = {k: fit_heads(t, heads_on(t, other), cv, heads_on(t, short), heads) for k, t in labelled.stages.items()}
+    other, by_kind = sets
+    fits = {
+        k: fit_heads(t, heads_on(t, other), cv, {kind: heads_on(t, s) for kind, s in by_kind.items()}, heads)
+        for k, t in labelled.stages.items()
+    }
     below = [k for k in fits if labelled.k is None or k < labelled.k]
     settles = dict.fromkeys(fits, Settle())
     if below:
