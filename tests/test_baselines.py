@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-from blackbox_wd.signals.answers.text import rouge_l_f1, token_rouge_l_f1
+from blackbox_wd.signals.answers.text import rouge_l_f1, rouge_tokens, token_rouge_l_f1
 from blackbox_wd.signals.baselines import (
     ANSWER_PEERS,
     PEERS,
@@ -27,6 +29,8 @@ from blackbox_wd.signals.baselines.dse import cluster_entropy, entailment_prompt
 from blackbox_wd.signals.baselines.er import effective_rank_of_spectrum
 from blackbox_wd.signals.baselines.es import embedding_covariance
 from blackbox_wd.signals.baselines.ls import mean_pairwise_rouge_l
+
+PEERS_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "polygraph_peers.json"  # real samples
 
 # --- LNE ----------------------------------------------------------------------------------
 
@@ -77,6 +81,40 @@ def test_rouge_l_equals_rouge_score_on_random_token_strings():
             assert rouge_l_f1(a, b) == scorer.score(a, b)["rougeL"].fmeasure, (a, b)
     assert token_rouge_l_f1(list("ABCBDAB"), list("BDCABA")) == pytest.approx(8 / 13)  # CLRS: LCS 4 of 7 and 6
     assert token_rouge_l_f1([], ["a"]) == token_rouge_l_f1(["a"], []) == token_rouge_l_f1([], []) == 0.0
+
+
+def test_rouge_tokens_are_rouge_scores_tokens():
+    """bbwd's tokens are rouge-score's own (its DefaultTokenizer, with and without the Porter stemmer), over random
+    texts of words, punctuation, digits and letters that lower-case into ASCII or out of it, and real samples."""
+    from rouge_score.tokenizers import DefaultTokenizer
+
+    rng = np.random.default_rng(1)
+    words = [
+        "The",
+        "cats'",
+        "running",
+        "ran",
+        "İstanbul",
+        "Kelvin",
+        "\u212a",
+        "naïve",
+        "2,000",
+        "U.S.",
+        "-",
+        "x1y",
+        "generously",
+        "happiness",
+        "ÉCOLE",
+        "ﬁne",
+        "agreed",
+        "",
+    ]
+    texts = [" ".join(rng.choice(words, rng.integers(0, 12))) for _ in range(300)]
+    texts += [s for r in json.loads(PEERS_FIXTURE.read_text())["records"] for s in r["sample_texts"]]
+    for stem in (False, True):
+        theirs = DefaultTokenizer(use_stemmer=stem)
+        for text in texts:
+            assert rouge_tokens(text, stem=stem) == tuple(theirs.tokenize(text)), (stem, text)
 
 
 def test_lexical_similarity_worked_example():

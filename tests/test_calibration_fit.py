@@ -453,6 +453,10 @@ def test_a_design_names_its_heads():
     assert [Design(("ls",), ("avg_wd",), heads).heads for heads in HEADS] == list(HEADS)
     with pytest.raises(ValueError, match="Design.heads is 'pool'; one of kinds, pooled, short, one"):
         Design(("ls",), ("avg_wd",), "pool")
+    phrase = Design(("ls",), ("avg_wd",), phrase=("lexsim_rouge1",))
+    assert [phrase.of_kind(k) for k in ("phrase", "sentence", "passage")] == [("lexsim_rouge1",), ("ls",), ("avg_wd",)]
+    with pytest.raises(ValueError, match="Design.phrase needs heads of each kind"):
+        Design(("ls",), ("avg_wd",), "pooled", phrase=("lexsim_rouge1",))
 
 
 def test_pooled_short_heads_rank_every_short_answer_by_one_score():
@@ -470,7 +474,8 @@ def test_pooled_short_heads_rank_every_short_answer_by_one_score():
     members = {"ls": x, "avg_wd": rng.normal(0, 1, 3 * n)}
     t = table_from(members, y, [str(i) for i in range(3 * n)], ["s"] * 3 * n, kinds)
     cv = CrossValidation(combiner="mean")
-    pooled = fit_heads(t, [("ls",)], cv, {"phrase": [("ls",)], "sentence": [("ls",)]}, "pooled")
+    both = {"phrase": [("ls",)], "sentence": [("ls",)]}
+    pooled = fit_heads(t, [("ls",)], cv, both, "pooled")
     by_kind = {h.head.kind: h.head for h in pooled if h.head.kind is not None}
     assert set(by_kind) == {*SHORT_KINDS, "passage"}
     assert by_kind["phrase"].model == by_kind["sentence"].model and by_kind["phrase"].model.method == "platt"
@@ -479,5 +484,13 @@ def test_pooled_short_heads_rank_every_short_answer_by_one_score():
     z = by_kind["phrase"].model.decision(x[short].reshape(-1, 1))
     p = np.concatenate([by_kind[k].model.probability(x[kinds == k].reshape(-1, 1)) for k in SHORT_KINDS])
     assert roc_auc_score(y[short], p) == pytest.approx(roc_auc_score(y[short], z))  # one score, no interleaving
-    apart = {h.head.kind: h.head for h in fit_heads(t, [("ls",)], cv, {"phrase": [("ls",)], "sentence": [("ls",)]}) if h.head.kind is not None}
+    apart = {h.head.kind: h.head for h in fit_heads(t, [("ls",)], cv, both) if h.head.kind is not None}
     assert apart["phrase"].model != apart["sentence"].model  # what pooling replaces
+    # each kind's heads over its own members (``Design.phrase``): the others' heads are over every row's
+    own = fit_heads(t, [("avg_wd",)], cv, {"phrase": [("ls",)], "sentence": [("avg_wd", "ls")]})
+    assert {(h.head.kind, h.head.members) for h in own} == {
+        (None, ("avg_wd",)),
+        ("phrase", ("ls",)),
+        ("sentence", ("avg_wd", "ls")),
+        ("passage", ("avg_wd",)),
+    }

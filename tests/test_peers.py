@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from blackbox_wd.signals.answers.text import overlap_f1, overlap_f1s, rouge_tokens, token_rouge_l_f1
 from blackbox_wd.signals.baselines import compute_baselines
 from blackbox_wd.signals.baselines.peers import (
     ANSWER_PEERS,
@@ -111,3 +114,54 @@ def test_bbwd_score_names_every_peer():
     from blackbox_wd.doors.cli.score import PEER_NAMES
 
     assert tuple(PEER_NAMES) == (*PEERS, *ANSWER_PEERS)
+
+
+def every_pair(texts: list[str]) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """ROUGE-1 and ROUGE-L's mean F1 over every pair, each answer's ROUGE-L to the others and the Jaccard graph,
+    pair by pair as rouge-score and lm-polygraph compute them (no pair shared)."""
+    tokens = [rouge_tokens(t, stem=True) for t in texts]
+    pairs = list(combinations(range(len(texts)), 2))
+    rouge1 = np.mean(
+        [
+            overlap_f1(sum((Counter(tokens[i]) & Counter(tokens[j])).values()), len(tokens[i]), len(tokens[j]))
+            for i, j in pairs
+        ]
+    )
+    rougel = np.mean([token_rouge_l_f1(tokens[i], tokens[j]) for i, j in pairs])
+    to_first = np.array([token_rouge_l_f1(tokens[0], t) for t in tokens[1:]])
+    sets = [set(t.lower().split()) for t in texts]
+    w = np.eye(len(texts))
+    for i, j in pairs:
+        union = len(sets[i] | sets[j])
+        w[i, j] = w[j, i] = len(sets[i] & sets[j]) / union if union else 0.0
+    return rouge1, rougel, to_first, w
+
+
+@pytest.mark.parametrize("record", RECORDED["records"][:12], ids=[r["from"] for r in RECORDED["records"][:12]])
+def test_each_distinct_pair_once_is_every_pair(record: dict) -> None:
+    """The peers score each pair of distinct texts once and spread it over the repeats: the same values as every
+    pair scored on its own, with repeats, an empty text and the answer among the samples."""
+    samples = [*record["sample_texts"], record["sample_texts"][0], "", ""]
+    answer = record["sample_texts"][-1]
+    ours = peer_scores(samples, answer=answer)
+    rouge1, rougel, _, w = every_pair(samples)
+    _, _, to_answer, w_answer = every_pair([answer, *samples])
+    assert ours["lexsim_rouge1"] == pytest.approx(1 - rouge1, abs=1e-12)
+    assert ours["lexsim_rougel"] == pytest.approx(1 - rougel, abs=1e-12)
+    assert ours["answer_rougel"] == pytest.approx(1 - to_answer.mean(), abs=1e-12)
+    assert np.array_equal(jaccard_matrix(samples), w)
+    assert np.array_equal(jaccard_matrix([answer, *samples]), w_answer)
+    assert ours["degmat_jaccard"] == pytest.approx(1 - w.mean(), abs=1e-12)
+    assert len(set(samples)) < len(samples)  # repeats, so the sharing is exercised
+
+
+def test_overlap_f1s_is_overlap_f1_entry_by_entry() -> None:
+    rng = np.random.default_rng(0)
+    n = rng.integers(0, 30, 12)
+    overlap = np.minimum.outer(n, n) * rng.random((12, 12)) // 1
+    overlap = np.minimum(overlap, overlap.T)
+    f1 = overlap_f1s(overlap, n)
+    assert (overlap == 0).any() and (overlap > 0).any()
+    for a in range(12):
+        for b in range(12):
+            assert f1[a, b] == overlap_f1(int(overlap[a, b]), int(n[a]), int(n[b]))  # the same floating-point steps

@@ -271,13 +271,22 @@ class Calibration:
         every = self.heads if stage is None else stage.heads
         heads = tuple(h for h in every if h.kind == kind) + tuple(h for h in every if h.kind is None)
         skip = set(self.short_only) if self.short_only and kind == "passage" else set()
-        names = dict.fromkeys(m for head in heads for m in head.members)  # each read once, sentence_verdict included
-        known = {m: None if m in skip else self.member(result, m) for m in names}
+        known: dict[str, float | None] = {}  # each member read once, when a head asks for it
+
+        def value(m: str) -> float | None:
+            if m not in known:
+                known[m] = None if m in skip else self.member(result, m)
+            return known[m]
+
         for head in heads:
-            values = [known[m] for m in head.members]
-            if all(v is not None for v in values):
+            values = []
+            for m in head.members:
+                if (v := value(m)) is None:
+                    break
+                values.append(v)
+            else:
                 return head, np.array(values, dtype=float)
-        missing = [m for m in heads[-1].members if known[m] is None]
+        missing = [m for m in heads[-1].members if value(m) is None]
         why = "; the calibration reads " + ", ".join(sorted(skip)) + " as missing on a passage" if skip else ""
         raise BBWDError(f"cannot calibrate: no finite {', '.join(missing)} (eigen_wd must be > 0){why}")
 
@@ -417,22 +426,20 @@ class Calibration:
     def summary(self, verdict: Verdict | None = None, base_rate: float | None = None) -> dict[str, Any]:
         """What a scored result says about the calibration it used (with its verdict: the head's members and
         threshold, and the base rate its p is at)."""
+        point = self.operating_point if verdict is None else verdict.head.operating_point
         out = {
             "origin": self.origin,
             "id": self.id,
             "fingerprint": self.fingerprint,
-            "threshold": self.operating_point.threshold,
-            "operating_point": asdict(self.operating_point),
+            "threshold": point.threshold,
+            "operating_point": asdict(point),
             "n": self.fitted_on.n,
             "label": self.fitted_on.label,
             "data": self.fitted_on.data,
         }
         if verdict is not None:
             out.update(
-                threshold=verdict.threshold,
-                operating_point=asdict(verdict.head.operating_point),
-                members=list(verdict.members),
-                base_rate={"fitted": self.fitted_on.base_rate, "stated": base_rate},
+                members=list(verdict.members), base_rate={"fitted": self.fitted_on.base_rate, "stated": base_rate}
             )
         return out
 

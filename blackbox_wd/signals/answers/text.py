@@ -9,40 +9,48 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
 
+import numpy as np
 from rapidfuzz.distance import LCSseq
+from rapidfuzz.process import cdist
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
 
 
-class RememberedStems:
-    """A stemmer whose stem of each word is worked out once (it never changes): Porter's rules are most of the peers'
-    time (``bench/speed/verdict_cost.py``), and the samples of a prompt repeat their words."""
-
-    def __init__(self, stemmer: Any) -> None:
-        self.stem = lru_cache(maxsize=1 << 16)(stemmer.stem)
+_WORDS = re.compile(r"[a-z0-9]+")
+_VALID = re.compile(r"^[a-z0-9]+$")  # rouge-score's VALID_TOKEN_RE, read after stemming
 
 
-@lru_cache(maxsize=2)
-def rouge_tokenizer(stem: bool = False) -> Any:
-    """rouge-score's default tokenizer (lower-cased [a-z0-9] runs), with its Porter stemmer when ``stem`` (words of
-    more than 3 letters stemmed, each word's stem remembered), as ``RougeScorer([...], use_stemmer=stem)`` reads a
-    text."""
-    from rouge_score.tokenizers import DefaultTokenizer  # rouge_score loads nltk: kept off the scoring path
+@lru_cache(maxsize=1)
+def porter() -> Callable[[str], str]:
+    """NLTK's Porter stemmer as rouge-score builds it (``PorterStemmer()``)."""
+    from nltk.stem.porter import PorterStemmer  # nltk: loaded when the first stem is asked for
 
-    tokenizer = DefaultTokenizer(use_stemmer=stem)
-    if stem:  # the tokenizer calls its stemmer's stem(word) for each word (rouge_score 0.1.2, tokenize.tokenize)
-        tokenizer._stemmer = RememberedStems(tokenizer._stemmer)
-    return tokenizer
+    return PorterStemmer().stem
 
 
-def rouge_tokens(text: str) -> tuple[str, ...]:
-    """rouge-score's tokens of ``text``: its default tokenizer, no stemming (lowercase [a-z0-9] runs)."""
-    return tuple(rouge_tokenizer().tokenize(text))
+@lru_cache(maxsize=1 << 16)
+def stemmed(word: str) -> str:
+    """A word's token as rouge-score stems it (words of more than 3 letters), "" where that is not a [a-z0-9] run (it
+    drops it); each word worked out once, as it never changes: Porter's rules were most of the peers' time
+    (``bench/speed/verdict_cost.py``), and the samples of a prompt repeat their words."""
+    token = porter()(word) if len(word) > 3 else word
+    return token if _VALID.match(token) else ""
+
+
+def rouge_tokens(text: str, stem: bool = False) -> tuple[str, ...]:
+    """rouge-score's tokens of ``text`` (``tokenize.tokenize`` of rouge-score 0.1.2, as ``RougeScorer([...],
+    use_stemmer=stem)`` reads a text): the lower-cased text's [a-z0-9] runs; with ``stem``, the words of more than 3
+    letters stemmed by Porter's rules, and any token that is then not a [a-z0-9] run dropped.
+
+    >>> rouge_tokens("The cats' 2 mats!"), rouge_tokens("The cats' 2 mats!", stem=True)
+    (('the', 'cats', '2', 'mats'), ('the', 'cat', '2', 'mat'))
+    """
+    words = _WORDS.findall(text.lower())
+    return tuple(filter(None, map(stemmed, words))) if stem else tuple(words)
 
 
 def token_rouge_l_f1(reference: Sequence[str], response: Sequence[str]) -> float:
@@ -62,6 +70,53 @@ def overlap_f1(overlap: int, n_a: int, n_b: int) -> float:
         return 0.0
     precision, recall = overlap / n_b, overlap / n_a
     return 2 * precision * recall / (precision + recall)
+
+
+def rouge_l_f1s(tokens: Sequence[Sequence[str]]) -> np.ndarray:
+    """``token_rouge_l_f1`` of each pair of token sequences, as a square matrix (the longest common subsequences from
+    RapidFuzz's ``cdist``, in C++).
+
+    >>> rouge_l_f1s([("the", "cat", "sat"), ("a", "cat", "sat")]).round(4).tolist()
+    [[1.0, 0.6667], [0.6667, 1.0]]
+    """
+    n = np.array([len(t) for t in tokens])
+    return overlap_f1s(cdist(tokens, tokens, scorer=LCSseq.similarity), n)
+
+
+def distinct(texts: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct texts, in order of first appearance, and each text's index among them: sampled short answers
+    repeat, and a pair's score is computed once per pair of distinct texts.
+
+    >>> distinct(["a", "b", "a"])
+    (['a', 'b'], array([0, 1, 0]))
+    """
+    first = {t: i for i, t in enumerate(dict.fromkeys(texts))}
+    return list(first), np.array([first[t] for t in texts], dtype=int)
+
+
+def pair_mean(m: np.ndarray, which: np.ndarray) -> float:
+    """The mean over the pairs i < j of texts of ``m[which[i], which[j]]``, ``m`` a symmetric matrix over the distinct
+    texts (``distinct``): each distinct pair weighted by how often its texts occur.
+
+    >>> pair_mean(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0, 0, 1]))  # pairs (0, 0), (0, 1), (0, 1)
+    0.3333333333333333
+    """
+    c = np.bincount(which, minlength=len(m)).astype(float)
+    k = len(which)
+    return float((c @ m @ c - c @ np.diag(m)) / (k * (k - 1)))
+
+
+def overlap_f1s(overlap: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``overlap_f1`` of each pair of texts, from their overlaps (a square matrix) and token counts ``n``:
+    entry (a, b) is ``overlap_f1(overlap[a, b], n[a], n[b])``, the same floating-point steps.
+
+    >>> overlap_f1s(np.array([[3, 2], [2, 4]]), np.array([3, 4])).round(4).tolist()
+    [[1.0, 0.5714], [0.5714, 1.0]]
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        precision, recall = overlap / n[None, :], overlap / n[:, None]
+        f1 = 2 * precision * recall / (precision + recall)
+    return np.where(overlap > 0, f1, 0.0)
 
 
 def rouge_l_f1(reference: str, response: str) -> float:

@@ -16,17 +16,17 @@ likely hallucination, and the score stays in [0, 1] (0: all responses lexically 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import combinations
 
-from blackbox_wd.signals.answers.text import rouge_tokens, token_rouge_l_f1
+from blackbox_wd.signals.answers.text import distinct, pair_mean, rouge_l_f1s, rouge_tokens
 
 
 def mean_pairwise_rouge_l(responses: Sequence[str]) -> float:
-    """Mean ROUGE-L F1 over the unordered pairs i < j (each response tokenised once)."""
+    """Mean ROUGE-L F1 over the unordered pairs i < j (each distinct response tokenised and each pair of distinct
+    responses scored once)."""
     if len(responses) < 2:
         raise ValueError("lexical similarity needs at least 2 responses")
-    pairs = list(combinations([rouge_tokens(r) for r in responses], 2))
-    return sum(token_rouge_l_f1(a, b) for a, b in pairs) / len(pairs)
+    unique, which = distinct(responses)
+    return pair_mean(rouge_l_f1s([rouge_tokens(r) for r in unique]), which)
 
 
 def lexical_similarity(responses: Sequence[str]) -> float:

@@ -33,49 +33,44 @@ confidences, as uncertainties; lm-polygraph has none of them):
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from itertools import combinations
 
 import numpy as np
 
-from blackbox_wd.signals.answers.text import overlap_f1, rouge_tokenizer, token_rouge_l_f1
+from blackbox_wd.signals.answers.text import distinct, overlap_f1s, pair_mean, rouge_l_f1s, rouge_tokens
 
 PEERS = ("lexsim_rouge1", "lexsim_rougel", "eigval_jaccard", "degmat_jaccard", "ecc_jaccard")
 ANSWER_PEERS = ("answer_rougel", "answer_degmat", "answer_ecc")
 ECC_THRESHOLD = 0.9  # lm-polygraph's Eccentricity(thres=0.9): eigenvectors of eigenvalues below it
 
 
-def stemmed_tokens(text: str) -> tuple[str, ...]:
-    """rouge-score's tokens of ``text`` with its Porter stemmer (lower-cased [a-z0-9] runs, words of more than 3
-    letters stemmed), as ``RougeScorer([...], use_stemmer=True)`` reads it."""
-    return tuple(rouge_tokenizer(stem=True).tokenize(text))
+def word_matrix(words: Sequence[Sequence[str]]) -> np.ndarray:
+    """How often each text holds each word: one row per text, one column per word of any of them.
 
-
-def unigram_overlap(a: Counter[str], b: Counter[str]) -> int:
-    """The clipped unigram overlap of two token counts: sum over words of the smaller count, ROUGE-1's (its F1:
-    ``answers.text.overlap_f1``).
-
-    >>> round(overlap_f1(unigram_overlap(Counter("the cat sat".split()), Counter("the cat the".split())), 3, 3), 4)
-    0.6667
+    >>> word_matrix([("a", "b", "a"), ("b",)]).tolist()
+    [[2, 1], [0, 1]]
     """
-    if len(a) > len(b):
-        a, b = b, a
-    return sum(min(n, b[word]) for word, n in a.items() if word in b)
+    vocabulary: dict[str, int] = {}
+    column = np.array([vocabulary.setdefault(w, len(vocabulary)) for ws in words for w in ws], dtype=np.int64)
+    row = np.repeat(np.arange(len(words)), [len(ws) for ws in words])
+    size = len(vocabulary)
+    return np.bincount(row * size + column, minlength=len(words) * size).reshape(len(words), size)
 
 
 def jaccard_matrix(texts: Sequence[str]) -> np.ndarray:
     """W: the Jaccard similarity of each pair's sets of lower-cased whitespace words, 1 on the diagonal (0 for two
-    texts without a word), as lm-polygraph's ``Jaccard_score``.
+    texts without a word), as lm-polygraph's ``Jaccard_score``; computed once per pair of distinct texts.
 
-    >>> jaccard_matrix(["a b", "b c", ""]).round(3).tolist()
-    [[1.0, 0.333, 0.0], [0.333, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    >>> jaccard_matrix(["a b", "b c", "", ""]).round(3).tolist()
+    [[1.0, 0.333, 0.0, 0.0], [0.333, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]
     """
-    sets = [set(t.lower().split()) for t in texts]
-    w = np.eye(len(sets))
-    for i, j in combinations(range(len(sets)), 2):
-        union = len(sets[i] | sets[j])
-        w[i, j] = w[j, i] = len(sets[i] & sets[j]) / union if union else 0.0
+    unique, which = distinct(texts)
+    has = (word_matrix([t.lower().split() for t in unique]) > 0).astype(np.int64)
+    both = has @ has.T
+    size = has.sum(axis=1)
+    union = size[:, None] + size[None, :] - both
+    w = np.divide(both, union, out=np.zeros(both.shape), where=union > 0)[which[:, None], which]
+    np.fill_diagonal(w, 1.0)
     return w
 
 
@@ -160,31 +155,28 @@ def peer_scores(responses: Sequence[str], answer: str | None = None) -> dict[str
     """
     if len(responses) < 2:
         raise ValueError("the peers need at least 2 responses")
-    tokens = [stemmed_tokens(r) for r in responses]
-    counts = [Counter(t) for t in tokens]
-    # the answer's Jaccard graph holds the samples' as its lower block: computed once
-    w_answer = None if answer is None else jaccard_matrix([answer, *responses])
+    texts = list(responses) if answer is None else [answer, *responses]
+    unique, which = distinct(texts)
+    tokens = [rouge_tokens(t, stem=True) for t in unique]
+    n = np.array([len(t) for t in tokens])
+    counts = word_matrix(tokens)
+    # ROUGE-1's clipped unigram overlap and ROUGE-L's longest common subsequence (RapidFuzz), per distinct pair
+    rouge_1 = overlap_f1s(np.minimum(counts[:, None, :], counts[None, :, :]).sum(axis=-1), n)
+    rouge_l = rouge_l_f1s(tokens)
+    samples = which[-len(responses) :]
+    # the answer's graph holds the samples' as its lower block: computed once
+    w_answer = None if answer is None else jaccard_matrix(texts)
     w = jaccard_matrix(responses) if w_answer is None else w_answer[1:, 1:]
-    rouge1, rougel = np.array(
-        [
-            (
-                overlap_f1(unigram_overlap(counts[i], counts[j]), len(tokens[i]), len(tokens[j])),
-                token_rouge_l_f1(tokens[i], tokens[j]),
-            )
-            for i, j in combinations(range(len(tokens)), 2)
-        ]
-    ).mean(axis=0)
     spectrum = np.linalg.eigh(laplacian(w))  # one decomposition for EigValLaplacian and Eccentricity
     out = {
-        "lexsim_rouge1": 1.0 - float(rouge1),
-        "lexsim_rougel": 1.0 - float(rougel),
+        "lexsim_rouge1": 1.0 - pair_mean(rouge_1, samples),
+        "lexsim_rougel": 1.0 - pair_mean(rouge_l, samples),
         "eigval_jaccard": _eigval_sum(spectrum[0]),
         "degmat_jaccard": degree_matrix(w),
         "ecc_jaccard": _eccentricity(*spectrum),
     }
     if answer is not None and w_answer is not None:
-        said = stemmed_tokens(answer)
-        out["answer_rougel"] = 1.0 - float(np.mean([token_rouge_l_f1(said, t) for t in tokens]))
+        out["answer_rougel"] = 1.0 - float(np.mean(rouge_l[which[0], samples]))
         out["answer_degmat"] = 1.0 - float(w_answer[0, 1:].mean())
         out["answer_ecc"] = answer_eccentricity(w_answer)
     return out
