@@ -397,3 +397,15 @@ def test_final_answer_judge_clusters_math_solutions():
     assert not final_answer_entails(sols[3], sols[0]) and final_answer_entails(sols[3], " I am not sure ")
     # clusters {1/2, 0.5}, {2}, {unsure}: -(1/2 ln 1/2 + 2 * 1/4 ln 1/4) = 1.0397208
     assert discrete_semantic_entropy(sols, final_answer_entails) == pytest.approx(1.0397208, abs=1e-7)
+
+
+def test_effective_rank_reads_zs_singular_values_through_its_r():
+    """ER takes Z's singular values from the R of Z^T = QR: those of Z's own SVD, for full rank, rank 1 (equal
+    answers, equal states) and more answers than dimensions."""
+    rng = np.random.default_rng(3)
+    for k, d in [(10, 576), (5, 3), (2, 64)]:
+        for rank in (1, 2, k):
+            z = rng.normal(size=(k, rank)) @ rng.normal(size=(rank, d))
+            s = np.linalg.svd(z, compute_uv=False)
+            assert effective_rank(z) == pytest.approx(effective_rank_of_spectrum(s), abs=1e-12)
+    assert effective_rank(np.tile(rng.normal(size=(1, 576)), (10, 1))) == pytest.approx(1.0, abs=1e-12)

@@ -36,4 +36,5 @@ def effective_rank(embeddings: Sequence[np.ndarray] | np.ndarray) -> float:
     z = np.asarray(embeddings, dtype=float)
     if z.ndim != 2 or z.shape[0] < 1:
         raise ValueError(f"need a (K, d) array of embeddings, got shape {z.shape}")
-    return effective_rank_of_spectrum(np.linalg.svd(z, compute_uv=False))
+    # Z's singular values are those of R in Z^T = QR (K x K for K <= d): half the time of Z's own SVD, equal to rounding
+    return effective_rank_of_spectrum(np.linalg.svd(np.linalg.qr(z.T, mode="r"), compute_uv=False))
