@@ -12,17 +12,16 @@ with z the combined score (scikit-learn's ``StandardScaler`` then ``LogisticRegr
 (``p = 1 / (1 + exp(a z + b))``, the sign scikit-learn's sigmoid calibration stores). The JSON holds
 every number needed to compute p, so applying a calibration needs numpy only.
 
-A calibration holds one or more **heads**, each such a model over its own members with its own threshold,
-most members first: a result is judged by the first head whose members it has (a result without a judged
-answer has no AnswerWD, a target without log-probs no LNE; a calibration fitted on passages reads the members
-defined for short answers only, ``SHORT_ONLY``, as missing on a passage), and says which members it used. A head may
-be of one **kind** of answer (``KINDS``: a phrase, a sentence or a passage, ``answer_kind``), fitted on that kind's
-answers alone: a result is judged by the heads of its kind first, then by
-those of every kind (the first head is one of those). The first calibrations (format 1) hold one head over [AvgWD,
-ln EigenWD]; they still load and apply. A **sentence** head, when present, gives each sentence of a judged answer
-its own p and flag from its OT score and its lexical surprise (``SENTENCE_MEMBERS``), and the answer the member
-``sentence_verdict``: the mean of its sentences' z under that head (:func:`sentence_verdict`), which only a
-calibration with a sentence head can read.
+A calibration holds one or more **heads**, each such a model over its own members with its own threshold, most members
+first: a result is judged by the first head whose members it has (a result without a judged answer has no AnswerWD, a
+target without log-probs no LNE; a calibration fitted on passages reads the members defined for short answers only,
+``SHORT_ONLY``, as missing on a passage), and says which members it used. A head may be of one **kind** of answer
+(``KINDS``: a phrase, a sentence or a passage, ``answer_kind``), fitted on that kind's answers alone: a result is
+judged by the heads of its kind first, then by those of every kind (the first head is one of those). The first
+calibrations (format 1) hold one head over [AvgWD, ln EigenWD]; they still load and apply. A **sentence** head, when
+present, gives each sentence of a judged answer its own p and flag from its OT score and its lexical surprise
+(``SENTENCE_MEMBERS``), and the answer the member ``sentence_verdict``: the mean of its sentences' z under that head
+(:func:`sentence_verdict`), which only a calibration with a sentence head can read.
 
 p holds for the base rate of the data the calibration was fitted on; :func:`shift_prior` moves it to a base
 rate the user states, by Bayes' rule. The flag is set on the fitted p, so its false-positive rate, which
@@ -279,13 +278,8 @@ class Calibration:
             return known[m]
 
         for head in heads:
-            values = []
-            for m in head.members:
-                if (v := value(m)) is None:
-                    break
-                values.append(v)
-            else:
-                return head, np.array(values, dtype=float)
+            if all(value(m) is not None for m in head.members):  # read up to the first one missing
+                return head, np.array([known[m] for m in head.members], dtype=float)
         missing = [m for m in heads[-1].members if value(m) is None]
         why = "; the calibration reads " + ", ".join(sorted(skip)) + " as missing on a passage" if skip else ""
         raise BBWDError(f"cannot calibrate: no finite {', '.join(missing)} (eigen_wd must be > 0){why}")
