@@ -4,11 +4,11 @@ For each set of the second teacher's runs (``--other``: ``<set>-k10/results.json
 the calibration fitted on the default teacher's runs without the set's model (``bench.quality.transfer --leave model
 --save C``: ``C/mean-without-<model>.json``) judges (1) the default teacher's rows of the set with its own heads, as a
 run of that teacher is judged, and (2) the second teacher's rows with its heads that read the texts alone
-(``Calibration.teacher_free``), as a run of any other teacher is judged; (3) the second teacher's own fit on all its
+(``Calibration.teacher_free``; of ``--texts``' fits where given), as a run of any other teacher is judged; (3) the second teacher's own fit on all its
 sets, out of fold by prompt (the in-fold reference). Printed per set: AUROC (Pearson x100 on passages), ECE, the
 flag's FPR seen against printed, TPR, and #59's checks of (2) against (1).
 
-    python -m bench.quality.teachers --runs R --other G --calibrations C
+    python -m bench.quality.teachers --runs R --other G --calibrations C [--texts T]
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, required=True, help="the default teacher's runs")
     ap.add_argument("--other", type=Path, required=True, help="the second teacher's runs")
     ap.add_argument("--calibrations", type=Path, required=True, help="transfer --save's fits without each model")
+    ap.add_argument("--texts", type=Path, help="fits whose heads of the texts alone judge the second teacher")
     args = ap.parse_args(argv)
     runs, other = runs_of(args.runs), runs_of(args.other)
     reference = in_fold(other)
@@ -65,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for name, by_k in other.items():
         cal = Calibration.load(args.calibrations / f"mean-without-{model_of(name)}.json")
-        free = cal.teacher_free()
+        texts = args.texts or args.calibrations
+        free = Calibration.load(texts / f"mean-without-{model_of(name)}.json").teacher_free()
         theirs = {r["id"]: with_members(r, ()) for r in labelled_rows(by_k[K])}
         ours = {r["id"]: with_members(r, ()) for r in labelled_rows(runs[name][K])}
         ids = [i for i in theirs if i in ours]
