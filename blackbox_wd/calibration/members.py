@@ -88,8 +88,22 @@ def is_passage(result: Any, k: int | None = None) -> bool:
     >>> is_passage({"token_counts": [90, 130, 140]}), is_passage({"token_counts": [90, 130, 140]}, k=2)
     (True, False)
     """
-    counts = list(result_field(result, "token_counts") or [])[:k]
-    return bool(counts) and float(np.median(counts)) >= PASSAGE_TOKENS
+    median = median_tokens(result, k)
+    return median is not None and median >= PASSAGE_TOKENS
+
+
+def median_tokens(result: Any, k: int | None = None) -> float | None:
+    """The median token count of a result's (first ``k``) samples (None without one), as ``np.median`` gives it:
+    sorted in Python, as a handful of counts sorts faster than numpy starts.
+
+    >>> median_tokens({"token_counts": [90, 130, 140, 7]}), median_tokens({"token_counts": [90, 130]}, k=1)
+    (110.0, 90.0)
+    """
+    counts = sorted(list(result_field(result, "token_counts") or [])[:k])
+    if not counts:
+        return None
+    half = len(counts) // 2
+    return float(counts[half]) if len(counts) % 2 else (counts[half - 1] + counts[half]) / 2.0
 
 
 def answer_kind(result: Any, k: int | None = None) -> str:
@@ -101,10 +115,10 @@ def answer_kind(result: Any, k: int | None = None) -> str:
     >>> answer_kind({"token_counts": [3, 130, 200]}, k=1)
     'phrase'
     """
-    if is_passage(result, k):
+    median = median_tokens(result, k)
+    if median is not None and median >= PASSAGE_TOKENS:
         return "passage"
-    counts = list(result_field(result, "token_counts") or [])[:k]
-    return "sentence" if counts and float(np.median(counts)) >= PHRASE_TOKENS else "phrase"
+    return "sentence" if median is not None and median >= PHRASE_TOKENS else "phrase"
 
 
 def sentence_verdict(head: Head | None, sentences: Any) -> float | None:

@@ -426,7 +426,7 @@ class Calibration:
             "id": self.id,
             "fingerprint": self.fingerprint,
             "threshold": point.threshold,
-            "operating_point": asdict(point),
+            "operating_point": dict(vars(point)),  # asdict's values: plain numbers and tuples, not copied
             "n": self.fitted_on.n,
             "label": self.fitted_on.label,
             "data": self.fitted_on.data,
