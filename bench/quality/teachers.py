@@ -4,9 +4,9 @@ For each set of the second teacher's runs (``--other``: ``<set>-k10/results.json
 the calibration fitted on the default teacher's runs without the set's model (``bench.quality.transfer --leave model
 --save C``: ``C/mean-without-<model>.json``) judges (1) the default teacher's rows of the set with its own heads, as a
 run of that teacher is judged, and (2) the second teacher's rows with its heads that read the texts alone
-(``Calibration.teacher_free``; of ``--texts``' fits where given), as a run of any other teacher is judged; (3) the second teacher's own fit on all its
-sets, out of fold by prompt (the in-fold reference). Printed per set: AUROC (Pearson x100 on passages), ECE, the
-flag's FPR seen against printed, TPR, and #59's checks of (2) against (1).
+(``Calibration.teacher_free``; those of ``--texts``' fits where given), as a run of any other teacher is judged; (3)
+the second teacher's own fit on all its sets, out of fold by prompt (the in-fold reference). Printed per set: AUROC
+(Pearson x100 on passages), ECE, the flag's FPR seen against printed, TPR, and #59's checks of (2) against (1).
 
     python -m bench.quality.teachers --runs R --other G --calibrations C [--texts T]
 """
