@@ -269,10 +269,12 @@ def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
     # the answer's disagreement is a short-answer member; heads of their own for phrases, sentences and passages
     assert "answer_disagreement" in cal.model.features and "answer_disagreement" in cal.short_only
     assert {h.kind for h in cal.heads} == {None, "phrase", "sentence", "passage"}
-    # #58's design: a short answer's first head reads the peers, the answer's peers and its disagreement, no W2 member
-    for kind in ("phrase", "sentence"):
-        first = next(h for h in cal.heads if h.kind == kind)
-        assert set(first.members) == {*PEERS, *ANSWER_PEERS, "answer_disagreement"}, first.members
+    # #58's design: a sentence's first head reads the peers, the answer's peers and its disagreement, a phrase's
+    # LexicalSimilarity ROUGE-1 and ROUGE-L, the answer's ROUGE-L and its disagreement; no W2 member
+    first = next(h for h in cal.heads if h.kind == "sentence")
+    assert set(first.members) == {*PEERS, *ANSWER_PEERS, "answer_disagreement"}, first.members
+    first = next(h for h in cal.heads if h.kind == "phrase")
+    assert set(first.members) == {"lexsim_rouge1", "lexsim_rougel", "answer_rougel", "answer_disagreement"}
     passage = [h for h in cal.heads if h.kind == "passage"]
     assert passage[0].members[0] == "avg_wd" and not set(passage[0].members) & set(cal.short_only)
     # a threshold is chosen leave-one-set-out where three of its sets can measure an FPR: not the sentences' (SAC3)

@@ -44,10 +44,11 @@ from blackbox_wd.calibration.fit import DESIGN, Design, fit_files
 from blackbox_wd.calibration.members import MEMBERS, SHORT_ONLY, TEACHER_FREE, is_passage, member_value
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.signals.answers.text import em_key
-from blackbox_wd.signals.baselines.peers import PEERS
+from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
 SAMPLES = "the recorded dev sets' target models at T=0.7-1.0, recorded in the data"
-# the candidate designs of #58's rules (bench/RESULTS.md, "Ahead of the peers"); ``peers`` is the shipped ``DESIGN``
+# the candidate designs of #58's rules (bench/RESULTS.md, "Ahead of the peers"); ``answer-phrase`` is the shipped
+# ``DESIGN`` (the seventeenth rule), ``peers`` the one shipped before it
 TODAY = DESIGN.other  # every member but the peers: the designs before #58
 LEXSIM = ("lexsim_rouge1", "lexsim_rougel")  # lm-polygraph's LexicalSimilarity, ROUGE-1 and ROUGE-L
 ANSWER = (*LEXSIM, "answer_rougel", "answer_disagreement")
@@ -55,16 +56,17 @@ LITE = (*LEXSIM, "eigval_jaccard", "degmat_jaccard", "answer_rougel", "answer_de
 W2 = (*LEXSIM, "avg_wd", "sentence_wd", "answer_wd")
 # the W2 members, each alone beside ROUGE-1 (#58: where they earn their place)
 W2_ALONE = ("lexsim_rouge1", "avg_wd", "log_eigen_wd", "log_eigen_wd_fixed", "answer_wd", "sentence_wd")
+PEERS_DESIGN = Design((*PEERS, *ANSWER_PEERS, "answer_disagreement"), TODAY)  # shipped from #58's first rule to its 17th
 DESIGNS = {
     "today": Design(TODAY, TODAY),
     "all": Design(MEMBERS, TODAY),
     "texts": Design(TEACHER_FREE, TODAY),
-    "peers": DESIGN,
+    "peers": PEERS_DESIGN,
     "texts+w2": Design((*TEACHER_FREE, "avg_wd", "log_eigen_wd_fixed", "answer_wd"), TODAY),
     "lexsim": Design(LEXSIM, TODAY),
     "lexsim+answer": Design(ANSWER, MEMBERS),
     "peers-lite": Design((*LITE, "answer_disagreement"), (*LITE, "avg_wd")),
-    "peers-pooled": Design(DESIGN.short, TODAY, "pooled"),
+    "peers-pooled": Design(PEERS_DESIGN.short, TODAY, "pooled"),
     "lexsim+answer-pooled": Design(ANSWER, MEMBERS, "pooled"),
     "lexsim-pooled": Design(LEXSIM, TODAY, "pooled"),
     "lexsim-all": Design(LEXSIM, LEXSIM, "pooled"),
@@ -77,8 +79,8 @@ DESIGNS = {
     "lexsim-w2u-short": Design(ANSWER, (*W2, "answer_unigram"), "short"),
     "lexsim-w2vu-short": Design(ANSWER, (*W2, "sentence_verdict", "answer_unigram"), "short"),
     "lexsim-today-short": Design(ANSWER, (*LEXSIM, *TODAY), "short"),
-    "answer-phrase": Design(DESIGN.short, DESIGN.other, phrase=ANSWER),
-    "lexsim-phrase": Design(DESIGN.short, DESIGN.other, phrase=LEXSIM),
+    "answer-phrase": DESIGN,
+    "lexsim-phrase": Design(PEERS_DESIGN.short, TODAY, phrase=LEXSIM),
 }
 
 
