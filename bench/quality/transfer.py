@@ -56,7 +56,8 @@ LITE = (*LEXSIM, "eigval_jaccard", "degmat_jaccard", "answer_rougel", "answer_de
 W2 = (*LEXSIM, "avg_wd", "sentence_wd", "answer_wd")
 # the W2 members, each alone beside ROUGE-1 (#58: where they earn their place)
 W2_ALONE = ("lexsim_rouge1", "avg_wd", "log_eigen_wd", "log_eigen_wd_fixed", "answer_wd", "sentence_wd")
-PEERS_DESIGN = Design((*PEERS, *ANSWER_PEERS, "answer_disagreement"), TODAY)  # shipped from #58's first rule to its 17th
+# shipped from #58's first rule to its seventeenth
+PEERS_DESIGN = Design((*PEERS, *ANSWER_PEERS, "answer_disagreement"), TODAY)
 DESIGNS = {
     "today": Design(TODAY, TODAY),
     "all": Design(MEMBERS, TODAY),
