@@ -65,9 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| set | n | judged by | metric | ECE | FPR seen (printed) | TPR |")
     print("|---|---|---|---|---|---|---|")
     for name, by_k in other.items():
-        cal = Calibration.load(args.calibrations / f"mean-without-{model_of(name)}.json")
-        texts = args.texts or args.calibrations
-        free = Calibration.load(texts / f"mean-without-{model_of(name)}.json").teacher_free()
+        fit = f"mean-without-{model_of(name)}.json"
+        cal = Calibration.load(args.calibrations / fit)
+        free = (cal if args.texts is None else Calibration.load(args.texts / fit)).teacher_free()
         theirs = {r["id"]: with_members(r, ()) for r in labelled_rows(by_k[K])}
         ours = {r["id"]: with_members(r, ()) for r in labelled_rows(runs[name][K])}
         ids = [i for i in theirs if i in ours]

@@ -40,7 +40,7 @@ from bench.verdicts import (
 )
 from blackbox_wd.adaptive import stages
 from blackbox_wd.calibration.combine import CrossValidation
-from blackbox_wd.calibration.fit import DESIGN, Design, fit_files
+from blackbox_wd.calibration.fit import DESIGN, PHRASE, Design, fit_files
 from blackbox_wd.calibration.members import MEMBERS, SHORT_ONLY, TEACHER_FREE, is_passage, member_value
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.signals.answers.text import em_key
@@ -51,7 +51,7 @@ SAMPLES = "the recorded dev sets' target models at T=0.7-1.0, recorded in the da
 # ``DESIGN`` (the seventeenth rule), ``peers`` the one shipped before it
 TODAY = DESIGN.other  # every member but the peers: the designs before #58
 LEXSIM = ("lexsim_rouge1", "lexsim_rougel")  # lm-polygraph's LexicalSimilarity, ROUGE-1 and ROUGE-L
-ANSWER = (*LEXSIM, "answer_rougel", "answer_disagreement")
+ANSWER = PHRASE  # LEXSIM, the answer's ROUGE-L and its disagreement: the shipped phrase heads' members
 LITE = (*LEXSIM, "eigval_jaccard", "degmat_jaccard", "answer_rougel", "answer_degmat")  # the second rule's
 W2 = (*LEXSIM, "avg_wd", "sentence_wd", "answer_wd")
 # the W2 members, each alone beside ROUGE-1 (#58: where they earn their place)

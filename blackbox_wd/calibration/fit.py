@@ -105,14 +105,15 @@ class Design:
         return self.short if kind in SHORT_KINDS else self.other
 
 
-# #58: phrases read lm-polygraph's LexicalSimilarity ROUGE-1 and ROUGE-L, the answer's ROUGE-L and its disagreement;
-# sentences the five peers (``baselines.peers``), the answer's three and its disagreement; the others every member
-# but the peers. Chosen by model left out and tested on the kk sets' records 501-1,400 (bench/RESULTS.md, "Ahead of
-# the peers": the seventeenth rule)
+# #58: phrases read lm-polygraph's LexicalSimilarity ROUGE-1 and ROUGE-L, the answer's ROUGE-L and its disagreement
+# (``PHRASE``); sentences the five peers (``baselines.peers``), the answer's three and its disagreement; the others
+# every member but the peers. Chosen by model left out and tested on the kk sets' records 501-1,400
+# (bench/RESULTS.md, "Ahead of the peers": the seventeenth rule)
+PHRASE = ("lexsim_rouge1", "lexsim_rougel", "answer_rougel", "answer_disagreement")
 DESIGN = Design(
     (*PEERS, *ANSWER_PEERS, "answer_disagreement"),
     tuple(m for m in MEMBERS if m not in PEERS and m not in ANSWER_PEERS),
-    phrase=("lexsim_rouge1", "lexsim_rougel", "answer_rougel", "answer_disagreement"),
+    phrase=PHRASE,
 )
 SHORT_KINDS = ("phrase", "sentence")
 POOLED = "short"  # the kind of the rows a pooled head is fitted on: both SHORT_KINDS

@@ -88,8 +88,7 @@ def is_passage(result: Any, k: int | None = None) -> bool:
     >>> is_passage({"token_counts": [90, 130, 140]}), is_passage({"token_counts": [90, 130, 140]}, k=2)
     (True, False)
     """
-    median = median_tokens(result, k)
-    return median is not None and median >= PASSAGE_TOKENS
+    return answer_kind(result, k) == "passage"
 
 
 def median_tokens(result: Any, k: int | None = None) -> float | None:
@@ -107,8 +106,8 @@ def median_tokens(result: Any, k: int | None = None) -> float | None:
 
 
 def answer_kind(result: Any, k: int | None = None) -> str:
-    """A result's kind of answer (``KINDS``), by the median token count of its (first ``k``) samples: "passage"
-    (``is_passage``), "sentence", or "phrase" (fewer than ``PHRASE_TOKENS``: a name, a number).
+    """A result's kind of answer (``KINDS``), by the median token count of its (first ``k``) samples: "passage" (at
+    least ``PASSAGE_TOKENS``), "sentence", or "phrase" (fewer than ``PHRASE_TOKENS``: a name, a number).
 
     >>> answer_kind({"token_counts": [3, 130, 200]}), answer_kind({"token_counts": [3, 30, 200]}, k=2)
     ('passage', 'sentence')
