@@ -110,10 +110,10 @@ def test_fewer_than_two_responses_are_refused() -> None:
         peer_scores(["only one"])
 
 
-def test_bbwd_score_names_every_peer():
-    from blackbox_wd.doors.cli.score import PEER_NAMES
+def test_the_doors_name_every_peer():
+    from blackbox_wd.doors.names import PEER_NAMES, PEER_SHORT_NAMES
 
-    assert tuple(PEER_NAMES) == (*PEERS, *ANSWER_PEERS)
+    assert tuple(PEER_NAMES) == tuple(PEER_SHORT_NAMES) == (*PEERS, *ANSWER_PEERS)
 
 
 def every_pair(texts: list[str]) -> tuple[float, float, np.ndarray, np.ndarray]:

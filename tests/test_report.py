@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from blackbox_wd.calibration.metrics import auroc
+from blackbox_wd.calibration.metrics import auroc, expected_calibration_error
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
 from blackbox_wd.doors.report.page import Limits, payload, risks, script_json, summarize, write_report
 from blackbox_wd.doors.report.rows import answer_from_sentences, read_rows
+from blackbox_wd.signals.baselines import ANSWER_PEERS, PEERS
 from tests.cli_support import jsonl, run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -175,6 +176,46 @@ def test_labels_give_auroc_reliability_and_the_seen_rates(scored):
         assert b["n"] == len(inside)
         if inside:
             assert b["rate"] == pytest.approx(sum(r["label"] for r in inside) / len(inside))
+    y = [r["label"] for r in done]
+    assert lab.ece == pytest.approx(expected_calibration_error(y, [r["p_hallucination"] for r in done]))
+    assert 0.0 < lab.ece < 1.0
+
+
+def test_labels_put_lm_polygraphs_estimators_beside_on_the_same_rows(scored):
+    """Each peer's AUROC on the labelled rows with a risk, as the rows' baselines give it, in PEERS' order; the
+    fixture's real rows have all eight, and their AUROCs are not all one number."""
+    done = [r for r in scored if r["error"] is None]
+    y = [r["label"] for r in done]
+    lab = summarize(read_rows(SCORES).rows, []).labelled
+    assert lab is not None
+    assert [b.key for b in lab.beside] == [*PEERS, *ANSWER_PEERS]
+    for b in lab.beside:
+        assert b.auroc == pytest.approx(auroc(y, [r["baselines"][b.key] for r in done]))
+    assert [b.name for b in lab.beside[:2]] == ["LexSim-R1", "LexSim-RL"]
+    assert lab.beside[0].title == "LexSim ROUGE-1"
+    assert len({round(b.auroc, 6) for b in lab.beside}) > 1
+
+
+def test_an_estimator_some_labelled_row_lacks_is_not_beside(scored, tmp_path):
+    rows = [dict(r) for r in scored]
+    done = next(i for i, r in enumerate(rows) if r["error"] is None)
+    rows[done]["baselines"] = {k: v for k, v in rows[done]["baselines"].items() if k != "ecc_jaccard"}
+    path = tmp_path / "scores.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    lab = summarize(read_rows(path).rows, []).labelled
+    assert lab is not None
+    assert "ecc_jaccard" not in [b.key for b in lab.beside]
+    assert [b.key for b in lab.beside] == [k for k in (*PEERS, *ANSWER_PEERS) if k != "ecc_jaccard"]
+
+
+def test_a_risk_that_is_not_a_probability_has_no_ece(scored, tmp_path):
+    rows = [dict(r, p_hallucination=None, flag=None) for r in scored]
+    path = tmp_path / "scores.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    summary = summarize(read_rows(path).rows, [])
+    assert summary.risk_from == "avg_wd rank"
+    assert summary.labelled is not None and summary.labelled.ece is None
+    assert summary.labelled.auroc is not None
 
 
 def test_rows_without_a_verdict_are_ranked_by_avg_wd(tmp_path, scored):

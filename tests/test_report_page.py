@@ -110,6 +110,22 @@ def test_opens_with_every_row_and_no_console_error(page):
     assert "0.675" in page.text_content("#threshold")  # the shipped API file's first head
 
 
+def test_the_labels_box_shows_ece_and_lm_polygraphs_estimators_beside(page):
+    """The page shows the summary's ECE and each peer's AUROC on the labelled rows, as ``summarize`` gives them."""
+    from blackbox_wd.doors.report.page import summarize
+    from blackbox_wd.doors.report.rows import read_rows
+
+    scores = Path(page.url.removeprefix("file://")).with_name("scores.jsonl")
+    lab = summarize(read_rows(scores).rows, []).labelled
+    assert lab is not None and lab.ece is not None
+    assert page.text_content("#ece") == f"{lab.ece:.3f}"
+    assert page.text_content("#beside") == "lm-polygraph, same rowsAUROC"
+    for b in lab.beside:
+        cells = page.locator(f"#labels tr[data-key='{b.key}'] td").all_text_contents()
+        assert cells == [b.name, f"{b.auroc:.3f}"]
+    assert len(lab.beside) == 8
+
+
 def test_rows_are_sorted_by_risk_and_sort_again(page):
     risks = shown_risks(page)
     known = [r for r in risks if r is not None]

@@ -55,13 +55,13 @@ from blackbox_wd.calibration.members import (
     TEACHER_FREE,
     sentence_verdict,
 )
+from blackbox_wd.calibration.metrics import expected_calibration_error
 from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import calibration_fingerprint, covered_settings, fingerprint
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
-ECE_BINS = 10
 # the sentence head's combiner, chosen on WikiBio by grouped cross-validation (bench/RESULTS.md, "The combined
 # verdict": the mean of its NonFact and Factual AUC-PR); the answer heads' is ``combine.COMBINER``
 SENTENCE_COMBINER = "mean"
@@ -128,19 +128,6 @@ class CalibrationFit:
     heads: list[HeadFit]  # one per head, in the calibration's order
     sentence: HeadFit | None
     claim: HeadFit | None = None
-
-
-def expected_calibration_error(
-    y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS, w: np.ndarray | None = None
-) -> float:
-    """ECE = sum over bins b of |sum_b w y - sum_b w p| / sum w, over ``bins`` equal-width bins of p: [0, 1/bins],
-    (1/bins, 2/bins], ..., those of ``sklearn.calibration.calibration_curve(strategy="uniform")``."""
-    y = np.asarray(y, dtype=float)
-    p = np.asarray(p, dtype=float)
-    w = np.ones_like(p) if w is None else np.asarray(w, dtype=float)
-    which = np.searchsorted(np.linspace(0.0, 1.0, bins + 1)[1:-1], p)
-    gap = np.bincount(which, weights=w * y, minlength=bins) - np.bincount(which, weights=w * p, minlength=bins)
-    return float(np.abs(gap).sum() / w.sum())
 
 
 def fit_calibration(

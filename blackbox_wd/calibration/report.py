@@ -21,10 +21,18 @@ from sklearn.metrics import brier_score_loss
 
 from blackbox_wd.adaptive import DELTA
 from blackbox_wd.calibration.combine import HeadFit, Table
-from blackbox_wd.calibration.fit import ECE_BINS, CalibrationFit, expected_calibration_error
+from blackbox_wd.calibration.fit import CalibrationFit
 from blackbox_wd.calibration.heads import Platt
 from blackbox_wd.calibration.members import PASSAGE_TOKENS
-from blackbox_wd.calibration.metrics import N_BOOTSTRAP, SEED, auroc, auroc_with_ci, paired_auroc_diff
+from blackbox_wd.calibration.metrics import (
+    ECE_BINS,
+    N_BOOTSTRAP,
+    SEED,
+    auroc,
+    auroc_with_ci,
+    expected_calibration_error,
+    paired_auroc_diff,
+)
 
 NAMES = {
     "avg_wd": "AvgWD",

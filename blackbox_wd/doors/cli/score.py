@@ -23,24 +23,12 @@ from blackbox_wd.doors.cli.app import (
     settings_from,
     with_settings,
 )
+from blackbox_wd.doors.names import PEER_SHORT_NAMES
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import as_messages
 
 if TYPE_CHECKING:
     from blackbox_wd.run.result import Result
-
-
-# the peers (``signals.baselines.peers``) by the short names `bbwd score` prints
-PEER_NAMES = {
-    "lexsim_rouge1": "LexSim-R1",
-    "lexsim_rougel": "LexSim-RL",
-    "eigval_jaccard": "EigVal",
-    "degmat_jaccard": "DegMat",
-    "ecc_jaccard": "Ecc",
-    "answer_rougel": "answer RL",
-    "answer_degmat": "answer DegMat",
-    "answer_ecc": "answer Ecc",
-}
 
 
 def render(result: Result, console: Console) -> None:
@@ -63,10 +51,10 @@ def render(result: Result, console: Console) -> None:
     )
     if result.eigen_wd_fixed is not None:
         console.print(f"EigenWD {result.eigen_wd_fixed:.6g}   (the teacher's fixed bandwidth)")
-    paper = {k: v for k, v in result.baselines.items() if k not in PEER_NAMES}
+    paper = {k: v for k, v in result.baselines.items() if k not in PEER_SHORT_NAMES}
     if paper:
         console.print("baselines: " + ", ".join(f"{k.upper()} {v:.4g}" for k, v in paper.items()))
-    peers = [f"{name} {result.baselines[k]:.3g}" for k, name in PEER_NAMES.items() if k in result.baselines]
+    peers = [f"{name} {result.baselines[k]:.3g}" for k, name in PEER_SHORT_NAMES.items() if k in result.baselines]
     if peers:  # lm-polygraph's estimators
         console.print("peers: " + ", ".join(peers))
     render_answer(result, console)

@@ -55,6 +55,7 @@ from blackbox_wd.calibration.metrics import (
 )
 from blackbox_wd.doors.eval.claim_level import claim_lines
 from blackbox_wd.doors.eval.data import PASSAGE_LABELS, SENTENCE_LABELS
+from blackbox_wd.doors.names import PEER_NAMES
 from blackbox_wd.signals.answers.mathcheck import has_boxed
 from blackbox_wd.signals.baselines import ANSWER_PEERS, BASELINES, PEERS
 
@@ -72,14 +73,7 @@ NAMES = {
     "es": "ES",
     "er": "ER",
     "dse": "DSE",
-    "lexsim_rouge1": "LexSim ROUGE-1",
-    "lexsim_rougel": "LexSim ROUGE-L",
-    "eigval_jaccard": "EigValLaplacian (Jaccard)",
-    "degmat_jaccard": "DegMat (Jaccard)",
-    "ecc_jaccard": "Eccentricity (Jaccard)",
-    "answer_rougel": "answer's ROUGE-L to the samples",
-    "answer_degmat": "answer's degree (Jaccard)",
-    "answer_ecc": "answer's eccentricity (Jaccard)",
+    **PEER_NAMES,
 }
 SEVERITY = {label: n for n, label in enumerate(SENTENCE_LABELS)}  # metrics' ACCURATE, MINOR, MAJOR
 TASK_NAMES = {"nonfact": "NonFact", "nonfact_star": "NonFact*", "factual": "Factual"}

@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import numpy as np
 from markupsafe import Markup
 
-from blackbox_wd.calibration.metrics import auroc
+from blackbox_wd.calibration.metrics import auroc, expected_calibration_error
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
+from blackbox_wd.doors.names import PEER_NAMES, PEER_SHORT_NAMES
 from blackbox_wd.doors.report.rows import ReportRow, read_rows
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.signals.baselines import ANSWER_PEERS, PEERS
 
 MAX_BYTES = 55_000_000  # the page's data is cut to fit this (its goal: at most 60 MB with 100,000 rows)
 BINS = 20  # the risk histogram's bins over [0, 1]
@@ -64,8 +67,18 @@ class Promise:
 
 
 @dataclass
+class Beside:
+    """One of lm-polygraph's model-free estimators, ranked against the same labels on the same rows."""
+
+    key: str  # its field in a row's ``baselines``
+    name: str  # its short name (``names.PEER_SHORT_NAMES``)
+    title: str  # its name in full (``names.PEER_NAMES``)
+    auroc: float
+
+
+@dataclass
 class Labelled:
-    """With labels on the rows: how the verdicts did against them."""
+    """With labels on the rows: how the verdicts did against them, and the estimators beside on the same rows."""
 
     n: int
     positives: int
@@ -73,6 +86,8 @@ class Labelled:
     fpr_seen: float | None  # flagged share of label 0
     tpr_seen: float | None  # flagged share of label 1
     reliability: list[dict[str, float | int | None]]  # per p bin: its centre, mean p, share of label 1, count
+    ece: float | None = None  # of p (None where the risk is not a probability)
+    beside: list[Beside] = field(default_factory=list)  # each estimator that every labelled row has
 
 
 @dataclass
@@ -202,23 +217,50 @@ def _histogram(risk: list[float | None], rows: list[ReportRow]) -> dict[str, lis
     return {"x": [(b + 0.5) / BINS for b in range(BINS)], "all": all_, "flagged": flagged}
 
 
-def labelled(rows: list[ReportRow], risk: list[float | None]) -> Labelled | None:
-    """AUROC, the reliability bins and the seen FPR and TPR of the flag, over the rows with a label and a risk.
+def beside(rows: list[ReportRow], y: list[int]) -> list[Beside]:
+    """lm-polygraph's estimators (``baselines.PEERS``, then ``ANSWER_PEERS``) ranked against the labels ``y`` of
+    ``rows``: each that every one of the rows has and whose AUROC is defined, in that order.
+
+    Parameters
+    ----------
+    rows : list of ReportRow
+    y : list of int
+        The rows' labels, 1 = hallucination.
+
+    Returns
+    -------
+    list of Beside
+    """
+    found = []
+    for key in (*PEERS, *ANSWER_PEERS):
+        if rows and all(key in r.peers for r in rows):
+            area = auroc(y, [r.peers[key] for r in rows])
+            if not math.isnan(area):
+                found.append(Beside(key, PEER_SHORT_NAMES[key], PEER_NAMES[key], area))
+    return found
+
+
+def labelled(rows: list[ReportRow], risk: list[float | None], probability: bool = True) -> Labelled | None:
+    """AUROC, ECE, the reliability bins and the seen FPR and TPR of the flag, over the rows with a label and a risk,
+    and lm-polygraph's estimators on the same rows (``beside``).
 
     Parameters
     ----------
     rows : list of ReportRow
     risk : list of float or None
         Each row's risk (``risks``).
+    probability : bool, default=True
+        Whether the risk is p_hallucination (else it has no ECE).
 
     Returns
     -------
     Labelled or None
         None when no row has both.
     """
-    pairs = [(r.label, p, r.flag) for r, p in zip(rows, risk, strict=True) if r.label is not None and p is not None]
-    if not pairs:
+    kept = [(r.label, p, r) for r, p in zip(rows, risk, strict=True) if r.label is not None and p is not None]
+    if not kept:
         return None
+    pairs = [(label, p, r.flag) for label, p, r in kept]
     y = [int(a) for a, _, _ in pairs]
     area = auroc(y, [p for _, p, _ in pairs])
     bins: list[list[tuple[int, float]]] = [[] for _ in range(RELIABILITY_BINS)]
@@ -243,6 +285,8 @@ def labelled(rows: list[ReportRow], risk: list[float | None]) -> Labelled | None
         fpr_seen=sum(neg) / len(neg) if neg else None,
         tpr_seen=sum(pos) / len(pos) if pos else None,
         reliability=reliability,
+        ece=expected_calibration_error(np.array(y), np.array([p for _, p, _ in pairs])) if probability else None,
+        beside=beside([r for _, _, r in kept], y),
     )
 
 
@@ -273,7 +317,7 @@ def summarize(rows: list[ReportRow], skipped: list[str], calibration: Path | Non
         samples=sum(r.n_samples for r in rows),
         target_tokens=sum(r.target_tokens for r in rows),
         histogram=_histogram(risk, rows),
-        labelled=labelled(rows, risk),
+        labelled=labelled(rows, risk, risk_from == "p_hallucination"),
     )
 
 

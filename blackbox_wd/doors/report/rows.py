@@ -17,6 +17,7 @@ from blackbox_wd.calibration.members import member_value
 from blackbox_wd.checks import is_finite_number
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.run.inputs import LogRecord, read_records
+from blackbox_wd.signals.baselines import ANSWER_PEERS, PEERS
 
 
 @dataclass
@@ -47,6 +48,7 @@ class ReportRow:
     sentences: list[Mark] = field(default_factory=list)
     claims: list[Mark] = field(default_factory=list)
     members: dict[str, float | None] = field(default_factory=dict)  # the verdict's members and their values
+    peers: dict[str, float] = field(default_factory=dict)  # lm-polygraph's estimators (``baselines.PEERS``...) it has
     avg_wd: float | None = None
     calibration: str | None = None  # the id of the calibration that judged it
     settings: dict[str, Any] | None = None  # the run's reported settings (eval's rows: its settings.json)
@@ -144,6 +146,13 @@ def _members(row: dict[str, Any]) -> dict[str, float | None]:
     return {str(name): member_value(row, str(name)) for name in names}
 
 
+def _peers(row: dict[str, Any]) -> dict[str, float]:
+    baselines = row.get("baselines")
+    if not isinstance(baselines, dict):
+        return {}
+    return {name: float(baselines[name]) for name in (*PEERS, *ANSWER_PEERS) if is_finite_number(baselines.get(name))}
+
+
 def report_row(obj: Any, line: int) -> ReportRow:
     """One scored row as the page shows it; ValueError saying why when the object is not a scored row.
 
@@ -180,6 +189,7 @@ def report_row(obj: Any, line: int) -> ReportRow:
         sentences=_marks(obj.get("sentences")),
         claims=_marks(obj.get("claims")),
         members=_members(obj),
+        peers=_peers(obj),
         avg_wd=_number(obj.get("avg_wd")),
         calibration=calibration if isinstance(calibration, str) else None,
         settings=obj.get("settings") if isinstance(obj.get("settings"), dict) else None,
