@@ -111,7 +111,7 @@ def test_fewer_than_two_responses_are_refused() -> None:
 
 
 def test_the_doors_name_every_peer():
-    from blackbox_wd.doors.names import PEER_NAMES, PEER_SHORT_NAMES
+    from blackbox_wd.signals.names import PEER_NAMES, PEER_SHORT_NAMES
 
     assert tuple(PEER_NAMES) == tuple(PEER_SHORT_NAMES) == (*PEERS, *ANSWER_PEERS)
 

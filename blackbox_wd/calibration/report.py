@@ -33,6 +33,7 @@ from blackbox_wd.calibration.metrics import (
     expected_calibration_error,
     paired_auroc_diff,
 )
+from blackbox_wd.signals.names import PEER_NAMES
 
 NAMES = {
     "avg_wd": "AvgWD",
@@ -52,6 +53,7 @@ NAMES = {
     "dse": "DSE",
     "score": "OT score (sentence)",
     "unigram": "lexical surprise (sentence)",
+    **PEER_NAMES,
 }
 
 

@@ -2,5 +2,5 @@
 
 ``baselines/`` (LNE, LS, ES, ER, DSE, lm-polygraph's peers), ``answers/`` (short-answer text and math checks),
 ``lexical`` (SelfCheck-Unigram), ``claims`` (a claim's score in the samples) and ``decompose`` (``--claims
-target``: the target lists an answer's claims).
+target``: the target lists an answer's claims); ``names``, what tables and pages call lm-polygraph's estimators.
 """

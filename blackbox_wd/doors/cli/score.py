@@ -23,9 +23,9 @@ from blackbox_wd.doors.cli.app import (
     settings_from,
     with_settings,
 )
-from blackbox_wd.doors.names import PEER_SHORT_NAMES
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import as_messages
+from blackbox_wd.signals.names import PEER_SHORT_NAMES
 
 if TYPE_CHECKING:
     from blackbox_wd.run.result import Result

@@ -55,9 +55,9 @@ from blackbox_wd.calibration.metrics import (
 )
 from blackbox_wd.doors.eval.claim_level import claim_lines
 from blackbox_wd.doors.eval.data import PASSAGE_LABELS, SENTENCE_LABELS
-from blackbox_wd.doors.names import PEER_NAMES
 from blackbox_wd.signals.answers.mathcheck import has_boxed
 from blackbox_wd.signals.baselines import ANSWER_PEERS, BASELINES, PEERS
+from blackbox_wd.signals.names import PEER_NAMES
 
 METHODS = ("avg_wd", "eigen_wd", "answer_wd", "sentence_wd", "lne", "ls", "es", "er", "dse", *PEERS, *ANSWER_PEERS)
 OURS = ("avg_wd", "eigen_wd", "answer_wd", "sentence_wd")

@@ -25,10 +25,10 @@ from markupsafe import Markup
 
 from blackbox_wd.calibration.metrics import auroc, expected_calibration_error
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
-from blackbox_wd.doors.names import PEER_NAMES, PEER_SHORT_NAMES
 from blackbox_wd.doors.report.rows import ReportRow, read_rows
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.signals.baselines import ANSWER_PEERS, PEERS
+from blackbox_wd.signals.names import PEER_NAMES, PEER_SHORT_NAMES
 
 MAX_BYTES = 55_000_000  # the page's data is cut to fit this (its goal: at most 60 MB with 100,000 rows)
 BINS = 20  # the risk histogram's bins over [0, 1]
@@ -71,8 +71,8 @@ class Beside:
     """One of lm-polygraph's model-free estimators, ranked against the same labels on the same rows."""
 
     key: str  # its field in a row's ``baselines``
-    name: str  # its short name (``names.PEER_SHORT_NAMES``)
-    title: str  # its name in full (``names.PEER_NAMES``)
+    name: str  # its short name (``signals.names.PEER_SHORT_NAMES``)
+    title: str  # its name in full (``signals.names.PEER_NAMES``)
     auroc: float
 
 

@@ -1,7 +1,7 @@
-"""What the doors call lm-polygraph's estimators (``signals.baselines.peers``: ``PEERS``, then ``ANSWER_PEERS``),
-by their fields in a result's ``baselines``: in full (``PEER_NAMES``: `bbwd eval`'s tables, the report's titles) and
-short (``PEER_SHORT_NAMES``: `bbwd score`'s line, the report's labels box). Plain strings, so that a door imports them
-without the scoring's libraries."""
+"""What tables and pages call lm-polygraph's estimators (``baselines.peers``: ``PEERS``, then ``ANSWER_PEERS``), by
+their fields in a result's ``baselines``: in full (``PEER_NAMES``: `bbwd eval`'s and `bbwd calibrate`'s tables, the
+report's titles) and short (``PEER_SHORT_NAMES``: `bbwd score`'s line, the report's labels box). Plain strings, so
+that a door imports them without the scoring's libraries."""
 
 from __future__ import annotations
 
