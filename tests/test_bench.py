@@ -18,6 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from blackbox_wd.calibration.metrics import auroc
+from blackbox_wd.signals.baselines import PEERS
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 SMOKED: set[str] = set()
@@ -509,6 +512,35 @@ def test_labels_study_refits_the_calibration_left_out_on_n_labelled_rows(tmp_pat
     assert len(rows) == 3 * 2 * len(modes), out
     for cells in rows:
         assert cells[4] == "2 of 2" and all(0 <= float(v.rstrip("%")) <= 100 for v in cells[5:10]), cells
+
+
+@smoke("quality.door")
+def test_door_bench_reads_batch_outputs_as_the_report_does(tmp_path: Path) -> None:
+    """A real batch output (fixtures/report_scores.jsonl: 19 labelled rows with a verdict and the peers), given as the
+    K run and as its own ``-k auto`` run: the verdict's and each estimator's AUROC are ``metrics.auroc`` of the rows,
+    the margin is to the best estimator, the flags agree on every row, and #58's two conditions are judged from them;
+    a file with no labels is refused, naming it."""
+    fixture = ROOT / "fixtures" / "report_scores.jsonl"
+    rows = [json.loads(line) for line in fixture.read_text().splitlines()]
+    done = [r for r in rows if r.get("p_hallucination") is not None]
+    y = [r["label"] for r in done]
+    verdict = auroc(y, [r["p_hallucination"] for r in done])
+    peers = {k: auroc(y, [r["baselines"][k] for r in done]) for k in PEERS}
+    out = bench("quality.door", fixture, "--auto", fixture)
+    line = next(c for c in table_rows(out) if c[0] == "report_scores.jsonl")
+    assert line[1] == str(len(done)) == "19"
+    assert float(line[2]) == pytest.approx(verdict, abs=5e-4)
+    assert [float(v) for v in line[3:8]] == pytest.approx([peers[k] for k in PEERS], abs=5e-4)
+    assert float(line[8]) == pytest.approx(verdict - max(peers.values()), abs=5e-5)
+    assert line[-3:] == ["10.00", f"{verdict:.3f}", "100.0% (19)"]
+    met = verdict - max(peers.values()) >= -0.015
+    assert f"(a) every margin >= -0.015: {'met' if met else 'not met'}" in out
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "label"}) + "\n" for r in rows))
+    refused = subprocess.run(
+        [sys.executable, "-m", "bench.quality.door", str(bare)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert refused.returncode != 0 and f"{bare}: no rows with a p_hallucination and a 0/1 label" in refused.stderr
 
 
 @smoke("quality.claims")
