@@ -208,16 +208,6 @@ def test_an_estimator_some_labelled_row_lacks_is_not_beside(scored, tmp_path):
     assert [b.key for b in lab.beside] == [k for k in (*PEERS, *ANSWER_PEERS) if k != "ecc_jaccard"]
 
 
-def test_a_risk_that_is_not_a_probability_has_no_ece(scored, tmp_path):
-    rows = [dict(r, p_hallucination=None, flag=None) for r in scored]
-    path = tmp_path / "scores.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    summary = summarize(read_rows(path).rows, [])
-    assert summary.risk_from == "avg_wd rank"
-    assert summary.labelled is not None and summary.labelled.ece is None
-    assert summary.labelled.auroc is not None
-
-
 def test_rows_without_a_verdict_are_ranked_by_avg_wd(tmp_path, scored):
     bare = [{k: v for k, v in r.items() if k not in ("p_hallucination", "flag", "calibration")} for r in scored]
     path = tmp_path / "scores.jsonl"
@@ -227,7 +217,10 @@ def test_rows_without_a_verdict_are_ranked_by_avg_wd(tmp_path, scored):
     assert source == "avg_wd rank"
     top = max(range(19), key=lambda i: scored[i]["avg_wd"])
     assert risk[top] == max(r for r in risk if r is not None) and risk[19] is None
-    assert summarize(read.rows, []).promise is None
+    summary = summarize(read.rows, [])
+    assert summary.promise is None
+    assert summary.labelled is not None and summary.labelled.auroc is not None
+    assert summary.labelled.ece is None  # a rank is not a probability
 
 
 def test_eval_rows_bring_their_prompt_samples_and_answer(tmp_path):

@@ -29,8 +29,9 @@ from blackbox_wd.signals.names import PEER_SHORT_NAMES
 MARGIN = -0.015  # #58's (a): the verdict's AUROC at least every estimator's less 0.015
 
 
-def labelled_of(path: Path) -> tuple[list[ReportRow], Labelled]:
-    """A batch output's rows and its labels box; SystemExit naming the file when it has no labelled verdicts."""
+def labelled_of(path: Path) -> tuple[list[ReportRow], Labelled, float]:
+    """A batch output's rows, its labels box and the verdict's AUROC; SystemExit naming the file when it has no
+    labelled verdicts of both classes."""
     read = read_rows(path)
     summary = summarize(read.rows, read.skipped)
     lab = summary.labelled
@@ -39,7 +40,7 @@ def labelled_of(path: Path) -> tuple[list[ReportRow], Labelled]:
     missing = [k for k in PEERS if k not in {b.key for b in lab.beside}]
     if missing:
         raise SystemExit(f"{path}: a labelled row lacks {', '.join(missing)} in its baselines (scored before #58?)")
-    return read.rows, lab
+    return read.rows, lab, lab.auroc
 
 
 def auto_line(rows: list[ReportRow], auto: Path) -> list[str]:
@@ -48,7 +49,7 @@ def auto_line(rows: list[ReportRow], auto: Path) -> list[str]:
     both = [(r, by_id[r.id]) for r in rows if r.id in by_id and r.p is not None and r.label is not None]
     if not both:
         raise SystemExit(f"{auto}: no labelled row with a verdict shares an id with the K run")
-    y = [int(a.label or 0) for _, a in both]
+    y = [a.label for _, a in both]  # by_id holds labelled rows only
     return [
         f"{np.mean([a.n_samples for _, a in both]):.2f}",
         f"{auroc(y, [a.p for _, a in both]):.3f}",
@@ -69,14 +70,14 @@ def main() -> None:
         header += ["-k auto: samples", "its AUROC", "flags agree"]
     lines, verdicts, peers, margins = [], [], {k: [] for k in PEERS}, []
     for n, path in enumerate(args.outputs):
-        rows, lab = labelled_of(path)
+        rows, lab, verdict = labelled_of(path)
         est = {b.key: b.auroc for b in lab.beside if b.key in PEERS}
-        margin = (lab.auroc or 0.0) - max(est.values())
-        verdicts.append(lab.auroc)
+        margin = verdict - max(est.values())
+        verdicts.append(verdict)
         margins.append(margin)
         for k in PEERS:
             peers[k].append(est[k])
-        line = [path.name, str(lab.n), f"{lab.auroc:.3f}", *(f"{est[k]:.3f}" for k in PEERS), f"{margin:+.4f}"]
+        line = [path.name, str(lab.n), f"{verdict:.3f}", *(f"{est[k]:.3f}" for k in PEERS), f"{margin:+.4f}"]
         line += [f"{v:.3f}" if v is not None else "n/a" for v in (lab.ece, lab.fpr_seen, lab.tpr_seen)]
         lines.append(line + (auto_line(rows, args.auto[n]) if args.auto else []))
     means = {k: float(np.mean(v)) for k, v in peers.items()}

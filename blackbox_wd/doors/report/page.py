@@ -260,11 +260,11 @@ def labelled(rows: list[ReportRow], risk: list[float | None], probability: bool 
     kept = [(r.label, p, r) for r, p in zip(rows, risk, strict=True) if r.label is not None and p is not None]
     if not kept:
         return None
-    pairs = [(label, p, r.flag) for label, p, r in kept]
-    y = [int(a) for a, _, _ in pairs]
-    area = auroc(y, [p for _, p, _ in pairs])
+    y = [int(label) for label, _, _ in kept]
+    ps = [p for _, p, _ in kept]
+    area = auroc(y, ps)
     bins: list[list[tuple[int, float]]] = [[] for _ in range(RELIABILITY_BINS)]
-    for label, p, _ in pairs:
+    for label, p, _ in kept:
         bins[min(RELIABILITY_BINS - 1, int(p * RELIABILITY_BINS))].append((label, p))
     reliability = [
         {
@@ -275,17 +275,17 @@ def labelled(rows: list[ReportRow], risk: list[float | None], probability: bool 
         }
         for b, cell in enumerate(bins)
     ]
-    flags = [(label, flag) for label, _, flag in pairs if flag is not None]
+    flags = [(label, r.flag) for label, _, r in kept if r.flag is not None]
     neg = [bool(f) for lab, f in flags if lab == 0]
     pos = [bool(f) for lab, f in flags if lab == 1]
     return Labelled(
-        n=len(pairs),
+        n=len(kept),
         positives=sum(y),
         auroc=None if math.isnan(area) else area,
         fpr_seen=sum(neg) / len(neg) if neg else None,
         tpr_seen=sum(pos) / len(pos) if pos else None,
         reliability=reliability,
-        ece=expected_calibration_error(np.array(y), np.array([p for _, p, _ in pairs])) if probability else None,
+        ece=expected_calibration_error(np.array(y), np.array(ps)) if probability else None,
         beside=beside([r for _, _, r in kept], y),
     )
 
