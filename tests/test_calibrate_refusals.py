@@ -72,8 +72,23 @@ def noise(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("refit", ["prior", "map"])
-def test_a_refit_worse_than_the_base_rate_out_of_fold_is_refused_unless_forced(noise, refit):
+def test_a_map_refit_worse_than_the_base_rate_inside_the_noise_is_written_saying_so(noise):
+    """100 rows of noise: the map judges them worse than their base rate out of fold (0.717 against 0.693), but the
+    bootstrap interval of the gap holds 0: the file is written, with the labelled AUROC and how many more labels
+    would settle it, and the shipped heads kept (no candidate ranks noise clearly better)."""
+    code, err = calibrate(noise, "--refit", "map")
+    assert code == 0 and "written: the labels show little ranking (labelled AUROC 0.488 [0.379, 0.608])" in err, err
+    assert "worse than their base rate only inside the noise of 100 rows: out-of-fold log-loss 0.717" in err, err
+    assert "(log-loss gap 95% [-0.030, +0.087]); about 9012 more labelled rows would likely settle it" in err, err
+    assert "kept the shipped heads (labelled AUROC 0.488 [0.379, 0.608]): the best candidate, log_eigen_wd" in err
+    cv = Calibration.load(noise / "cal.json").fitted_on.cv
+    assert cv["log_loss_oof"] > 0.693 and cv["log_loss_gap_low"] < 0 < cv["log_loss_gap_high"]
+
+
+def test_a_prior_refit_worse_than_the_base_rate_beyond_the_noise_is_refused_unless_forced(noise):
+    """The same rows under ``--refit prior``: the base's spread of p kept, shifted, is worse than the base rate beyond
+    the gap's interval: refused, unless forced."""
+    refit = "prior"
     code, err = calibrate(noise, "--refit", refit)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"error: the {refit} refit judges the labelled rows worse than their base rate, so nothing")

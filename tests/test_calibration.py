@@ -361,3 +361,16 @@ def test_batch_rows_carry_probability_flag_and_calibration(tiny_llama, tmp_path)
         with pytest.raises(BBWDError, match="was written with another calibration"):
             asyncio.run(BatchRunner(replace(resume, group_size=2), sample_missing=False).run(src, dst))
     assert np.isfinite([rows[0]["p_hallucination"], rows[2]["p_hallucination"]]).all()
+
+
+@pytest.mark.parametrize("name", ["smollm2-135m.json", "smollm2-135m.api.json"])
+def test_no_shipped_head_can_never_flag(name):
+    """Every head of a shipped file, at every K, and its sentence and claim heads, has a threshold below 1 that
+    flagged some hallucinations of its data (TPR above 0): none is silent by construction."""
+    from blackbox_wd.calibration.choice import PACKAGE_CALIBRATIONS
+    from blackbox_wd.calibration.combine import can_flag
+
+    cal = Calibration.load(PACKAGE_CALIBRATIONS / name)
+    every = [*cal.heads, *(h for s in cal.stages for h in s.heads), *(h for h in (cal.sentence, cal.claim) if h)]
+    silent = [(h.kind, h.members) for h in every if not can_flag(h.operating_point)]
+    assert len(every) > 10 and silent == []

@@ -217,11 +217,14 @@ def test_fit_calibration_records_where_and_how_it_was_fitted(tmp_path):
     on = cal.fitted_on
     assert (on.n, on.positives, on.folds, on.protocol, on.label) == (200, int(y.sum()), 4, "zero-shot", "label")
     assert on.data == {"sciq": 67, "nq": 133} and on.base_rate == pytest.approx(y.mean())
-    # every row has LS; last, the head over the members read from the texts alone (a run of another teacher's)
-    assert [h.head.members for h in fit.heads] == [("avg_wd", "log_eigen_wd", "ls"), FEATURES, ("ls",)]
-    # LS is constant, so no combiner gives it weight: the applied heads leave it out, and the head that is then
-    # the same as the next is kept once
-    assert [h.members for h in cal.heads] == [FEATURES, ("ls",)] and all(c != 0 for c in cal.model.coef)
+    # every row has LS; last, the head over the members read from the texts alone (a run of another teacher's), here
+    # LS alone: constant, it can never flag, so it is left out, saying why
+    assert [h.head.members for h in fit.heads] == [("avg_wd", "log_eigen_wd", "ls"), FEATURES]
+    assert fit.left_out == ("the head over ls cannot flag at FPR 0.1: under every calibrator (isotonic, platt) its "
+                            "highest p holds more than that share of the correct answers",)  # fmt: skip
+    # no combiner gives the constant LS weight: the applied heads leave it out, and the head that is then the same as
+    # the next is kept once
+    assert [h.members for h in cal.heads] == [FEATURES] and all(c != 0 for c in cal.model.coef)
     assert on.cv["auroc"] == pytest.approx(roc_auc_score(y, fit.heads[0].z))
     assert on.cv["brier"] == pytest.approx(brier_score_loss(y, fit.heads[0].p))
     assert all(h.operating_point.fpr <= 0.1 for h in cal.heads) and cal.sentence is None
@@ -494,3 +497,31 @@ def test_pooled_short_heads_rank_every_short_answer_by_one_score():
         ("sentence", ("avg_wd", "ls")),
         ("passage", ("avg_wd",)),
     }
+
+
+def shifted_set_table() -> Table:
+    """Three sets of 150 rows, each hallucinating above its own 75th percentile of x (5% of labels flipped); the third
+    set's x is shifted up by 1. Left out, it lies above every x of the other two, where their isotonic calibrator is
+    flat at 1: every one of its rows gets p = 1, its correct answers too, so no threshold below 1 holds FPR 0.1 (the
+    shipped file's seven passage heads of threshold 1); Platt, strictly increasing, still orders them."""
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.uniform(0, 1, 150), rng.uniform(0, 1, 150), rng.uniform(0, 1, 150) + 1.0])
+    y = (((x % 1.0) > 0.75) ^ (rng.random(450) < 0.05)).astype(int)
+    return table_from({"x": x}, y, [str(i) for i in range(450)], ["a"] * 150 + ["b"] * 150 + ["c"] * 150)
+
+
+def test_a_head_that_cannot_flag_is_never_fitted():
+    """A head whose threshold flags nothing (threshold 1, TPR 0) is refused, naming it; with Platt beside it, the fit
+    takes Platt, whose threshold flags at the target, though isotonic's log-loss is lower."""
+    from blackbox_wd.calibration.combine import CannotFlag
+
+    t, cv = shifted_set_table(), CrossValidation(combiner="mean")
+    with pytest.raises(
+        CannotFlag, match=r"^the head over x cannot flag at FPR 0\.1: under every calibrator \(isotonic\)"
+    ):
+        fit_head(t, ("x",), cv, methods=("isotonic",))
+    fit = fit_head(t, ("x",), cv, methods=("isotonic", "platt"))
+    op = fit.head.operating_point
+    assert fit.log_loss["isotonic"] < fit.log_loss["platt"]  # isotonic would have been chosen by its log-loss
+    assert fit.head.model.method == "platt" and op.rule == "target_fpr_by_set"
+    assert op.threshold < 1 and op.tpr == pytest.approx(0.285, abs=0.001) and op.fpr <= 0.1

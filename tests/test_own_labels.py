@@ -169,7 +169,7 @@ def test_a_platt_heads_map_is_exactly_g_of_its_p():
     settings = {"teacher": "t", "target": "recorded", "k": 10, "layer": 1, "alpha": 0.001, "p": 0.1}
     on = FittedOn("rows", {"set": 100}, None, "label", 100, 40, 0.4, 5, 0, {})
     cal = Calibration(model, head.operating_point, calibration_fingerprint(settings), settings, on, "test")
-    new = recalibrate(cal, RefitRows(rows, labels, 10), settings, mode="map")
+    new = recalibrate(cal, RefitRows(rows, labels, 10), settings, mode="map", candidates=()).calibration
     p_old = np.array([cal.verdict(r).p for r in rows])
     a, b = fit_map(p_old, np.array(labels, dtype=int), np.ones(len(rows)), "map")
     p_new = np.array([new.verdict(r).p_fitted for r in rows])
@@ -196,7 +196,7 @@ def test_a_refit_keeps_each_heads_kind_of_answer():
         general, point, calibration_fingerprint(settings), settings, on, "test",
         more_heads=(Head(phrase, point, "phrase"),),
     )  # fmt: skip
-    new = recalibrate(cal, RefitRows(rows, labels, 10), settings, mode="map")
+    new = recalibrate(cal, RefitRows(rows, labels, 10), settings, mode="map", candidates=()).calibration
     assert [h.kind for h in new.heads] == [None, "phrase"]
     before, after = [cal.verdict(r) for r in rows], [new.verdict(r) for r in rows]
     assert [v.members for v in after] == [v.members for v in before]

@@ -253,6 +253,11 @@ def fit_head(
     Returns
     -------
     fit : HeadFit
+
+    Raises
+    ------
+    CannotFlag
+        No calibrator tried gives a threshold that flags (``can_flag``): such a head is never written.
     """
     combiner, folds, seed, target_fpr = cv.combiner, cv.folds, cv.seed, cv.target_fpr
     rows = table.rows(members) & (True if kind is None else table.kind == kind)
@@ -266,12 +271,20 @@ def fit_head(
         for m in methods:
             probs[m][test] = fit_calibrator(inner, y[train], w[train], m)(decision(params, X[test]))
     losses = {m: weighted_log_loss(y, p, w) for m, p in probs.items()}
-    best = min(methods, key=losses.__getitem__)
     z = out_of_fold_z(X, y, w, g, combiner, folds, seed, src)
-    point = operating_point(y, probs[best], w, target_fpr)
-    if len(measuring_sets(y, w, src)) >= MIN_SETS:  # the threshold where the FPR holds on a set left out, not in-fold
-        unseen = by_set_p(X, y, w, g, src, best, cv)
-        point = operating_point(y, unseen, w, target_fpr, src)
+    for best in sorted(methods, key=losses.__getitem__):  # the calibrator of lower log-loss that can flag
+        point = operating_point(y, probs[best], w, target_fpr)
+        if len(measuring_sets(y, w, src)) >= MIN_SETS:  # the threshold where the FPR holds on a set left out
+            unseen = by_set_p(X, y, w, g, src, best, cv)
+            point = operating_point(y, unseen, w, target_fpr, src)
+        if can_flag(point):
+            break
+    else:
+        raise CannotFlag(
+            f"the head over {', '.join(members)}{'' if kind is None else f' ({kind})'} cannot flag at FPR "
+            f"{target_fpr:g}: under every calibrator ({', '.join(methods)}) its highest p holds more than that share "
+            "of the correct answers"
+        )
     mean, scale, coef, intercept = fit_linear(X, y, w, combiner, src)
     model = ScoreModel(
         features=tuple(members),
@@ -282,6 +295,19 @@ def fit_head(
         calibrator=fit_calibrator(z, y, w, best),
     )
     return HeadFit(Head(model, point, kind), rows, z, probs[best], losses)
+
+
+class CannotFlag(BBWDError):
+    """A head whose threshold at the target FPR flags nothing under every calibrator tried (``can_flag``)."""
+
+
+def can_flag(point: OperatingPoint) -> bool:
+    """Whether a threshold can flag a row: below 1 and flagging some hallucinations of its data (TPR above 0).
+
+    >>> can_flag(OperatingPoint("target_fpr", 0.1, 1.0, 0.0, 0.0, 0.0, 0.0))
+    False
+    """
+    return point.threshold < 1.0 and point.tpr > 0.0
 
 
 def by_set_p(

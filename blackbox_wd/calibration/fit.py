@@ -33,6 +33,7 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration.combine import (
+    CannotFlag,
     CrossValidation,
     HeadFit,
     Table,
@@ -128,6 +129,7 @@ class CalibrationFit:
     heads: list[HeadFit]  # one per head, in the calibration's order
     sentence: HeadFit | None
     claim: HeadFit | None = None
+    left_out: tuple[str, ...] = ()  # why each head left out could not flag (``combine.CannotFlag``)
 
 
 def fit_calibration(
@@ -204,7 +206,10 @@ def fit_calibration(
         kind: member_sets(has, optional) if (has := [m for m in members if m in design.of_kind(kind)]) else sets
         for kind in SHORT_KINDS
     }
-    heads = fit_heads(t, sets, cv, by_kind, design.heads)
+    left_out: list[str] = []
+    heads = fit_heads(t, sets, cv, by_kind, design.heads, left_out)
+    if not heads:
+        raise BBWDError(f"no head can flag on these rows: {'; '.join(left_out)}")
     first = heads[0]
     applied = used_heads([h.head for h in heads])
     y, w = t.y[first.rows], t.w[first.rows]
@@ -230,7 +235,7 @@ def fit_calibration(
         claim_base_rate=None if claim is None else float(np.mean(labelled.claims.y)),  # type: ignore[union-attr]
         claim_n=None if claim is None else int(labelled.claims.y.size),  # type: ignore[union-attr]
     )
-    stages = fit_stages(labelled, (sets, by_kind), heads, cv, design.heads)
+    stages = fit_stages(labelled, (sets, by_kind), heads, cv, design.heads, left_out)
     calibration = Calibration(
         model=applied[0].model,
         operating_point=applied[0].operating_point,
@@ -244,7 +249,7 @@ def fit_calibration(
         stages=stages,
         short_only=short_only,
     )
-    return CalibrationFit(calibration, labelled, heads, sentence, claim)
+    return CalibrationFit(calibration, labelled, heads, sentence, claim, tuple(left_out))
 
 
 def member_sets(members: Sequence[str], optional: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
@@ -264,6 +269,7 @@ def fit_heads(
     cv: CrossValidation,
     by_kind: Mapping[str, Sequence[Sequence[str]]] | None = None,
     heads: str = "kinds",
+    left_out: list[str] | None = None,
 ) -> list[HeadFit]:
     """The heads over every row (``sets``, most members first), then those of each kind of answer with rows enough
     (``combine.kinds_to_fit``; a kind in ``by_kind`` over its sets there), each set less the members its kind's rows
@@ -272,9 +278,19 @@ def fit_heads(
     fitted twice but kept in the kind's order (so a kind's later head with fewer members never judges first).
     ``heads`` (``Design.heads``): "pooled", the short kinds' heads are fitted once on the phrase and sentence rows
     together, with a Platt calibrator, and each short kind holds a copy of them (and the passages get heads of their
-    own); "short", those and no other kind's; "one", no heads of a kind."""
+    own); "short", those and no other kind's; "one", no heads of a kind. A head that cannot flag
+    (``combine.CannotFlag``) is left out, and why is appended to ``left_out``."""
     by_kind = by_kind or {}
-    general = [fit_head(t, head, cv) for head in sets]
+    dropped = [] if left_out is None else left_out
+
+    def flagging(*args: Any, **kwargs: Any) -> HeadFit | None:
+        try:
+            return fit_head(*args, **kwargs)
+        except CannotFlag as e:
+            dropped.append(str(e))
+            return None
+
+    general = [h for head in sets if (h := flagging(t, head, cv)) is not None]
     fitted = {(h.head.members, h.rows.tobytes()): h for h in general}
     kinds = kinds_to_fit(t, cv.folds) if heads in ("kinds", "pooled") else []
     pool = []
@@ -283,18 +299,16 @@ def fit_heads(
         kinds = [kind for kind in kinds if kind not in SHORT_KINDS]
         if enough_prompts(t, t.kind == POOLED, cv.folds):
             short = by_kind.get(SHORT_KINDS[0], sets)  # ``Design`` gives both short kinds the same members here
-            pool = [fit_head(t, head, cv, ("platt",), POOLED) for head in heads_on(t, short, POOLED)]
-    return (
-        general
-        + [replace(h, head=replace(h.head, kind=kind)) for kind in SHORT_KINDS for h in pool]
-        + [
-            replace(same, head=replace(same.head, kind=kind))
-            if (same := fitted.get((head, (t.rows(head) & (t.kind == kind)).tobytes()))) is not None
-            else fit_head(t, head, cv, kind=kind)
-            for kind in kinds
-            for head in heads_on(t, by_kind.get(kind, sets), kind)
-        ]
-    )
+            pool = [h for head in heads_on(t, short, POOLED) if (h := flagging(t, head, cv, ("platt",), POOLED))]
+    of_kinds = [
+        replace(same, head=replace(same.head, kind=kind))
+        if (same := fitted.get((head, (t.rows(head) & (t.kind == kind)).tobytes()))) is not None
+        else flagging(t, head, cv, kind=kind)
+        for kind in kinds
+        for head in heads_on(t, by_kind.get(kind, sets), kind)
+    ]
+    pooled = [replace(h, head=replace(h.head, kind=kind)) for kind in SHORT_KINDS for h in pool]
+    return general + pooled + [h for h in of_kinds if h is not None]
 
 
 def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, Any]) -> Table:
@@ -324,6 +338,7 @@ def fit_stages(
     final_fits: Sequence[HeadFit],
     cv: CrossValidation,
     heads: str = "kinds",
+    left_out: list[str] | None = None,
 ) -> tuple[Stage, ...]:
     """The heads of every other sample count (the same member sets, ``(other, by_kind)`` as in ``fit_heads``, less
     the members no row of it has; fitted on its rows) and, for each below the main K, its ``-k auto`` band
@@ -333,7 +348,7 @@ def fit_stages(
         return ()
     other, by_kind = sets
     fits = {
-        k: fit_heads(t, heads_on(t, other), cv, {kind: heads_on(t, s) for kind, s in by_kind.items()}, heads)
+        k: fit_heads(t, heads_on(t, other), cv, {kind: heads_on(t, s) for kind, s in by_kind.items()}, heads, left_out)
         for k, t in labelled.stages.items()
     }
     below = [k for k in fits if labelled.k is None or k < labelled.k]

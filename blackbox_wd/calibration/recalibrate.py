@@ -15,10 +15,17 @@ target, printed with its exact binomial interval from the number of correct rows
 heads of the other K (``-k auto``'s stages) keep their flags (threshold and band edges mapped by g); the sentence and
 claim heads are kept as they are (the labels are the answers').
 
+``mode="map"`` first lets the labels choose which members the verdict reads (``choose``): where a candidate ranks the
+labelled rows clearly better than the base's heads, it becomes the first head of every kind at the rows' K (its
+standardised mean under a Platt map fitted on the rows), ahead of the base's heads, mapped by g, for rows without its
+members.
+
 Rows that lack members the base's heads read for rows like them are refused (``check_members``): g would be fitted on
-a head that scored rows never fall to. g's out-of-fold log-loss and Brier score (``out_of_fold``, ``FOLDS`` folds of
-the rows) are stored in ``FittedOn.cv`` (``log_loss_oof``, ``brier_oof``): ``bbwd calibrate`` refuses a map that
-judges worse than the rows' base rate.
+a head that scored rows never fall to. The refit's out-of-fold log-loss and Brier score (``out_of_fold``, ``FOLDS``
+folds of the rows) are stored in ``FittedOn.cv`` (``log_loss_oof``, ``brier_oof``), with the 95% bootstrap interval of
+its log-loss less the labelled base rate's (``log_loss_gap_low``, ``log_loss_gap_high``) and the labelled AUROC of the
+verdict with its interval (``auroc``, ``auroc_low``, ``auroc_high``): ``bbwd calibrate`` refuses a refit that judges
+worse than the rows' base rate beyond that interval.
 """
 
 from __future__ import annotations
@@ -33,9 +40,10 @@ from sklearn.metrics import roc_auc_score
 
 from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
+from blackbox_wd.calibration.choose import CANDIDATES, Candidate, Choice, aurocs, choose, rate, resample_counts
 from blackbox_wd.calibration.combine import operating_point, weighted_log_loss
-from blackbox_wd.calibration.heads import Head, Isotonic, Platt
-from blackbox_wd.calibration.members import ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, answer_kind, member_value
+from blackbox_wd.calibration.heads import Head, Isotonic, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.members import ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, KINDS, answer_kind, member_value
 from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import calibration_fingerprint, covered_settings
@@ -142,14 +150,58 @@ def check_members(base: Calibration, rows: Sequence[Mapping[str, Any]], k: int) 
 
 def out_of_fold(p: np.ndarray, y: np.ndarray, w: np.ndarray, of: np.ndarray, mode: str) -> np.ndarray:
     """g(p) of each entry with g fitted (``fit_map``) on the other folds' rows: ``FOLDS`` folds of the rows (an
-    entry's row, ``of``, decides its fold: a passage label's two entries stay together), in a fixed random order."""
+    entry's row, ``of``, decides its fold: a passage label's two entries stay together), in a fixed random order;
+    ``mode="platt"``: p is a chosen head's combined score z, mapped by a Platt map fitted on the other folds."""
     fold = (np.random.default_rng(0).permutation(int(of.max()) + 1) % FOLDS)[of]
     out = np.empty_like(p)
     for f in range(FOLDS):
         test = fold == f
+        if mode == "platt":
+            out[test] = platt_map(p[~test], y[~test], w[~test])(p[test])
+            continue
         a, b = fit_map(p[~test], y[~test], w[~test], mode)
         out[test] = expit(a * logit(np.clip(p[test], CLIP, 1 - CLIP)) + b)
     return out
+
+
+def platt_map(z: np.ndarray, y: np.ndarray, w: np.ndarray) -> Platt:
+    """The Platt calibrator p = 1 / (1 + exp(a z + b)) of the weighted logistic regression of y on z."""
+    slope, offset = _newton(np.column_stack([z, np.ones_like(z)]), np.zeros(0), y, w)
+    return Platt(-float(slope), -float(offset))
+
+
+def chosen_head(members: tuple[str, ...], values: np.ndarray, y: np.ndarray, w: np.ndarray, of: np.ndarray) -> Head:
+    """The head over the chosen ``members`` (``values``: rows x members): their standardised mean (the scales of the
+    labelled rows) under a Platt map fitted on the labelled entries (``of``: each entry's row); its operating point is
+    set with the other heads' (``recalibrate``)."""
+    mean, scale = values.mean(axis=0), values.std(axis=0)
+    coef = np.full(len(members), 1.0 / len(members))
+    z = ((values - mean) / scale) @ coef
+    model = ScoreModel(members, tuple(mean.tolist()), tuple(scale.tolist()), tuple(coef.tolist()), 0.0,
+                       platt_map(z[of], y, w))  # fmt: skip
+    return Head(model, OperatingPoint("target_fpr_labelled", None, 1.0, 0.0, 0.0, 0.0, 0.0))
+
+
+def member_table(base: Calibration, rows: Sequence[Mapping[str, Any]], k: int, names: Sequence[str]) -> dict[str, Any]:
+    """Each member of ``names`` on each row as ``base`` reads it (NaN where absent, and for a member it reads as
+    missing on a passage, ``short_only``)."""
+    passage = np.array([answer_kind(r, k) == "passage" for r in rows])
+    out = {}
+    for m in names:
+        v = np.array([np.nan if (x := base.member(r, m)) is None else x for r in rows], dtype=float)
+        out[m] = np.where(passage, np.nan, v) if m in base.short_only else v
+    return out
+
+
+def gap_interval(p: np.ndarray, y: np.ndarray, w: np.ndarray, of: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The weighted log-loss of p less that of the labelled base rate, under each row of ``counts`` (resamples of the
+    rows; the base rate is the resample's own)."""
+    pc = np.clip(p, 1e-12, 1 - 1e-12)
+    ww = counts[:, of] * w
+    rate = np.clip((ww * y).sum(axis=1) / ww.sum(axis=1), 1e-12, 1 - 1e-12)
+    loss = -(y * np.log(pc) + (1 - y) * np.log(1 - pc))
+    base = -(y * np.log(rate[:, None]) + (1 - y) * np.log(1 - rate[:, None]))
+    return ((ww * (loss - base)).sum(axis=1)) / ww.sum(axis=1)
 
 
 def mapped_head(head: Head, a: float, b: float, threshold: float | None = None) -> Head:
@@ -203,10 +255,25 @@ class RefitRows:
     samples: str | None = None
 
 
+@dataclass(frozen=True)
+class Refit:
+    """A refitted calibration and, for ``mode="map"``, what the labels chose (``choose.Choice``)."""
+
+    calibration: Calibration
+    choice: Choice | None
+
+
 def recalibrate(
-    base: Calibration, labelled: RefitRows, settings: Mapping[str, Any], *, mode: str = "prior", target_fpr: float = 0.1
-) -> Calibration:
-    """The base calibration with its map (g) and the threshold at the rows' K refitted on the labelled rows.
+    base: Calibration,
+    labelled: RefitRows,
+    settings: Mapping[str, Any],
+    *,
+    mode: str = "prior",
+    target_fpr: float = 0.1,
+    candidates: Sequence[Candidate] = CANDIDATES,
+) -> Refit:
+    """The base calibration with its map (g) and the threshold at the rows' K refitted on the labelled rows, and
+    with ``mode="map"`` the members its first heads read chosen by them (the module's docstring).
 
     Parameters
     ----------
@@ -221,10 +288,12 @@ def recalibrate(
     target_fpr : float
         The threshold is the smallest whose FPR on the labelled rows is at most this (its interval exact binomial,
         ``combine.fpr_interval``).
+    candidates : sequence of Candidate
+        What ``mode="map"`` weighs against the base's heads (``choose``); empty: the base's heads kept.
 
     Returns
     -------
-    Calibration
+    Refit
     """
     rows, labels, k, source = labelled.rows, labelled.labels, labelled.k, labelled.source
     of, y, w = entries(np.asarray(labels, dtype=float))
@@ -244,6 +313,21 @@ def recalibrate(
     stages = tuple(
         Stage(s.k, tuple(mapped_head(h, a, b) for h in s.heads), mapped_settle(s.settle, a, b)) for s in base.stages
     )
+    choice = None
+    if mode == "map" and candidates:
+        names = tuple(dict.fromkeys(m for c in candidates for m in c.members))
+        values = member_table(base, rows, k, names)
+        choice = choose(p, values, y, w, of, candidates)
+    if choice is not None and choice.chosen is not None:
+        members = choice.chosen.members
+        head = chosen_head(members, np.column_stack([values[m] for m in members]), y, w, of)
+        first = (head, *(replace(head, kind=kind) for kind in KINDS))
+        if own:
+            heads = (*first, *heads)
+        else:
+            stages = tuple(replace(s, heads=(*first, *s.heads)) if s.k == fitted else s for s in stages)
+        z = head.model.decision(np.column_stack([values[m] for m in members]))[of]
+        p_oof = out_of_fold(z, y, w, of, "platt")
     draft = replace(base, model=heads[0].model, more_heads=heads[1:], stages=stages)
     p_new = np.array([draft.verdict(r, k=k).p_fitted for r in rows])[of]
     point = replace(operating_point(y, p_new, w, target_fpr), rule="target_fpr_labelled")
@@ -254,6 +338,10 @@ def recalibrate(
             replace(s, heads=tuple(replace(h, operating_point=point) for h in s.heads)) if s.k == fitted else s
             for s in stages
         )
+    counts = resample_counts(int(of.max()) + 1)
+    verdict = rate("verdict", (), aurocs(p_new, y, w, counts[:, of]))
+    gap_lo, gap_hi = np.quantile(gap_interval(p_oof, y, w, of, counts)[1:], [0.025, 0.975])
+    chosen = "" if choice is None or choice.chosen is None else f"; the labels chose {', '.join(choice.chosen.members)}"
     reported = {**settings, "k": base.k}
     fitted_on = FittedOn(
         source=source,
@@ -271,6 +359,11 @@ def recalibrate(
             "log_loss_base": weighted_log_loss(y, p, w),
             "log_loss_oof": weighted_log_loss(y, p_oof, w),
             "brier_oof": float(np.sum(w * (p_oof - y) ** 2) / np.sum(w)),
+            "log_loss_gap_low": float(gap_lo),
+            "log_loss_gap_high": float(gap_hi),
+            "auroc": verdict.auroc,
+            "auroc_low": verdict.interval[0],
+            "auroc_high": verdict.interval[1],
             "slope": a,
             "intercept": b,
         },
@@ -279,9 +372,9 @@ def recalibrate(
         sentence_n=base.fitted_on.sentence_n,
         claim_base_rate=base.fitted_on.claim_base_rate,
         claim_n=base.fitted_on.claim_n,
-        refit=f"{mode} of {base.origin or 'a calibration'} ({base.id})",
+        refit=f"{mode} of {base.origin or 'a calibration'} ({base.id}){chosen}",
     )
-    return base.with_heads(
+    cal = base.with_heads(
         heads,
         stages=stages,
         fingerprint=calibration_fingerprint(reported),
@@ -290,6 +383,7 @@ def recalibrate(
         bbwd_version=__version__,
         origin="",
     )
+    return Refit(cal, choice)
 
 
 def _auroc(y: np.ndarray, p: np.ndarray, w: np.ndarray) -> float:

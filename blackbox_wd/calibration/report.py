@@ -250,6 +250,9 @@ def summary_line(fit: CalibrationFit) -> str:
             + (f" (stop below {s.settle.below:.3f} or above {s.settle.above:.3f})" if s.k < fit.calibration.k else "")
             for s in fit.calibration.stages
         )
+    if fit.left_out:
+        line += f"; {len(fit.left_out)} heads left out, as they cannot flag: {fit.left_out[0]}"
+        line += f" (and {len(fit.left_out) - 1} more)" if len(fit.left_out) > 1 else ""
     return line
 
 

@@ -25,7 +25,9 @@ import numpy as np
 
 from blackbox_wd.calibration import combine, fit, labelled, recalibrate, report
 from blackbox_wd.calibration.choice import embedded_calibration
+from blackbox_wd.calibration.choose import labels_to_settle
 from blackbox_wd.calibration.heads import OperatingPoint
+from blackbox_wd.calibration.members import KINDS
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.calibration.suggest import spread_picks
 from blackbox_wd.errors import BBWDError
@@ -110,19 +112,30 @@ def calibrate(
         )
     judged, labels, k = labelled_at_k(results, label, rows.k or int(settings["k"]))
     refit_rows = recalibrate.RefitRows(judged, labels, k, ", ".join(map(str, results)), label, rows.data, samples)
-    cal = recalibrate.recalibrate(
+    refitted = recalibrate.recalibrate(
         base_calibration(base, settings, judged), refit_rows, settings, mode=mode, target_fpr=target_fpr
     )
+    cal = refitted.calibration
     forced = refuse_worse(cal, f"{mode} refit", force)
     cal.save(output)
     stage = cal.stage(k)
     point = (cal.heads if stage is None else stage.heads)[0].operating_point
     on = cal.fitted_on
+    reads = f"\nthe verdict reads: {', '.join(point_members(cal, k))}"
+    choice = "" if refitted.choice is None else f"\n{refitted.choice.line()}"
     return (
         f"wrote {output}: {on.refit} on {skipped}, base rate {on.base_rate:.3f}, "
         f"p' = expit({on.cv['slope']:.3f} logit p {on.cv['intercept']:+.3f}); threshold {point.threshold:.4f}: "
-        f"{interval_line(point, rows.answers.y, rows.answers.w)}, TPR {point.tpr:.3f}{forced}"
+        f"{interval_line(point, rows.answers.y, rows.answers.w)}, TPR {point.tpr:.3f}{forced}{reads}{choice}"
     )
+
+
+def point_members(cal: Calibration, k: int) -> list[str]:
+    """The members of the first head of each kind at ``k`` samples, each once, in order: what the verdict reads."""
+    stage = cal.stage(k)
+    heads = cal.heads if stage is None else stage.heads
+    firsts = [next((h for h in heads if h.kind == kind), None) for kind in (None, *KINDS)]
+    return list(dict.fromkeys(m for h in firsts if h is not None for m in h.members))
 
 
 def worse_than_base_rate(cal: Calibration) -> str | None:
@@ -138,18 +151,44 @@ def worse_than_base_rate(cal: Calibration) -> str | None:
     spread = rate * (1 - rate)
     if log_loss <= entropy and brier <= spread:
         return None
+    gap = f" (log-loss gap 95% [{cv['log_loss_gap_low']:+.3f}, {cv['log_loss_gap_high']:+.3f}])" if noisy(cv) else ""
     return (
         f"out-of-fold log-loss {log_loss:.3f} and Brier {brier:.3f}, against {entropy:.3f} and {spread:.3f} for "
-        f"p = {rate:.3f} (the labelled base rate) on every row"
+        f"p = {rate:.3f} (the labelled base rate) on every row{gap}"
+    )
+
+
+def noisy(cv: dict[str, float]) -> bool:
+    """True for a refit whose log-loss less the base rate's has a bootstrap interval (``recalibrate``) that holds 0."""
+    return "log_loss_gap_low" in cv and cv["log_loss_gap_low"] <= 0
+
+
+def little_ranking(cal: Calibration) -> str:
+    """The line a refit judged worse than the base rate inside the noise adds: the labelled AUROC of the verdict
+    with its interval, and about how many more labels would settle it (``choose.labels_to_settle``)."""
+    cv, n = cal.fitted_on.cv, cal.fitted_on.n
+    auroc, lo, hi = cv["auroc"], cv["auroc_low"], cv["auroc_high"]
+    more = labels_to_settle(auroc, (lo, hi), n)
+    settle = (
+        f"about {more} more labelled rows would likely settle it"
+        if more is not None
+        else "more labels are unlikely to show a ranking"
+    )
+    return (
+        f"; written: the labels show little ranking (labelled AUROC {auroc:.3f} [{lo:.3f}, {hi:.3f}]), and the "
+        f"refit is worse than their base rate only inside the noise of {n} rows: {worse_than_base_rate(cal)}; {settle}"
     )
 
 
 def refuse_worse(cal: Calibration, what: str, force: bool) -> str:
-    """Raise BBWDError when ``cal`` judges worse than the base rate out of fold (``worse_than_base_rate``), unless
-    ``force``; return what the printed line adds (empty when it judges at least as well)."""
+    """Raise BBWDError when ``cal`` judges worse than the base rate out of fold (``worse_than_base_rate``) beyond the
+    noise (a full fit: at all; a refit: its log-loss gap's interval wholly above 0), unless ``force``; return what
+    the printed line adds (empty when it judges at least as well)."""
     why = worse_than_base_rate(cal)
     if why is None:
         return ""
+    if noisy(cal.fitted_on.cv):
+        return little_ranking(cal)
     if not force:
         raise BBWDError(
             f"the {what} judges the labelled rows worse than their base rate, so nothing was written: {why}; label "
