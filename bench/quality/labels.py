@@ -6,9 +6,15 @@ random, or spread over the base risk: ``calibration.suggest.spread_picks``), the
 (``prior`` or ``map``: ``calibration.recalibrate``; ``full``: ``calibration.fit.fit_files`` on those rows alone, as
 ``bbwd calibrate`` fits), and applied to S's other rows. Per set, N, pick and mode, over the draws: mean ECE, the
 share of draws whose FPR on the rows not labelled is within 0.05 of the target, how often the printed FPR's interval
-holds that FPR, mean TPR, and how many draws could not be fitted (too few labelled rows of a class).
+holds that FPR, mean TPR, and how many draws could not be fitted (too few labelled rows of a class). ``choose`` is
+``bbwd calibrate``'s few-label path as it runs (``recalibrate`` with ``mode="map"``: the labels choose the members,
+``calibration.choose``); with ``--choice`` the table also gives, on the same rows not labelled, the AUROC of the refit,
+of the base verdict with no labels and of the best of lm-polygraph's five estimators there, the FPR printed against
+the FPR seen, and the share of draws whose labels switched the members.
 
     python -m bench.quality.labels --runs RUNS --calibrations DIR --n 25 50 100 200 --draws 20
+    python -m bench.quality.labels --runs RUNS --calibrations DIR --n 50 100 200 --picks random \
+        --modes map choose --choice
 
 where RUNS holds ``<set>-k<K>/results.jsonl`` (with ``settings.json``) as for ``bench.quality.transfer``.
 """
@@ -25,14 +31,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from bench.verdicts import labelled_rows, model_of, soft_ece, with_members
 from blackbox_wd.calibration.combine import CrossValidation, operating_point
 from blackbox_wd.calibration.fit import fit_files
+from blackbox_wd.calibration.members import member_value
 from blackbox_wd.calibration.model import Calibration
-from blackbox_wd.calibration.recalibrate import MIN_CLASS, fit_map, mapped_head
+from blackbox_wd.calibration.recalibrate import MIN_CLASS, RefitRows, fit_map, mapped_head, recalibrate
 from blackbox_wd.calibration.suggest import spread_picks
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.signals.baselines.peers import PEERS
 
 TARGET_FPR = 0.1
 
@@ -103,7 +112,27 @@ def outcome(
         "tpr": tpr,
         "near": float(abs(fpr - TARGET_FPR) <= 0.05),
         "covered": float(interval is not None and interval[0] <= fpr <= interval[1]),
+        "auroc": rest_auroc(s, p, rest),
     }
+
+
+def rest_auroc(s: SetRows, score: np.ndarray, rest: np.ndarray) -> float:
+    """The weighted AUROC of a row score over the entries of the rows ``rest``."""
+    e = s.entries(rest)
+    return float(roc_auc_score(s.y[e], score[s.of[e]], sample_weight=s.w[e]))
+
+
+def refit_choose(s: SetRows, labelled: np.ndarray, base: Calibration, settings: dict[str, Any], k: int) -> dict:
+    """``bbwd calibrate``'s few-label path on the labelled rows (``recalibrate``, ``mode="map"``: the members chosen
+    by the labels, the map, the threshold), measured on the others; with the FPR it prints and whether it switched."""
+    picked = np.flatnonzero(labelled)
+    rows = [s.rows[i] for i in picked]
+    refit = recalibrate(base, RefitRows(rows, [float(r["y"]) for r in rows], k), settings, mode="map")
+    verdicts = [refit.calibration.verdict(r, k=k) for r in s.rows]
+    p = np.array([v.p_fitted for v in verdicts])
+    point = verdicts[0].head.operating_point
+    out = outcome(s, p, np.array([v.flag for v in verdicts]), point.fpr_interval, labelled)
+    return out | {"printed": point.fpr, "switched": float(refit.choice is not None and refit.choice.chosen is not None)}
 
 
 def refit_map(s: SetRows, labelled: np.ndarray, mode: str) -> dict[str, float]:
@@ -145,24 +174,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--n", type=int, nargs="+", default=[25, 50, 60, 100, 200, 400])
     ap.add_argument("--draws", type=int, default=20)
     ap.add_argument("--picks", nargs="+", default=["random", "spread"])
-    ap.add_argument("--modes", nargs="+", choices=["prior", "map", "full"], default=["prior", "map", "full"])
+    ap.add_argument("--modes", nargs="+", choices=["prior", "map", "full", "choose"], default=["prior", "map", "full"])
+    ap.add_argument("--choice", action="store_true", help="also the AUROC columns beside the base and the peers")
     args = ap.parse_args(argv)
     runs = {d.name.rsplit("-k", 1)[0]: d / "results.jsonl" for d in sorted(args.runs.glob(f"*-k{args.k}"))}
+    extra = " AUROC | base AUROC | best peer AUROC | FPR printed | switched |" if args.choice else ""
     print(
-        "| set | N | picks | mode | draws fitted | ECE | FPR within 0.05 of 0.10 | interval holds the FPR | FPR | "
-        "TPR |\n"
-        "|---|---|---|---|---|---|---|---|---|---|"
+        f"| set | N | picks | mode | draws fitted | ECE | FPR within 0.05 of 0.10 | interval holds the FPR | FPR | "
+        f"TPR |{extra}\n|---|---|---|---|---|---|---|---|---|---|{'---|' * 5 if args.choice else ''}"
     )
     for name, run in runs.items():
         base = Calibration.load(args.calibrations / f"{args.combiner}-without-{model_of(name)}.json")
+        settings = json.loads((run.parent / "settings.json").read_text())
         rows = [with_members(r, ()) for r in labelled_rows(run)]
         s = judged(base, rows, args.k)
+        p_base = probabilities(s, s.heads)
+        peers = {m: np.array([member_value(r, m) for r in rows], dtype=float) for m in PEERS}
         for n in args.n:
             if n + 50 > len(rows):  # at least 50 rows not labelled to measure on
                 continue
             for pick in args.picks:
                 for mode in args.modes:
-                    got = []
+                    got: list[dict[str, float]] = []
                     for draw in range(args.draws):
                         if pick == "random":
                             idx = np.random.default_rng(draw).choice(len(rows), n, replace=False)
@@ -171,18 +204,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                         labelled = np.zeros(len(rows), dtype=bool)
                         labelled[idx] = True
                         try:
-                            got.append(
-                                refit_full(s, labelled, run, args.k) if mode == "full" else refit_map(s, labelled, mode)
-                            )
+                            if mode == "full":
+                                one = refit_full(s, labelled, run, args.k)
+                            elif mode == "choose":
+                                one = refit_choose(s, labelled, base, settings, args.k)
+                            else:
+                                one = refit_map(s, labelled, mode)
                         except BBWDError:
                             continue
+                        rest = ~labelled
+                        best = max(rest_auroc(s, v, rest) for v in peers.values() if np.isfinite(v).all())
+                        got.append(one | {"base": rest_auroc(s, p_base, rest), "peer": best})
                     if not got:
                         print(f"| {name} | {n} | {pick} | {mode} | 0 of {args.draws} | | | | | |")
                         continue
-                    m = {key: float(np.nanmean([g[key] for g in got])) for key in got[0]}
+                    m = {key: float(np.nanmean([g.get(key, np.nan) for g in got])) for key in got[0]}
+                    more = (
+                        f" {m['auroc']:.3f} | {m['base']:.3f} | {m['peer']:.3f} | {m.get('printed', np.nan):.3f} | "
+                        f"{m.get('switched', np.nan):.0%} |"
+                        if args.choice
+                        else ""
+                    )
                     print(
                         f"| {name} | {n} | {pick} | {mode} | {len(got)} of {args.draws} | {m['ece']:.3f} | "
-                        f"{m['near']:.0%} | {m['covered']:.0%} | {m['fpr']:.3f} | {m['tpr']:.3f} |"
+                        f"{m['near']:.0%} | {m['covered']:.0%} | {m['fpr']:.3f} | {m['tpr']:.3f} |{more}"
                     )
                     sys.stdout.flush()
     return 0
