@@ -76,6 +76,8 @@ def opened(context: Any, page_file: Path) -> Any:
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: errors.append(str(e)))
+    # nothing leaves the page: every request is the file itself or the download's blob
+    pg.on("request", lambda r: None if r.url.startswith(("file:", "blob:")) else errors.append(f"request {r.url}"))
     pg.goto(page_file.as_uri())
     pg.wait_for_selector("body[data-ready='1']", timeout=30_000)
     pg.errors = errors
@@ -200,6 +202,7 @@ def downloaded(session, folder) -> Path:
 
 
 def test_download_saves_one_label_a_line(downloaded, session):
+    assert session.page.errors == []  # no request but the page's own
     lines = downloaded.read_text(encoding="utf-8").splitlines()
     order = [r["id"] for r in jsonl(SCORES) if r["id"] in session.labels]  # the scored file's order
     assert [json.loads(line) for line in lines] == [{"id": i, "label": session.labels[i]} for i in order]
