@@ -11,8 +11,11 @@ template: its settings, usage, timings, members and calibration id), each with a
     filter    a click on "flagged only" until the counter shows the flagged rows
     search    the last scored row's id typed in the search box until it alone is shown (the filter waits 200 ms)
     open row  a click on that row until its shaded sentences show
+    label     a click on "Label rows" until the first suggested row's panel shows, then a key h until the next one's
 
-Goals (#60): the page at most 60 MB, opened in at most 3 s.
+The page is written with ``--suggest 100`` (its labelling mode: #70), as the newcomer's page is.
+
+Goals (#60, #70): the page at most 60 MB, opened in at most 3 s.
 
     python -m bench.speed.report                 # 100,000 rows, open and sort 3 times (medians)
     python -m bench.speed.report --rows 5000     # fewer rows
@@ -85,13 +88,13 @@ def rows(n: int, seed: int = 0) -> list[dict]:
 
 def browser_times(page_file: Path, repeats: int) -> dict[str, list[float]]:
     """Seconds to open the page (table rendered), sort it by risk, filter the flagged rows, search a row by its id and
-    open it, each repeated."""
+    open it, and label a row in its labelling mode, each repeated."""
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium")
     if chromium is None:
         raise SystemExit("error: chromium is not installed (apt-get install -y chromium)")
-    out: dict[str, list[float]] = {"open": [], "sort": [], "filter": [], "search": [], "row": []}
+    out: dict[str, list[float]] = {"open": [], "sort": [], "filter": [], "search": [], "row": [], "label": []}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         for _ in range(repeats):
@@ -129,6 +132,14 @@ def browser_times(page_file: Path, repeats: int) -> dict[str, list[float]]:
             page.locator("#table .tabulator-row .tabulator-cell[tabulator-field='id']").first.click()
             page.wait_for_selector("#detail .answer .sent", timeout=60_000)
             out["row"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            page.click("#label-start")
+            first = page.get_attribute("#labelling[data-labelling]", "data-labelling", timeout=60_000)
+            page.keyboard.press("h")
+            page.wait_for_function(
+                "x => document.querySelector('#labelling').getAttribute('data-labelling') !== x", arg=first
+            )
+            out["label"].append(time.perf_counter() - t0)
             if errors:
                 raise SystemExit(f"error: the page raised: {errors[0]}")
             page.close()
@@ -149,7 +160,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         scores, page_file = Path(tmp) / "scores.jsonl", Path(tmp) / "report.html"
         scores.write_text("".join(json.dumps(r) + "\n" for r in rows(args.rows)), encoding="utf-8")
-        write_ms, written = timed(lambda: write_report(scores, page_file))
+        write_ms, written = timed(lambda: write_report(scores, page_file, suggest=min(100, args.rows // 2)))
         times = browser_times(page_file, args.repeats)
         load = os.getloadavg()[0]
         print(
@@ -164,6 +175,7 @@ def main() -> None:
                     "flagged filter s",
                     "search s",
                     "open a row s",
+                    "label a row s",
                 ],
                 [
                     [
@@ -176,6 +188,7 @@ def main() -> None:
                         f"{statistics.median(times['filter']):.2f}",
                         f"{statistics.median(times['search']):.2f}",
                         f"{statistics.median(times['row']):.2f}",
+                        f"{statistics.median(times['label']):.2f}",
                     ]
                 ],
             )

@@ -2,7 +2,8 @@
 
 ``members`` (what a head reads, and how from a result), ``heads`` (a head: z, its calibrator, threshold and
 verdict), ``model`` (a fitted calibration: JSON-safe state, apply, the check against a run's settings), ``combine``
-(members -> one head), ``labelled`` (labelled rows read for a fit), ``fit`` (every head, fitted on labelled rows with
+(members -> one head), ``labelled`` (labelled rows read for a fit), ``labels_file`` (labels kept apart from the rows,
+joined to them by id: ``bbwd calibrate --labels``), ``fit`` (every head, fitted on labelled rows with
 scikit-learn), ``recalibrate`` (a calibration's map and threshold refitted on a few labelled rows), ``suggest``
 (which rows to label), ``settle`` (``-k auto``'s bands), ``report`` (calibration.md and the reliability plot),
 ``metrics`` (AUROC with CIs, paired differences, AUPRC, PRR), ``choice`` (a run's calibration: the shipped one, a

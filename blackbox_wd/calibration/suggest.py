@@ -9,6 +9,8 @@ range unlabelled about as often as a stratum is skipped here never.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from blackbox_wd.errors import BBWDError
@@ -43,3 +45,39 @@ def spread_picks(p: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     picks = [order[rng.integers(lo, hi)] for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
     return np.sort(np.array(picks, dtype=int))
+
+
+def suggested_rows(risk: Sequence[float | None], n: int, seed: int = 0) -> list[int]:
+    """The rows to label, as ``bbwd calibrate --suggest N`` and ``bbwd report --suggest N`` pick them: ``spread_picks``
+    over the rows that have a risk, as indices into all the rows, increasing.
+
+    Parameters
+    ----------
+    risk : sequence of float or None
+        Each row's ``p_hallucination``; None for a row without one, or with an error (never picked).
+    n : int
+        Rows to pick, 1 <= n <= the rows with a risk.
+    seed : int, default=0
+
+    Returns
+    -------
+    list of int
+
+    Raises
+    ------
+    BBWDError
+        No row has a risk, or n is out of range.
+
+    Examples
+    --------
+    >>> suggested_rows([None, 0.9, 0.1, None, 0.5, 0.3], 2)
+    [1, 5]
+    """
+    known = [i for i, p in enumerate(risk) if p is not None]
+    if not known:
+        raise BBWDError(
+            "no row with a p_hallucination to spread the picks over (score the log with a calibration: bbwd batch "
+            "gives the shipped one by default)"
+        )
+    picks = spread_picks(np.array([risk[i] for i in known], dtype=float), n, seed)
+    return [known[i] for i in picks.tolist()]

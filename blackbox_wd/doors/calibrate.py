@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from blackbox_wd.calibration import combine, fit, labelled, recalibrate, report
+from blackbox_wd.calibration import combine, fit, labelled, labels_file, recalibrate, report
 from blackbox_wd.calibration.choice import embedded_calibration
 from blackbox_wd.calibration.choose import labels_to_settle
 from blackbox_wd.calibration.heads import OperatingPoint
 from blackbox_wd.calibration.members import KINDS
 from blackbox_wd.calibration.model import Calibration
-from blackbox_wd.calibration.suggest import spread_picks
+from blackbox_wd.calibration.suggest import suggested_rows
 from blackbox_wd.errors import BBWDError
 
 REFITS = ("auto", "map", "prior", "full")
@@ -251,18 +252,51 @@ def base_calibration(path: Path | None, settings: dict[str, Any], rows: Sequence
 
 
 def write_suggestion(results: Sequence[Path], n: int, output: Path, seed: int = 0) -> str:
-    """Write ``n`` rows of ``results`` to label (``suggest.spread_picks`` over their risk), in input order; return
-    the line to print."""
-    rows = [row for _, _, row in labelled.read_rows(results) if row.get("error") is None]
-    risky = [row for row in rows if isinstance(row.get("p_hallucination"), (int, float))]
-    if not risky:
-        raise BBWDError(
-            f"{', '.join(map(str, results))}: no row with a p_hallucination to spread the picks over (score the log "
-            "with a calibration: bbwd batch gives the shipped one by default)"
-        )
-    picks = spread_picks(np.array([float(r["p_hallucination"]) for r in risky]), n, seed)
-    output.write_text("".join(json.dumps(risky[i]) + "\n" for i in picks), encoding="utf-8")
+    """Write ``n`` rows of ``results`` to label (``suggest.suggested_rows``: the rows ``bbwd report --suggest N``
+    puts first), in input order; return the line to print."""
+    rows = [row for _, _, row in labelled.read_rows(results)]
+    risk = [risk_of(row) for row in rows]
+    try:
+        picks = suggested_rows(risk, n, seed)
+    except BBWDError as exc:
+        raise BBWDError(f"{', '.join(map(str, results))}: {exc}") from None
+    output.write_text("".join(json.dumps(rows[i]) + "\n" for i in picks), encoding="utf-8")
     return (
-        f"wrote {output}: {len(picks)} of {len(risky)} scored rows, spread evenly over their risk; add \"label\": 1 "
-        "(hallucinated) or 0 to each, then bbwd calibrate it"
+        f"wrote {output}: {len(picks)} of {sum(p is not None for p in risk)} scored rows, spread evenly over their "
+        "risk; add \"label\": 1 (hallucinated) or 0 to each, then bbwd calibrate it (or label them in bbwd report "
+        "--suggest N's page, then bbwd calibrate --labels)"
     )
+
+
+def risk_of(row: dict[str, Any]) -> float | None:
+    """A row's p_hallucination, the risk the rows to label are spread over; None with an error or without one."""
+    p = row.get("p_hallucination")
+    return float(p) if row.get("error") is None and isinstance(p, (int, float)) else None
+
+
+def calibrate_labels(results: Sequence[Path], output: Path, *, labels: Path, **options: Any) -> str:
+    """``calibrate`` on the rows of ``results`` with the labels of ``labels`` joined by id (``labels_file``: its
+    labels are the rows' only ones), written to a temporary folder; return the line to print.
+
+    Parameters
+    ----------
+    results : sequence of Path
+        JSONL files of scored rows.
+    output : Path
+        The calibration file.
+    labels : Path
+        ``{"id": ..., "label": 0 or 1}`` a line (``bbwd report --suggest N``'s "Download labels").
+    **options
+        ``calibrate``'s other options.
+
+    Returns
+    -------
+    str
+    """
+    joined = labels_file.join_labels(results, labels, options.get("label", "label"))
+    beside = results[0].parent / "settings.json"  # bbwd eval's, which the joined copy no longer sits beside
+    if options.get("settings_from") is None and beside.is_file():
+        options["settings_from"] = beside
+    with tempfile.TemporaryDirectory(prefix="bbwd-labels-") as folder:
+        line = calibrate(joined.write(Path(folder)), output, **options)
+    return f"{line}; labels: {joined.ids} ids of {labels} on {joined.rows} rows"

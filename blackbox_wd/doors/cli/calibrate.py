@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from blackbox_wd.doors.cli.app import app
+from blackbox_wd.errors import BBWDError
 from blackbox_wd.run.runlog import check_output_path
 
 
@@ -90,12 +92,22 @@ def calibrate(
             help="Write N of the scored rows to label (spread evenly over their risk) to -o, instead of fitting.",
         ),
     ] = None,
+    labels: Annotated[
+        Path | None,
+        typer.Option(
+            "--labels",
+            help="Labels apart from the rows, joined to them by id: JSONL, {\"id\": ..., \"label\": 0 or 1} a line "
+            "(bbwd report --suggest N's \"Download labels\"); the rows' own labels are not read.",
+        ),
+    ] = None,
 ) -> None:
     """Fit a calibration (the combined verdict: a probability of hallucination and a flag, for answers and their
     sentences) on labelled results: bbwd eval's, or bbwd batch's rows with a label added. A few labelled rows refit
     the map and threshold of the calibration that judged them; enough for a full fit, every head."""
     from blackbox_wd.doors import calibrate as door  # scikit-learn, matplotlib: seconds more on `bbwd --help`
 
+    if suggest is not None and labels is not None:
+        raise BBWDError("--suggest writes rows to label and --labels fits on labels: give one of them")
     if suggest is not None:
         output = output or Path("to_label.jsonl")
         check_output_path(output)
@@ -103,7 +115,8 @@ def calibrate(
         return
     output = output or Path("calibration.json")
     check_output_path(output)
-    line = door.calibrate(
+    fit = door.calibrate if labels is None else functools.partial(door.calibrate_labels, labels=labels)
+    line = fit(
         results,
         output,
         label=label,

@@ -20,11 +20,20 @@ def report(
     calibration: Annotated[
         Path | None, typer.Option("--calibration", help="Calibration file whose promise the page states.")
     ] = None,
+    suggest: Annotated[
+        int | None,
+        typer.Option(
+            "--suggest",
+            help="A labelling mode: the N rows bbwd calibrate --suggest N picks first, then the others by risk; keys "
+            "h (hallucinated), c (correct), s (skip), u (undo); \"Download labels\" saves labels.jsonl for bbwd "
+            "calibrate --labels.",
+        ),
+    ] = None,
 ) -> None:
     """Write one self-contained HTML page of scored rows: counts, calibration, risk chart, rows table, details."""
     from blackbox_wd.doors.report.page import write_report
 
-    done = write_report(scores, output, log, calibration, warn=lambda line: typer.echo(line, err=True))
+    done = write_report(scores, output, log, calibration, warn=lambda line: typer.echo(line, err=True), suggest=suggest)
     typer.echo(
         f"{done.path}: {done.rows} rows, {done.flagged} flagged, {done.errors} errors, {done.bytes:,} bytes", err=True
     )

@@ -25,6 +25,7 @@ from markupsafe import Markup
 
 from blackbox_wd.calibration.metrics import auroc, expected_calibration_error
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
+from blackbox_wd.doors.report.labelling import Labelling, labelling
 from blackbox_wd.doors.report.rows import ReportRow, read_rows
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.signals.baselines import ANSWER_PEERS, PEERS
@@ -33,7 +34,15 @@ from blackbox_wd.signals.names import PEER_NAMES, PEER_SHORT_NAMES
 MAX_BYTES = 55_000_000  # the page's data is cut to fit this (its goal: at most 60 MB with 100,000 rows)
 BINS = 20  # the risk histogram's bins over [0, 1]
 RELIABILITY_BINS = 10
-ASSETS = ("tabulator.min.css", "uPlot.min.css", "report.css", "tabulator.min.js", "uPlot.iife.min.js", "report.js")
+ASSETS = (
+    "tabulator.min.css",
+    "uPlot.min.css",
+    "report.css",
+    "tabulator.min.js",
+    "uPlot.iife.min.js",
+    "report.js",
+    "labelling.js",
+)
 
 
 @dataclass(frozen=True)
@@ -405,7 +414,7 @@ def _asset(name: str) -> str:
     return resources.files("blackbox_wd.doors.report").joinpath("assets", name).read_text(encoding="utf-8")
 
 
-def render(summary: Summary, data_json: str, title: str) -> str:
+def render(summary: Summary, data_json: str, title: str, labels: Labelling | None = None) -> str:
     """The page's HTML: the template with the summary, the data block and the inlined assets.
 
     Parameters
@@ -414,6 +423,8 @@ def render(summary: Summary, data_json: str, title: str) -> str:
     data_json : str
         The rows (``payload``) as ``script_json`` gives them.
     title : str
+    labels : Labelling, optional
+        The labelling mode's key and suggested rows (``bbwd report --suggest N``); None: a page without one.
 
     Returns
     -------
@@ -423,10 +434,16 @@ def render(summary: Summary, data_json: str, title: str) -> str:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     template = env.from_string(_asset("page.html.j2"))
     shown = {k: v for k, v in asdict(summary).items() if k != "skipped"}  # the script reads no skipped line
-    meta = {"summary": shown, "title": title, "generated": time.strftime("%Y-%m-%d %H:%M")}
+    meta = {
+        "summary": shown,
+        "title": title,
+        "generated": time.strftime("%Y-%m-%d %H:%M"),
+        "labelling": None if labels is None else asdict(labels),
+    }
     return template.render(
         title=title,
         s=summary,
+        labelling=labels,
         generated=meta["generated"],
         meta_json=Markup(script_json(meta)),  # noqa: S704 - escaped for a script block by script_json
         data_json=Markup(data_json),  # noqa: S704
@@ -454,6 +471,7 @@ def write_report(
     calibration: Path | None = None,
     warn: Callable[[str], None] | None = None,
     max_bytes: int = MAX_BYTES,
+    suggest: int | None = None,
 ) -> Written:
     """Read scored rows and write their page.
 
@@ -471,6 +489,9 @@ def write_report(
         Called with one line for each input line that is not a scored row.
     max_bytes : int
         The texts are cut (halved, in turn) until the page's data fits this.
+    suggest : int, optional
+        A labelling mode, its first rows the ``suggest`` that ``bbwd calibrate --suggest`` picks
+        (``labelling.labelling``).
 
     Returns
     -------
@@ -484,6 +505,7 @@ def write_report(
     if output.resolve() == scores.resolve() or (log is not None and output.resolve() == log.resolve()):
         raise BBWDError(f"-o {output} is an input: write the page to another file")
     read = read_rows(scores, log, warn)
+    labels = None if suggest is None else labelling(scores, read.rows, suggest)
     summary = summarize(read.rows, read.skipped, calibration)
     risk, _ = risks(read.rows)
     limits = Limits()
@@ -497,7 +519,7 @@ def write_report(
             f"texts cut to fit the page: prompts to {limits.prompt} characters, answers to {limits.answer}, "
             f"{limits.samples} samples of {limits.sample}"
         )
-    html = render(summary, data, f"bbwd report: {scores.name}")
+    html = render(summary, data, f"bbwd report: {scores.name}", labels)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(html, encoding="utf-8")
     return Written(output, len(html.encode()), summary.rows, summary.flagged, summary.errors, read.skipped, limits)

@@ -63,6 +63,10 @@
   if (D.label.some(function (v) { return v !== null; })) {
     columns.splice(4, 0, { title: "label", field: "label", sorter: "number", width: 70, formatter: textCell });
   }
+  if (meta.labelling) {
+    // the labels given in the page (labelling.js fills them in)
+    columns.splice(columns.length - 1, 0, { title: "yours", field: "mine", sorter: "number", width: 75, formatter: textCell });
+  }
   // sorted by risk here (nulls last), so that the table's initial sort finds them in order: 0.5 s less at 100,000
   rows.sort(function (a, b) {
     if (a.risk === b.risk) return a.i - b.i;
@@ -81,6 +85,9 @@
     paginationSizeSelector: [25, 50, 100, 500],
     paginationCounter: "rows"
   });
+  // what labelling.js reuses: the data, the table and the helpers that put text into the page
+  var page = { meta: meta, D: D, table: table, built: false, el: el, fmt: fmt, shade: shade };
+  window.bbwdPage = page;
 
   var search = document.getElementById("search");
   var onlyFlagged = document.getElementById("only-flagged");
@@ -121,6 +128,7 @@
     show(row.getData().i);
   });
   table.on("tableBuilt", function () {
+    page.built = true;
     shown.textContent = n + " of " + n + " rows";
     requestAnimationFrame(function () {
       document.body.setAttribute("data-ready", "1");
@@ -216,6 +224,7 @@
     }
   }
   window.bbwdShow = show;
+  page.answerBlock = answerBlock;
 
   // ---- charts -----------------------------------------------------------------------------------------------
   function chartWidth() {
