@@ -229,7 +229,9 @@ def test_calibrate_from_the_downloaded_file(downloaded, session, folder):
     assert on.cv == expected.fitted_on.cv and on.data == expected.fitted_on.data == {"labels_scores.jsonl": 24}
     assert mine.operating_point == expected.operating_point
     ours, theirs = json.loads(mine.to_json()), json.loads(expected.to_json())
-    assert ours["fitted_on"].pop("source") != theirs["fitted_on"].pop("source")  # the rows read: a joined copy
+    # the source: the scores file and the labels file the user gave (not the joined copy the fit read)
+    assert ours["fitted_on"].pop("source") == f"{SCORES} with the labels of {downloaded}"
+    theirs["fitted_on"].pop("source")
     assert ours == theirs  # every head, its map and threshold
 
 

@@ -53,6 +53,7 @@ def calibrate(
     refit: str = "auto",
     base: Path | None = None,
     force: bool = False,
+    source: str | None = None,
 ) -> str:
     """Fit a calibration on the labelled rows of ``results`` and save it to ``output``; return the line to print.
 
@@ -71,6 +72,8 @@ def calibrate(
     force : bool
         Write a calibration that judges worse than the labelled base rate out of fold (``worse_than_base_rate``),
         which is refused otherwise.
+    source : str or None
+        Where the labelled rows came from, as the file stores it (``fitted_on.source``); None: the ``results``.
 
     Returns
     -------
@@ -93,7 +96,7 @@ def calibrate(
         fitted = fit.fit_calibration(
             rows,
             settings,
-            source=", ".join(map(str, results)),
+            source=source or ", ".join(map(str, results)),
             label=label,
             samples=samples,
             cv=combine.CrossValidation(combiner=combiner or combine.COMBINER, folds=folds, target_fpr=target_fpr),
@@ -112,7 +115,8 @@ def calibrate(
             f"{', '.join(map(str, sorted({rows.k or 0, *rows.stages})))}: label rows of one run, or --refit full"
         )
     judged, labels, k = labelled_at_k(results, label, rows.k or int(settings["k"]))
-    refit_rows = recalibrate.RefitRows(judged, labels, k, ", ".join(map(str, results)), label, rows.data, samples)
+    named = source or ", ".join(map(str, results))
+    refit_rows = recalibrate.RefitRows(judged, labels, k, named, label, rows.data, samples)
     refitted = recalibrate.recalibrate(
         base_calibration(base, settings, judged), refit_rows, settings, mode=mode, target_fpr=target_fpr
     )
@@ -297,6 +301,7 @@ def calibrate_labels(results: Sequence[Path], output: Path, *, labels: Path, **o
     beside = results[0].parent / "settings.json"  # bbwd eval's, which the joined copy no longer sits beside
     if options.get("settings_from") is None and beside.is_file():
         options["settings_from"] = beside
+    source = f"{', '.join(map(str, results))} with the labels of {labels}"
     with tempfile.TemporaryDirectory(prefix="bbwd-labels-") as folder:
-        line = calibrate(joined.write(Path(folder)), output, **options)
+        line = calibrate(joined.write(Path(folder)), output, source=source, **options)
     return f"{line}; labels: {joined.ids} ids of {labels} on {joined.rows} rows"
