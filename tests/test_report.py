@@ -283,3 +283,18 @@ def test_texts_are_cut_to_fit_the_page(tmp_path):
     rows = read_rows(SCORES, LOG).rows
     kept = payload(rows, [r.p for r in rows], Limits(answer=100))
     assert all(s[1] <= 100 for sents in kept["sentences"] if sents for s in sents)
+
+
+def test_the_labels_box_names_the_members_the_verdict_read(scored, tmp_path):
+    """The fixture's 19 labelled rows with a risk: 16 short answers judged by the phrase heads (the answer's
+    disagreement, LexSim ROUGE-1 and ROUGE-L, the answer's ROUGE-L), 3 passages by the passage heads: each member set
+    the verdict read, with its count, most rows first."""
+    from collections import Counter
+
+    done = [r for r in scored if r["error"] is None and r["label"] is not None]
+    lab = summarize(read_rows(SCORES).rows, []).labelled
+    assert lab is not None
+    want = Counter(", ".join(r["members"]) for r in done).most_common(3)
+    assert lab.reads == want and sum(n for _, n in want) <= 19 and want[0][1] >= 10
+    write_report(SCORES, tmp_path / "page.html")
+    assert f"{want[0][0]} ({want[0][1]})" in (tmp_path / "page.html").read_text(encoding="utf-8")

@@ -97,6 +97,7 @@ class Labelled:
     reliability: list[dict[str, float | int | None]]  # per p bin: its centre, mean p, share of label 1, count
     ece: float | None = None  # of p (None where the risk is not a probability)
     beside: list[Beside] = field(default_factory=list)  # each estimator that every labelled row has
+    reads: list[tuple[str, int]] = field(default_factory=list)  # the members the verdict read, and on how many rows
 
 
 @dataclass
@@ -296,6 +297,7 @@ def labelled(rows: list[ReportRow], risk: list[float | None], probability: bool 
         reliability=reliability,
         ece=expected_calibration_error(np.array(y), np.array(ps)) if probability else None,
         beside=beside([r for _, _, r in kept], y),
+        reads=Counter(", ".join(r.members) for _, _, r in kept if r.members).most_common(3),
     )
 
 
