@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from blackbox_wd.clients import LocalSampler, api_sampler_for, local_sampler_for, target_kind
+from blackbox_wd.clients import api_sampler_for, local_sampler_for, target_kind
 from blackbox_wd.clients.api import APISampler, make_api_sampler
 from blackbox_wd.clients.cache import sample_key
+from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.clients.presets import LOCAL_DUMMY_KEY, resolve_endpoint
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams

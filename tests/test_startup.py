@@ -1,4 +1,6 @@
-"""`bbwd --help` and argument errors start fast: the CLI imports no model, OT, NLP or plotting library (#24).
+"""`bbwd --help` and argument errors start fast: the CLI imports no model, OT, NLP or plotting library (#24); and
+a run imports what it uses, when it uses it (#71): `bbwd score` on the embedded default loads no OpenAI client, no
+math-verify, no transformers sampler, and POT (with the scikit-learn it pulls in) only when the first simplex runs.
 
 Each check runs in a new interpreter, since this one has long imported them all.
 """
@@ -26,6 +28,9 @@ HEAVY = (
     "ray",
     "fastapi",
     "spacy",
+    "openai",
+    "math_verify",
+    "xllamacpp",
 )
 
 PROBE = """
@@ -35,14 +40,14 @@ print(json.dumps({{"code": code, "heavy": [m for m in {heavy!r} if m in sys.modu
 """
 
 
-def probe(body: str) -> dict:
+def probe(body: str, timeout: float = 120) -> dict:
     """Run ``body`` in a fresh interpreter; the exit code it sets and the heavy modules it loaded."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run(
         [sys.executable, "-c", PROBE.format(body=body, heavy=HEAVY)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout,
         env=env,
         cwd=ROOT,
         check=True,
@@ -115,7 +120,59 @@ def test_public_names_still_import() -> None:
 
 
 def test_scoring_path_loads_no_text_or_plotting_library() -> None:
-    """`bbwd score` needs torch, transformers and POT; ROUGE (nltk), spaCy and matplotlib load where they are used."""
+    """Importing what `bbwd score` runs loads torch and transformers (the teacher), and none of: ROUGE (nltk), spaCy,
+    matplotlib, POT and scikit-learn (loaded where a simplex runs), the OpenAI client (an API target's), math-verify
+    (the math judge's)."""
     got = probe("import blackbox_wd.run.detector, blackbox_wd.clients.llamacpp, blackbox_wd.calibration\ncode = 0")
-    assert {"torch", "transformers", "ot"} <= set(got["heavy"])
-    assert not {"rouge_score", "nltk", "spacy", "matplotlib"} & set(got["heavy"])
+    assert {"torch", "transformers", "xllamacpp"} <= set(got["heavy"])
+    assert set(got["heavy"]) <= {"torch", "transformers", "scipy", "xllamacpp"}
+
+
+def test_applying_a_shipped_calibration_loads_no_fitting_or_model_library() -> None:
+    """A shipped calibration's verdict needs numpy (and scipy's expit): no scikit-learn, torch, POT or math-verify."""
+    body = (
+        "from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration\n"
+        "cal = Calibration.load(PACKAGE_CALIBRATIONS / 'smollm2-135m.json')\n"
+        "v = cal.verdict({'avg_wd': 42.5, 'eigen_wd': 3.39e7, 'baselines': {'dse': 0.94}})\n"
+        "code = 0 if 0 < v.p < 1 else 1"
+    )
+    assert probe(body) == {"code": 0, "heavy": ["scipy"]}
+
+
+def test_a_local_target_imports_no_api_client_nor_the_other_sampler() -> None:
+    """Choosing a local sampler imports no OpenAI client; llama.cpp's seeds import no transformers sampler."""
+    body = (
+        "from blackbox_wd.clients import target_kind\n"
+        "from blackbox_wd.clients.seeds import sample_seed\n"
+        "from blackbox_wd.settings import Settings\n"
+        "assert target_kind(Settings()) == 'white-box' and sample_seed(0, [], 0) >= 0\n"
+        "code = int(any(m in sys.modules for m in ('blackbox_wd.clients.api', 'blackbox_wd.clients.local')))"
+    )
+    got = probe(body)
+    assert got["code"] == 0 and "openai" not in got["heavy"] and "xllamacpp" not in got["heavy"]
+
+
+ONLY_WHEN_USED = ("sklearn", "ot", "openai", "math_verify", "spacy", "matplotlib", "ray", "fastapi")
+SCORE = """
+from blackbox_wd.run.detector import Detector
+from blackbox_wd.settings import Settings
+detector = Detector.from_settings(Settings(k=4, max_tokens=24, seed=7, device="cpu"))
+loaded = lambda: [m for m in {names!r} if m in sys.modules]
+built = loaded()
+result = detector.score("What is the capital of Australia?")
+ok = result.p_hallucination is not None and detector.sampler.name == "llama.cpp" and len(set(result.token_counts)) > 1
+code = {{"ok": ok, "built": built, "scored": loaded()}}
+"""
+
+
+@pytest.mark.slow
+def test_score_on_the_embedded_default_loads_what_it_uses_when_it_uses_it() -> None:
+    """Building the embedded default's detector (llama.cpp sampler, the SmolLM2 teacher, the shipped calibration)
+    loads no scikit-learn, POT, OpenAI client, math-verify nor transformers sampler; scoring a prompt whose responses
+    differ in length (so that the simplex runs) then loads POT, with the scikit-learn it pulls in, and nothing else
+    of those."""
+    own = ("blackbox_wd.clients.api", "blackbox_wd.clients.local", "blackbox_wd.signals.baselines.judges")
+    got = probe(SCORE.format(names=ONLY_WHEN_USED + own), timeout=600)["code"]
+    assert got["ok"], got
+    assert got["built"] == []
+    assert set(got["scored"]) == {"ot", "sklearn"}

@@ -10,6 +10,10 @@ Per prompt, in alternating rounds (so that a change in the machine's load hits b
   model code, POT), the least ``bbwd score`` can take while its teacher runs in transformers.
 Printed per prompt: median/min/max wall seconds of each, the responses they drew, the median of
 score's own stage timings, and the goal's bound 3 x reference + 2 s against score's median and the floor.
+Then one more ``bbwd score`` of the first prompt, not counted, under ``python -X importtime``: the seconds its
+imports take, those of each heavy library's own modules (``HEAVY``: the self times of its modules, summed, so a
+library's share leaves out what it imports from others), and which of them it never loaded (#71: a door imports
+what its run uses, when it uses it).
 
     python -m bench.speed.score [--rounds 5] [--quick]
 """
@@ -20,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -34,6 +39,21 @@ from blackbox_wd.teachers.embedded import ensure_gguf
 
 PROMPTS = ("What is the capital of Australia?", "Who won the 1987 Tour de France?")
 FLOOR = "import torch, ot, transformers.modeling_utils"
+HEAVY = (
+    "torch",
+    "transformers",
+    "xllamacpp",
+    "ot",
+    "sklearn",
+    "scipy",
+    "pandas",
+    "openai",
+    "math_verify",
+    "nltk",
+    "spacy",
+    "matplotlib",
+)
+IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)$")
 
 
 def reference(client: httpx.Client, server: LlamaCppServer, prompt: str, seed: int) -> tuple[float, int]:
@@ -76,6 +96,29 @@ def floor(env: dict[str, str]) -> float:
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", FLOOR], env=env, cwd=ROOT, check=True)
     return time.perf_counter() - t0
+
+
+def import_profile(prompt: str, env: dict[str, str]) -> tuple[float, dict[str, float]]:
+    """One ``bbwd score PROMPT --json`` under ``-X importtime``: the seconds of all its imports, and of each
+    ``HEAVY`` library's own modules (their self times summed; absent if none was loaded)."""
+    err = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "blackbox_wd", "score", prompt, "--json"],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stderr
+    total, heavy = 0.0, {}
+    for line in err.splitlines():
+        m = IMPORT_LINE.match(line)
+        if m is None:
+            continue
+        seconds, package = int(m.group(1)) / 1e6, m.group(2).split(".")[0]
+        total += seconds
+        if package in HEAVY:
+            heavy[package] = heavy.get(package, 0.0) + seconds
+    return total, heavy
 
 
 def row(name: str, seconds: list[float], responses: list[int]) -> list[str]:
@@ -140,6 +183,14 @@ def main() -> None:
                 f"goal 3 x {statistics.median(ref):.2f} + 2 = {bound:.2f} s: {verdict}; "
                 f"the imports alone take {statistics.median(least):.2f} s"
             )
+    total, heavy = import_profile(prompts[0], env)
+    print(
+        f"\nbbwd score's imports (one more run of {prompts[0]!r} under -X importtime, s): all {total:.2f}; "
+        "each library's own modules: "
+        + ", ".join(f"{name} {heavy[name]:.2f}" for name in HEAVY if name in heavy)
+        + "; never loaded: "
+        + (", ".join(name for name in HEAVY if name not in heavy) or "-")
+    )
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ place that picks how a group is drawn), ``local`` (white-box sampling with trans
 ``llamacpp`` (white-box sampling with llama.cpp on the teacher's own GGUF file, in process), ``api`` (black-box
 sampling from an OpenAI-compatible API; ``APIOptions``: the key, record/replay, timeouts, retries and cache folder,
 read once and passed as a value), ``cache`` (disk cache of API samples, never keyed on the API key), ``retry``
-(which API failures are retried, for how long), ``replay`` (record and replay HTTP exchanges) and ``presets`` (API
-targets: named presets or any endpoint by URL).
+(which API failures are retried, for how long), ``replay`` (record and replay HTTP exchanges), ``presets`` (API
+targets: named presets or any endpoint by URL) and ``seeds`` (each sample's seed, shared by the local samplers).
+Here, a sampler's module is imported when that sampler is built: a local target imports no OpenAI client, and
+llama.cpp no transformers sampling code.
 """
 
 from __future__ import annotations
@@ -14,10 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from blackbox_wd.clients.api import APIOptions, APISampler, api_endpoint, make_api_sampler
-from blackbox_wd.clients.llamacpp import LlamaCppSampler
-from blackbox_wd.clients.local import LocalSampler
-from blackbox_wd.clients.presets import PRESETS
+from blackbox_wd.clients.presets import PRESETS, api_endpoint
 from blackbox_wd.clients.sampling import BatchSampler
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import Settings
@@ -26,9 +25,10 @@ from blackbox_wd.teachers.hf import Placement, ready_teacher
 from blackbox_wd.teachers.registry import known_names, resolve
 
 if TYPE_CHECKING:
+    from blackbox_wd.clients.api import APIOptions, APISampler
     from blackbox_wd.teachers.forcing import HFTeacher
 
-__all__ = ["LocalSampler", "api_host", "api_sampler_for", "local_sampler_for", "local_sampler_name", "target_kind"]
+__all__ = ["api_host", "api_sampler_for", "local_sampler_for", "local_sampler_name", "target_kind"]
 
 
 def target_kind(settings: Settings) -> str:
@@ -74,6 +74,8 @@ def api_sampler_for(settings: Settings, options: APIOptions | None = None) -> AP
     """
     if target_kind(settings) != "api":
         return None
+    from blackbox_wd.clients.api import make_api_sampler  # openai and tenacity: only for an API target
+
     return make_api_sampler(settings, options=options)
 
 
@@ -128,5 +130,9 @@ def local_sampler_for(settings: Settings, teacher: HFTeacher, place: Placement |
     else:
         model = ready_teacher(name, place)
     if drawn_by(name, model.device.type) == "transformers":
+        from blackbox_wd.clients.local import LocalSampler  # transformers' generate: only where it draws
+
         return LocalSampler(model)
+    from blackbox_wd.clients.llamacpp import LlamaCppSampler  # xllamacpp: only where llama.cpp draws
+
     return LlamaCppSampler(model, gguf_of(resolve(name)))

@@ -43,7 +43,7 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from blackbox_wd.clients.cache import CachedSample, SampleCache, default_cache_dir, sample_key
-from blackbox_wd.clients.presets import Endpoint, resolve_endpoint
+from blackbox_wd.clients.presets import Endpoint, api_endpoint
 from blackbox_wd.clients.replay import Cassette, RecordingTransport, ReplayMiss, ReplayTransport, scrub
 from blackbox_wd.clients.retry import (
     EmptyContent,
@@ -350,14 +350,6 @@ def _env_float(name: str, default: float) -> float:
     if not math.isfinite(value):
         raise BBWDError(f"{name} must be a number, got '{raw}'")
     return value
-
-
-def api_endpoint(settings: Settings) -> Endpoint:
-    """The endpoint of the settings' API target; BBWDError for a missing key (none needed to replay a fixture)."""
-    replay = os.environ.get("BBWD_API_REPLAY")
-    if replay and os.environ.get("BBWD_API_RECORD"):
-        raise BBWDError("set BBWD_API_REPLAY or BBWD_API_RECORD, not both")
-    return resolve_endpoint(settings.target, settings.base_url, settings.api_key_env, require_key=not replay)
 
 
 def api_timeout() -> float:

@@ -8,7 +8,7 @@ logits, temperature 1) comes with it, which is what LNE needs, so the teacher ne
 
 A prompt's K samples are one request with ``n_cmpl`` = K: the prompt is read once and its cache
 shared by K sequences; sequence i draws with seed ``base + i``, where ``base`` is derived from
-(seed, messages) as :func:`~blackbox_wd.clients.local.sample_seed` does. Requests go one at a
+(seed, messages) as :func:`~blackbox_wd.clients.seeds.sample_seed` does. Requests go one at a
 time, so a prompt's samples do not depend on what else is drawn with it (llama.cpp's kernels
 round differently by batch size, and one rounding flip changes a sample from there on); drawn
 with another K they can differ that way, so ``-k auto`` draws each stage as the same request every time.
@@ -50,8 +50,8 @@ import xllamacpp as xlc
 from filelock import FileLock, Timeout
 from jinja2 import TemplateError
 
-from blackbox_wd.clients.local import sample_seed
 from blackbox_wd.clients.sampling import BatchSampler
+from blackbox_wd.clients.seeds import sample_seed
 from blackbox_wd.cpus import cpu_threads
 from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams

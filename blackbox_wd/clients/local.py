@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -11,17 +9,12 @@ import torch
 from transformers import LogitsProcessor, TopPLogitsWarper
 
 from blackbox_wd.clients.sampling import BatchSampler
+from blackbox_wd.clients.seeds import sample_seed
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
 from blackbox_wd.teachers.prefix import Prefix, decoder_pass, read_prompts
 
 if TYPE_CHECKING:
     from blackbox_wd.teachers.forcing import HFTeacher
-
-
-def sample_seed(seed: int, messages: Messages, index: int) -> int:
-    """The seed of sample ``index`` of a prompt: a hash of (seed, messages, index), whatever else is drawn."""
-    payload = json.dumps([seed, messages, index], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return int.from_bytes(hashlib.sha256(payload.encode()).digest()[:8], "big") >> 1
 
 
 class InverseCDFDraw(LogitsProcessor):

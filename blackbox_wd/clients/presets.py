@@ -5,9 +5,13 @@ from __future__ import annotations
 import ipaddress
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from blackbox_wd.errors import BBWDError
+
+if TYPE_CHECKING:
+    from blackbox_wd.settings import Settings
 
 LOCAL_DUMMY_KEY = "bbwd-local-no-key"
 
@@ -93,3 +97,11 @@ def resolve_endpoint(
     if preset is not None:
         return Endpoint(target, url, key, key_env, preset.honours_n, preset.logprobs, preset.seed)
     return Endpoint(target, url, key, key_env)
+
+
+def api_endpoint(settings: Settings) -> Endpoint:
+    """The endpoint of the settings' API target; BBWDError for a missing key (none needed to replay a fixture)."""
+    replay = os.environ.get("BBWD_API_REPLAY")
+    if replay and os.environ.get("BBWD_API_RECORD"):
+        raise BBWDError("set BBWD_API_REPLAY or BBWD_API_RECORD, not both")
+    return resolve_endpoint(settings.target, settings.base_url, settings.api_key_env, require_key=not replay)

@@ -22,17 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 
 import numpy as np
-import ot
 from scipy.optimize import linear_sum_assignment
 from threadpoolctl import ThreadpoolController
 
 from blackbox_wd.cpus import cpu_threads
 from blackbox_wd.errors import BBWDError
-
-try:  # private API of pot==0.9.7.post1: emd_c(a, b, M, max_iter, numThreads, alpha_init, beta_init)
-    from ot.lp.emd_wrap import emd_c as _emd_c
-except ImportError:  # pragma: no cover - another POT layout: use the public wrapper
-    _emd_c = None
 
 MAX_ITER = 10_000_000
 GRAM_POINTS = 2048  # all cost blocks from one Gram matrix up to this many points (32 MiB)
@@ -73,11 +67,15 @@ def _solver_cost(cost: np.ndarray) -> tuple[np.ndarray, bool]:
 
 def _simplex(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
     """An exact optimal plan of POT's network simplex and its cost on ``cost``; BBWDError unless optimal."""
-    if _emd_c is None:  # pragma: no cover - another POT layout: the public wrapper
+    import ot  # POT imports scikit-learn (~1 s): loaded where the first simplex runs, not with this module
+
+    # private API of pot==0.9.7.post1: emd_c(a, b, M, max_iter, numThreads, alpha_init, beta_init)
+    emd_c = getattr(getattr(ot.lp, "emd_wrap", None), "emd_c", None)
+    if emd_c is None:  # pragma: no cover - another POT layout: the public wrapper
         plan, log = ot.emd(a, b, cost, numItermax=MAX_ITER, log=True)
         value, code = float(np.sum(plan * cost)), log["result_code"]
     else:
-        plan, value, _, _, code = _emd_c(a, b, cost, MAX_ITER, 1, None, None)
+        plan, value, _, _, code = emd_c(a, b, cost, MAX_ITER, 1, None, None)
     if code != _OPTIMAL:
         raise BBWDError(
             f"exact OT solver stopped without an optimal plan (code {code}) on a {cost.shape[0]}x"

@@ -38,7 +38,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-import ot
 from scipy.optimize import linear_sum_assignment
 
 from blackbox_wd.errors import BBWDError
@@ -164,6 +163,8 @@ def partial_costs(claims: Sequence[np.ndarray], clouds: Sequence[np.ndarray]) ->
                 r, c = linear_sum_assignment(block)
                 out[i, k] = block[r, c].mean()
             else:
+                import ot  # POT imports scikit-learn (~1 s): loaded where a claim outgrows its cloud
+
                 out[i, k] = ot.emd2(np.full(m, 1.0 / m), np.full(s, 1.0 / s), np.ascontiguousarray(block))
     return out
 

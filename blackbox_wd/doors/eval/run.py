@@ -52,8 +52,8 @@ from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFiel
 from blackbox_wd.run.rounds import score_in_stages
 from blackbox_wd.run.runlog import Emit, Resume, RunLog
 from blackbox_wd.settings import RECORDED, fingerprint
-from blackbox_wd.signals.baselines import Entails, TeacherEntailment, exact_match_entails
-from blackbox_wd.signals.baselines.dse import final_answer_entails
+from blackbox_wd.signals.baselines import Entails, exact_match_entails
+from blackbox_wd.signals.baselines.judges import TeacherEntailment, final_answer_entails
 from blackbox_wd.signals.baselines.nli import NLIEntailment, NLIModel
 
 LABEL_SOURCES = ("greedy", "first")

@@ -10,8 +10,9 @@ key           function                                 input
 ``dse``       :func:`dse.discrete_semantic_entropy`    K strings + ``entails`` judge
 ============  ======================================  =====================================
 
-DSE's NLI judge is ``nli``. Beside them the **peers** (:mod:`peers`): lm-polygraph's model-free estimators over
-the K strings (``PEERS``), and with a judged answer their per-answer variants (``ANSWER_PEERS``).
+DSE's NLI judge is ``nli``, its math and teacher judges ``judges`` (math-verify, torch: neither is imported here).
+Beside them the **peers** (:mod:`peers`): lm-polygraph's model-free estimators over the K strings (``PEERS``), and
+with a judged answer their per-answer variants (``ANSWER_PEERS``).
 
 Every score is oriented so that higher = more likely hallucination.
 """
@@ -22,13 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from blackbox_wd.signals.baselines.dse import (
-    Entails,
-    TeacherEntailment,
-    discrete_semantic_entropy,
-    exact_match_entails,
-    semantic_ids,
-)
+from blackbox_wd.signals.baselines.dse import Entails, discrete_semantic_entropy, exact_match_entails, semantic_ids
 from blackbox_wd.signals.baselines.er import effective_rank
 from blackbox_wd.signals.baselines.es import ES_ALPHA, eigenscore
 from blackbox_wd.signals.baselines.lne import lne
@@ -43,7 +38,6 @@ __all__ = [
     "PEERS",
     "ES_ALPHA",
     "Entails",
-    "TeacherEntailment",
     "compute_baselines",
     "discrete_semantic_entropy",
     "effective_rank",
