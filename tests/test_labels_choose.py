@@ -46,12 +46,15 @@ def labelled(folder: Path, rows: list[dict], picks: np.ndarray) -> Path:
 
 
 def weak_base(folder: Path) -> Path:
-    """The shipped API file with one head at its K over the answer's disagreement alone (AUROC 0.71 on SAC3, where
-    the lexical peers reach 0.80): a calibration a user's labels should overrule."""
+    """The shipped API file with heads at its K over the answer's disagreement alone (AUROC 0.71 on SAC3, where the
+    lexical peers reach 0.80), then LS for the few long answers (the disagreement is read as missing on a passage):
+    a calibration a user's labels should overrule."""
     shipped = Calibration.load(PACKAGE_CALIBRATIONS / "smollm2-135m.api.json")
-    model = ScoreModel(("answer_disagreement",), (0.5,), (0.37,), (1.0,), 0.0, Platt(-1.0, 0.0))
+    weak = ScoreModel(("answer_disagreement",), (0.5,), (0.37,), (1.0,), 0.0, Platt(-1.0, 0.0))
+    ls = ScoreModel(("ls",), (0.5,), (0.3,), (1.0,), 0.0, Platt(-1.0, 0.0))
     path = folder / "weak.json"
-    shipped.with_heads((Head(model, shipped.operating_point),), stages=()).save(path)
+    heads = (Head(weak, shipped.operating_point), Head(ls, shipped.operating_point))
+    shipped.with_heads(heads, stages=()).save(path)
     return path
 
 
@@ -144,5 +147,6 @@ def test_every_door_judges_by_the_file_the_labels_chose(tmp_path, rows, picks):
     detector = Detector.from_settings(Settings(device="cpu"), mine, recorded=True)
     for r in records:
         api = detector.score(r["prompt"], responses=r["responses"], answer=r["response"]).to_dict()
-        assert batch[r["id"]] == pytest.approx(judged[r["id"]]["p_hallucination"], abs=1e-9)
-        assert api["p_hallucination"] == pytest.approx(batch[r["id"]], abs=1e-9)
+        # scored afresh in a group of 3, not of 250: a W2 member's float noise (as tests/test_recorded_doors.py)
+        assert batch[r["id"]] == pytest.approx(judged[r["id"]]["p_hallucination"], rel=1e-6, abs=1e-6)
+        assert api["p_hallucination"] == pytest.approx(batch[r["id"]], rel=1e-6, abs=1e-6)
