@@ -126,7 +126,7 @@ def calibrate(
     stage = cal.stage(k)
     point = (cal.heads if stage is None else stage.heads)[0].operating_point
     on = cal.fitted_on
-    reads = f"\nthe verdict reads: {', '.join(point_members(cal, k))}"
+    reads = f"\n{reads_line(cal, k)}"
     choice = "" if refitted.choice is None else f"\n{refitted.choice.line()}"
     return (
         f"wrote {output}: {on.refit} on {skipped}, base rate {on.base_rate:.3f}, "
@@ -135,12 +135,17 @@ def calibrate(
     )
 
 
-def point_members(cal: Calibration, k: int) -> list[str]:
-    """The members of the first head of each kind at ``k`` samples, each once, in order: what the verdict reads."""
+def reads_line(cal: Calibration, k: int) -> str:
+    """What the verdict reads at ``k`` samples: the members of the first head of each kind of answer, then of the
+    heads over every kind, e.g. 'the verdict reads: phrase: lexsim_rouge1, ...; sentence: ...; any other: ...', or
+    one set when every kind reads the same."""
     stage = cal.stage(k)
     heads = cal.heads if stage is None else stage.heads
-    firsts = [next((h for h in heads if h.kind == kind), None) for kind in (None, *KINDS)]
-    return list(dict.fromkeys(m for h in firsts if h is not None for m in h.members))
+    firsts = {kind: h.members for kind in (*KINDS, None) if (h := next((h for h in heads if h.kind == kind), None))}
+    if len(set(firsts.values())) == 1:
+        return f"the verdict reads: {', '.join(next(iter(firsts.values())))}"
+    parts = (f"{kind or 'any other'}: {', '.join(members)}" for kind, members in firsts.items())
+    return f"the verdict reads, by kind of answer: {'; '.join(parts)}"
 
 
 def worse_than_base_rate(cal: Calibration) -> str | None:
