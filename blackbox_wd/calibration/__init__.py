@@ -4,7 +4,8 @@
 verdict), ``model`` (a fitted calibration: JSON-safe state, apply, the check against a run's settings), ``combine``
 (members -> one head), ``labelled`` (labelled rows read for a fit), ``labels_file`` (labels kept apart from the rows,
 joined to them by id: ``bbwd calibrate --labels``), ``fit`` (every head, fitted on labelled rows with
-scikit-learn), ``recalibrate`` (a calibration's map and threshold refitted on a few labelled rows), ``suggest``
+scikit-learn), ``recalibrate`` (a calibration's map and threshold refitted on a few labelled rows), ``choose`` (the members
+those rows choose for the verdict), ``suggest``
 (which rows to label), ``settle`` (``-k auto``'s bands), ``report`` (calibration.md and the reliability plot),
 ``metrics`` (AUROC with CIs, paired differences, AUPRC, PRR), ``choice`` (a run's calibration: the shipped one, a
 file's or none; its notes; the members a run can compute) and ``shipped/`` (the shipped calibrations, package data).
