@@ -216,6 +216,7 @@ def actor_detector(
         group_size=driver.group_size,
         cuda=driver.resolved_device.startswith("cuda"),
         api=api,
+        all_scores=driver.all_scores,
     )
 
 
@@ -253,7 +254,8 @@ class TeacherStage:
         # the teacher, and a local target's sampler (an API target is drawn by the sampling actors, or here with
         # -k auto)
         sample = staged or target_kind(driver.settings) != "api"
-        self.detector = actor_detector(driver, weights=True, sample=sample, calibrated=staged, api=api)
+        # the driver's calibration says which groups' prompts the teacher forces (``Detector.forced``)
+        self.detector = actor_detector(driver, weights=True, sample=sample, calibrated=True, api=api)
         self.staged = staged
         self.sample_missing = sample_missing
 

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from blackbox_wd.doors.cli.app import (
     SETTING_DEFAULTS,
+    AllScores,
     CalibrationFile,
     SamplesFrom,
     Verdict,
@@ -68,6 +69,7 @@ def batch(
         ),
     ] = None,
     samples_from: SamplesFrom = None,
+    all_scores: AllScores = False,
     options: dict[str, Any] | None = None,
 ) -> None:
     """Score a JSONL log, one output line per input line. With --target, records with fewer than K responses are
@@ -112,7 +114,13 @@ def batch(
     with cluster:  # the engine's detector, built once: the driver's for Ray, this process's for the local engine
         built = engine_runner.build_options(settings)
         detector = detector_from(
-            settings, choice, recorded=recorded, samples_from=samples_from, group_size=group_size, **built
+            settings,
+            choice,
+            recorded=recorded,
+            samples_from=samples_from,
+            group_size=group_size,
+            all_scores=all_scores,
+            **built,
         )
         runner = engine_runner(detector, sample_missing)
         say_note(runner.detector.calibration_note)
@@ -135,6 +143,8 @@ def batch(
     summary.k_source = k_source
     summary.settings = runner.detector.reported_settings()
     err.print(summary.line(), highlight=False, soft_wrap=True)
+    if summary.teacher_line():
+        err.print(summary.teacher_line(), highlight=False, soft_wrap=True)
     typer.echo(summary.settings_line(), err=True)  # JSON as it is: no markup, no wrapping
     if strict and summary.errors:
         raise typer.Exit(1)
