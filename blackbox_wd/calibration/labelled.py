@@ -123,8 +123,11 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
             continue
         for name in FEATURES:
             if member_value(row, name) is None:
+                field = name.removeprefix("log_")
+                null = " (null: the row skipped the teacher pass; score the log with bbwd batch --all-scores)"
                 raise BBWDError(
-                    f"{where}: field '{name.removeprefix('log_')}' must be a finite number (> 0 for eigen_wd)"
+                    f"{where}: field '{field}' must be a finite number (> 0 for eigen_wd)"
+                    f"{null if row.get(field, 0) is None else ''}"
                 )
         by_k.setdefault(row_k(row, where), []).append((path, n, row, y))
     if not by_k:

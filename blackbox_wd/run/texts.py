@@ -12,6 +12,7 @@ with and without the teacher pass (``Detector.all_scores``), and the fields only
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -86,6 +87,28 @@ def reads_teacher(calibration: Calibration | None, result: Any, forced_answer: b
     except BBWDError:  # no head fits: the teacher's run says which members are missing
         return True
     return not set(head.members) <= readable
+
+
+def row_reads_teacher(calibration: Calibration, row: Mapping[str, Any]) -> bool:
+    """True when a row that skipped the teacher pass (``avg_wd`` null) would be forced under ``calibration``: its
+    verdict there may read a teacher member (:func:`reads_teacher`), which the row has not.
+
+    Parameters
+    ----------
+    calibration : Calibration
+    row : mapping
+        A batch row (its token counts, baselines and answer's members).
+
+    Returns
+    -------
+    bool
+        False for a row forced when it was scored (it has AvgWD).
+    """
+    if row.get("avg_wd") is not None:
+        return False
+    forced_answer = row.get("answer_disagreement") is not None and row.get("answer_error") is None
+    readable = TEXT_MEMBERS | {"lne"} if "lne" in (row.get("baselines") or {}) else TEXT_MEMBERS
+    return reads_teacher(calibration, row, forced_answer, readable)
 
 
 def text_result(
