@@ -255,12 +255,12 @@ class Detector:
         failed: str = "scoring failed",
         cache: Any = None,
     ) -> list[PromptStates | Result | BBWDError]:
-        """Each item's token states where its verdict reads the teacher, or with ``all_scores`` (one shared-prefix
-        :meth:`teacher_pass` over them, the teacher loaded when first needed); else its result judged from its texts
-        (``texts.texts_or_teacher``), or the error its samples would get in the pass. ``judges``: DSE's judge of each
-        (None: equal normalised answers); ``logprobs``, ``failed``, ``cache``: the pass's."""
-        if self.all_scores:
-            return list(self.teacher_pass(items, logprobs=logprobs, failed=failed, cache=cache))
+        """Each item's token states where its verdict reads the teacher (one shared-prefix :meth:`teacher_pass` over
+        them, the teacher loaded when first needed); else its result judged from its texts (``texts.texts_or_teacher``),
+        or the error its samples would get in the pass. With ``all_scores`` those judged from their texts are forced
+        too, in a pass of their own after the first: the first pass holds the same prompts either way, so that their
+        states, and p, are the same to the bit (a pass's batch shapes round its floats). ``judges``: DSE's judge of
+        each (None: equal normalised answers); ``logprobs``, ``failed``, ``cache``: the pass's."""
         judged: list[Entails | None] = list(judges) if judges is not None else [exact_match_entails] * len(items)
         out: list[PromptStates | Result | BBWDError | None] = list(
             texts_or_teacher(
@@ -274,10 +274,12 @@ class Detector:
             )
         )
         need = [n for n, got in enumerate(out) if got is None]
-        if need:
-            passed = self.teacher_pass([items[n] for n in need], logprobs=logprobs, failed=failed, cache=cache)
-            for n, ps in zip(need, passed, strict=True):
-                out[n] = ps
+        rest = [n for n, got in enumerate(out) if isinstance(got, Result)] if self.all_scores else []
+        for part in (need, rest):
+            if part:
+                passed = self.teacher_pass([items[n] for n in part], logprobs=logprobs, failed=failed, cache=cache)
+                for n, ps in zip(part, passed, strict=True):
+                    out[n] = ps
         return out  # type: ignore[return-value]  # every None filled by the pass
 
     def outcome(
