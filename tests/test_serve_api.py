@@ -55,6 +55,7 @@ def served(proxy, llama, tmp_path_factory):
         "smollm2-135m",
         "--cache-dir",
         str(tmp / "cache"),
+        "--all-scores",  # every score in the bbwd object, short answers too (#71)
         *SCORE_ARGS,
     ]
     with BbwdServe(args, tmp / "serve.log", env={"BBWD_API_TIMEOUT": "120"}) as server:
