@@ -131,7 +131,7 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
         device="cpu",
         cache_dir=str(served.cache_dir),
     )
-    detector = Detector.from_settings(settings)
+    detector = Detector.from_settings(settings, all_scores=True)  # as `bbwd score`: every score, the teacher loaded
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a shared 2-core machine: OpenMP's spinning threads slow a forward many times
     try:

@@ -271,6 +271,7 @@ class Detector:
                 self.calibration,
                 own_ids=self.own_ids,
                 judges=judged,
+                verdicts=not self.all_scores,
             )
         )
         need = [n for n, got in enumerate(out) if got is None]

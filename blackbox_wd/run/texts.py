@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ from blackbox_wd.teachers.forcing import HFTeacher
 
 # The members text_result gives as score_states gives them (LNE too when the target gave its log-probs)
 TEXT_MEMBERS = frozenset(("ls", "dse", "answer_disagreement", *PEERS, *ANSWER_PEERS))
-SKIPPED = "their verdict reads no teacher member (the heads of short answers read the texts alone)"
+SKIPPED = "their verdict reads the texts alone, no teacher member (as the heads of short answers do)"
 
 
 def text_members(sample_set: SampleSet) -> frozenset[str]:
@@ -119,10 +120,9 @@ def text_result(
     reported: dict[str, Any],
     *,
     own_ids: bool = False,
-    judge: Entails | None = None,
 ) -> tuple[Result, bool]:
-    """A prompt's result from its samples' texts: the token counts by the teacher's tokenizer, LS, the peers, DSE
-    (with ``judge``), LNE from the target's log-probs, the judged answer's disagreement and peers, the claims'
+    """A prompt's result from its samples' texts: the token counts by the teacher's tokenizer, LS, the peers, LNE
+    from the target's log-probs, the judged answer's disagreement and peers, the claims'
     scores; None for what only the teacher gives (D, AvgWD, EigenWD, the answer's W2 and sentences, ES, ER).
 
     Parameters
@@ -136,13 +136,11 @@ def text_result(
         The settings as run, with their fingerprint (``ReportedSettings.as_dict``).
     own_ids : bool
         The samples' own token ids count, as the teacher pass reads them.
-    judge : Entails or None
-        DSE's judge; None: no DSE.
 
     Returns
     -------
     tuple of (Result, bool)
-        The result (no verdict yet), and whether its judged answer can be forced.
+        The result (no DSE, no verdict yet: ``texts_or_teacher``), and whether its judged answer can be forced.
     """
     pairs, answer = item_pairs(teacher, messages, sample_set, own_ids)
     counts = [len(r) for _, r in pairs[: len(sample_set.samples)]]
@@ -171,10 +169,6 @@ def text_result(
     result.baselines = compute_baselines(result.responses, logprobs=logprobs, answer=shown)
     result.lne_source = "target" if target else None
     result.timings = {"baselines": time.perf_counter() - t0}
-    if judge is not None:
-        t1 = time.perf_counter()
-        result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
-        result.timings["dse"] = time.perf_counter() - t1
     return result, isinstance(answer, np.ndarray)
 
 
@@ -187,6 +181,7 @@ def texts_or_teacher(
     *,
     own_ids: bool,
     judges: list[Entails | None],
+    verdicts: bool = True,
 ) -> list[Result | BBWDError | None]:
     """Each prompt's verdict from its texts where it reads no teacher member (:func:`reads_teacher`), its error
     where its samples cannot be forced (the teacher pass's), else None: the teacher forces it.
@@ -204,7 +199,10 @@ def texts_or_teacher(
     own_ids : bool
         The samples' own token ids count (``Detector.own_ids``).
     judges : list of Entails or None
-        DSE's judge of each prompt.
+        DSE's judge of each prompt (a judge gives DSE a value: there for the decision, computed only for a verdict).
+    verdicts : bool
+        Give those judged from their texts their DSE and verdict; False: only decide (``Detector.all_scores`` forces
+        them after the others), their Result without.
 
     Returns
     -------
@@ -218,13 +216,18 @@ def texts_or_teacher(
             out.append(None)
             continue
         try:
-            result, forced_answer = text_result(
-                teacher, messages, sample_set, settings, reported, own_ids=own_ids, judge=judge
-            )
-            if reads_teacher(calibration, result, forced_answer, text_members(sample_set)):
+            result, forced_answer = text_result(teacher, messages, sample_set, settings, reported, own_ids=own_ids)
+            dse = {"dse": 0.0} if judge is not None else {}  # a judge's DSE is a number: there, whatever its value
+            decided = replace(result, baselines={**result.baselines, **dse})
+            if reads_teacher(calibration, decided, forced_answer, text_members(sample_set)):
                 out.append(None)
                 continue
-            judge_result(result, calibration, settings.base_rate, k_max=k_max)
+            if verdicts and judge is not None:
+                t0 = time.perf_counter()
+                result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
+                result.timings["dse"] = time.perf_counter() - t0
+            if verdicts:
+                judge_result(result, calibration, settings.base_rate, k_max=k_max)
         except BBWDError as exc:  # the samples cannot be forced: the teacher pass says the same
             out.append(exc)
             continue
