@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from cli_support import run_cli
 
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.labelled import read_labelled
@@ -203,3 +204,14 @@ def test_a_log_of_short_answers_never_loads_the_teacher(tiny_folder, tmp_path):
     failed = batch("--all-scores")
     out = tmp_path / "out1.jsonl"
     assert failed.returncode != 0 and (not out.exists() or not out.read_text().strip())
+
+
+def test_scored_rows_judged_again_refuse_all_scores(tmp_path):
+    scored = REPO / "fixtures" / "report_scores.jsonl"  # rows bbwd batch wrote
+    code, err = run_cli("batch", str(scored), "-o", str(tmp_path / "again.jsonl"), "--all-scores")
+    assert (code, err.strip()) == (
+        2,
+        "error: --all-scores forces a log's rows through the teacher: scored rows are judged again with no teacher "
+        "pass (give the log instead)",
+    )
+    assert not (tmp_path / "again.jsonl").exists()

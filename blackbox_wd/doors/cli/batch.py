@@ -84,6 +84,11 @@ def batch(
     from blackbox_wd.doors.batch import BatchRunner, Runner, is_scored, plan_k, read_done  # torch: as score's
 
     if is_scored(logs):
+        if all_scores:
+            raise BBWDError(
+                "--all-scores forces a log's rows through the teacher: scored rows are judged again with no "
+                "teacher pass (give the log instead)"
+            )
         return rejudge_scored(logs, output, k, options, calibration, verdict)
     sample_missing = options.get("target") is not None  # else the responses are recorded samples
     if options.get("claims") is not None and not sample_missing:
