@@ -44,7 +44,7 @@ import pickle
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -254,8 +254,9 @@ class TeacherStage:
         # the teacher, and a local target's sampler (an API target is drawn by the sampling actors, or here with
         # -k auto)
         sample = staged or target_kind(driver.settings) != "api"
-        # the driver's calibration says which groups' prompts the teacher forces (``Detector.forced``)
-        self.detector = actor_detector(driver, weights=True, sample=sample, calibrated=True, api=api)
+        self.detector = actor_detector(driver, weights=True, sample=sample, calibrated=staged, api=api)
+        if not staged:  # the driver's calibration and settings as run say which prompts it forces (``Detector.forced``)
+            self.detector = replace(self.detector, calibration=driver.calibration, reported_as=driver.reported)
         self.staged = staged
         self.sample_missing = sample_missing
 

@@ -71,6 +71,9 @@ class Detector:
         judged from their texts with the same p and flag, their teacher's fields None.
     loader : TeacherLoader or None
         The teacher's weights, loaded when a prompt first needs them (``teacher`` is then its card).
+    reported_as : ReportedSettings or None
+        The settings as run, resolved in another process (a Ray driver's, where the API key is, for its teacher
+        actors' results judged from their texts); None: resolved here (``reported``).
 
     ``reported`` (the typed reported settings with their fingerprint) is computed once, from the
     teacher's shape, the device and the sampler (or the settings where there is no sampler).
@@ -87,6 +90,7 @@ class Detector:
     calibration_note: str | None = None
     all_scores: bool = False
     loader: TeacherLoader | None = None
+    reported_as: ReportedSettings | None = None
 
     def __post_init__(self) -> None:
         check_group_size(self.group_size)
@@ -185,7 +189,9 @@ class Detector:
     @cached_property
     def reported(self) -> ReportedSettings:
         """The settings as run (``build.run_report``: resolved layer and projection, device, API endpoint host,
-        local sampler)."""
+        local sampler); ``reported_as`` where given."""
+        if self.reported_as is not None:
+            return self.reported_as
         return run_report(self.settings, self.teacher, self.sampler, self.resolved_device)
 
     @property
