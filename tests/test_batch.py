@@ -162,7 +162,7 @@ def test_without_target_every_record_is_scored_on_the_first_valid_count(tmp_path
         '{"prompt": "no responses"}\n'
     )
     dst = tmp_path / "out.jsonl"
-    args = [*BBWD, str(src), "-o", str(dst), "--device", "cpu", "--strict"]
+    args = [*BBWD, str(src), "-o", str(dst), "--device", "cpu", "--strict", "--all-scores"]  # D, not only the verdict
     proc = subprocess.run(args, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 1, proc.stderr  # --strict: some records had errors
     assert "K=3 responses each (the count of line 2's responses)" in proc.stderr
@@ -179,7 +179,10 @@ def test_without_target_every_record_is_scored_on_the_first_valid_count(tmp_path
     src2 = tmp_path / "in2.jsonl"
     src2.write_text('{"prompt": "hi", "responses": ["a b", "c d", "e f"]}\n')
     subprocess.run(
-        [*BBWD, str(src2), "-o", str(again), "--device", "cpu"], check=True, capture_output=True, timeout=900
+        [*BBWD, str(src2), "-o", str(again), "--device", "cpu", "--all-scores"],
+        check=True,
+        capture_output=True,
+        timeout=900,
     )
     assert rows(again)[0]["avg_wd"] == pytest.approx(out[2]["avg_wd"], rel=1e-9)
 

@@ -294,6 +294,19 @@ def test_verdict_cost_bench_quick_bounds_what_the_verdict_adds() -> None:
     assert all(0 < r < 1 for r in ratios.values()), ratios
 
 
+@smoke("speed.all_scores")
+@pytest.mark.slow
+def test_all_scores_bench_quick_skips_the_teacher_on_short_answers_with_the_same_verdict() -> None:
+    """#71's bench on the fixture's first 8 records (short answers): every row skips the teacher by default, p and
+    the flag are those of --all-scores, whose rows carry AvgWD and EigenWD (no speed figure is asserted: the
+    machine is shared)."""
+    out = bench("speed.all_scores", "--quick", timeout=600)
+    (row,) = table_rows(out)
+    assert row[:3] == ["report_log.jsonl", "8", "8"], row
+    assert float(row[3]) > 0 and float(row[4]) > 0 and float(row[6]) > 0 and float(row[7]) > 0, row
+    assert row[8:] == ["yes", "yes"], row
+
+
 # Quality studies: bench/quality, on synthetic `bbwd eval` runs
 
 

@@ -126,7 +126,7 @@ def test_batch_refuses_a_50_mb_prompt_in_bounded_memory(tmp_path):
     )
     t0 = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-c", code, "batch", str(src), "-o", str(dst), "--device", "cpu"],
+        [sys.executable, "-c", code, "batch", str(src), "-o", str(dst), "--device", "cpu", "--all-scores"],
         capture_output=True,
         text=True,
         timeout=600,

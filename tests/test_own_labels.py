@@ -101,7 +101,17 @@ def test_rejudged_rows_are_a_fresh_runs_with_that_calibration_and_no_teacher_pas
     code, err = run_cli(
         "batch", str(folder / "log.jsonl"), "-o", str(folder / "fresh.jsonl"), "--calibration", str(path)
     )
-    assert code == 0 and passes, err  # the counter counts: a fresh run forces the samples
+    assert code == 0 and passes == [], err  # short answers under heads of the texts: judged from them (#71)
+    code, err = run_cli(
+        "batch",
+        str(folder / "log.jsonl"),
+        "-o",
+        str(folder / "forced.jsonl"),
+        "--calibration",
+        str(path),
+        "--all-scores",
+    )
+    assert code == 0 and passes, err  # the counter counts: a run that forces the samples calls the pass
     judged, fresh = jsonl(folder / "judged.jsonl"), jsonl(folder / "fresh.jsonl")
     for a, b in zip(judged, fresh, strict=True):
         a.pop("timings"), b.pop("timings")

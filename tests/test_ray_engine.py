@@ -369,6 +369,29 @@ def test_killed_driver_resumes_as_the_local_engine_does(cluster, tiny_folder, tm
     assert_same(rows(dst), rows(tmp_path / "local.jsonl"))
 
 
+def test_all_scores_gives_the_same_verdicts_and_the_default_skips_the_teacher_as_the_local_engine(
+    cluster, tiny_folder, tmp_path
+):
+    """#71 on Ray: the teacher actors force only the rows whose verdict reads the teacher (none here: short answers
+    of a teacher judged by the heads of the texts alone), as the local engine; --all-scores forces them all, with the
+    same p and flag."""
+    from blackbox_wd.doors.ray_engine import RayRunner
+
+    src, dst, settings = presampled_with_local_output(tmp_path, tiny_folder)
+    run_ray(settings, src, dst, False, 2, **SMALL)
+    default = rows(dst)
+    assert_same(default, rows(tmp_path / "local.jsonl"))
+    built = RayRunner.build_options(settings)
+    every = Detector.from_settings(settings, group_size=2, recorded=True, all_scores=True, **built)
+    asyncio.run(RayRunner(every, False, **SMALL).run(src, tmp_path / "all.jsonl"))
+    forced = rows(tmp_path / "all.jsonl")
+    assert [(r["p_hallucination"], r["flag"], r["members"]) for r in forced] == [
+        (r["p_hallucination"], r["flag"], r["members"]) for r in default
+    ]
+    assert all(r["avg_wd"] is None and r["p_hallucination"] is not None for r in default)
+    assert all(r["avg_wd"] > 0 and r["eigen_wd"] > 0 for r in forced)
+
+
 def test_calibrated_rows_equal_the_local_engine_and_resume_checks_the_calibration(cluster, tiny_folder, tmp_path):
     from test_calibration import make
 

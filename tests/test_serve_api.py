@@ -55,6 +55,7 @@ def served(proxy, llama, tmp_path_factory):
         "smollm2-135m",
         "--cache-dir",
         str(tmp / "cache"),
+        "--all-scores",  # every score in the bbwd object, short answers too (#71)
         *SCORE_ARGS,
     ]
     with BbwdServe(args, tmp / "serve.log", env={"BBWD_API_TIMEOUT": "120"}) as server:
@@ -130,7 +131,7 @@ def test_answer_is_the_targets_and_scored_as_bbwd_score(served, llama, proxy):
         device="cpu",
         cache_dir=str(served.cache_dir),
     )
-    detector = Detector.from_settings(settings)
+    detector = Detector.from_settings(settings, all_scores=True)  # as `bbwd score`: every score, the teacher loaded
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a shared 2-core machine: OpenMP's spinning threads slow a forward many times
     try:

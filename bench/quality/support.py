@@ -113,7 +113,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--limit", type=int, default=None, help="the first N labelled rows of each set")
     args = ap.parse_args()
-    teacher = Detector.from_settings(Settings(k=args.k, device="cpu"), None, recorded=True).teacher
+    teacher = Detector.from_settings(Settings(k=args.k, device="cpu"), None, recorded=True, all_scores=True).teacher
     assert isinstance(teacher, HFTeacher), "the embedded teacher, loaded"
     measured = [measure(teacher, args.runs, name, args.k, args.limit) for name in args.sets]
     print(f"command: {command()}\n")

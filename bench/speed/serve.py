@@ -91,7 +91,7 @@ def reference_server(argv: list[str]) -> None:
         cache=False,
         concurrency=int(a.concurrency),
     )
-    detector = Detector.from_settings(settings)
+    detector = Detector.from_settings(settings, all_scores=True)  # every request forced, as the server's below
     upstream = Upstream(detector.sampler)
     model_thread = ThreadPoolExecutor(1)
     app = FastAPI()
@@ -211,6 +211,7 @@ def main() -> None:
                 HOST,
                 "--port",
                 str(serve_port),
+                "--all-scores",  # the teacher queue is what is measured: every request forced, short answers too
                 *settings_args(args, base_url),
             ],
             serve_port,

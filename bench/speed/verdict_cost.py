@@ -96,7 +96,7 @@ def main() -> None:
     args = ap.parse_args()
     n_sac3, n_wiki, rounds = (4, 2, 2) if args.quick else (24, 8, 5)
     calibration = Calibration.load(PACKAGE_CALIBRATIONS / "smollm2-135m.api.json")
-    detector = Detector.from_settings(Settings(k=10, device="cpu"), None, recorded=True)
+    detector = Detector.from_settings(Settings(k=10, device="cpu"), None, recorded=True, all_scores=True)
     detector = detector.with_calibration(calibration)
     rows = [
         measure(detector, data_dir() / "sac3_nq_open.jsonl", n_sac3, rounds),

@@ -176,11 +176,17 @@ def fit_calibration(
     Raises
     ------
     BBWDError
-        Too few prompts of a class for ``cv.folds``, or a bad ``cv.folds`` or ``cv.target_fpr``.
+        Too few prompts of a class for ``cv.folds``, a bad ``cv.folds`` or ``cv.target_fpr``, or rows that skipped
+        the teacher pass (a full fit reads the W2 members).
     """
     samples = samples or settings.get("samples_from")  # recorded rows without either: origin not stated
     if not isinstance(cv.folds, int) or cv.folds < 2:
         raise BBWDError(f"folds must be an integer >= 2 (got {cv.folds})")
+    if labelled.teacherless:
+        raise BBWDError(
+            f"{labelled.teacherless} labelled rows skipped the teacher pass (their AvgWD and EigenWD are null), whose "
+            "W2 members a full fit reads: score the log with bbwd batch --all-scores"
+        )
     sentence = None
     if labelled.sentences is not None:
         sentence = fit_head(labelled.sentences, SENTENCE_MEMBERS, replace(cv, combiner=sentence_combiner))

@@ -50,6 +50,7 @@ class Labelled:
     fingerprints: dict[int, str | None] = field(default_factory=dict)  # each sample count's rows' fingerprint
     claims: Table | None = None  # the main K's labelled claims (``claim_table``), one row each
     settings: dict[str, Any] | None = None  # the reported settings the main K's rows carry (batch rows), if any
+    teacherless: int = 0  # rows that skipped the teacher pass (batch without --all-scores): their W2 members null
 
 
 def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -103,7 +104,7 @@ def row_k(row: dict[str, Any], where: str) -> int:
 def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     """The labelled rows of results files, by sample count (one run per K: ``bbwd eval -k 3``, ``-k 5``, ...); rows
     with an ``error`` or no label are skipped and counted, a K whose rows mix settings fingerprints refused, a row
-    without AvgWD or EigenWD > 0 refused by its line.
+    without AvgWD or EigenWD > 0 refused by its line, unless it skipped the teacher pass (counted: ``teacherless``).
 
     The main K is the largest sample count of nearly the most labelled prompts (``MAIN_SHARE``: a record with fewer
     samples than a K is an error at that K alone, so a large K may lose a few): its rows are ``answers``, each
@@ -111,7 +112,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
     group (every fold keeps them on one side).
     """
     by_k: dict[int, list[tuple[str, int, dict[str, Any], float]]] = {}
-    errors = unlabelled = 0
+    errors = unlabelled = teacherless = 0
     for path, n, row in read_rows(paths):
         where = f"{path} line {n}"
         if row.get("error") is not None:
@@ -121,7 +122,9 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
         if y is None:
             unlabelled += 1
             continue
-        for name in FEATURES:
+        skipped = "avg_wd" in row and row["avg_wd"] is None  # its verdict read the texts alone (``run.texts``)
+        teacherless += skipped
+        for name in () if skipped else FEATURES:
             if member_value(row, name) is None:
                 raise BBWDError(
                     f"{where}: field '{name.removeprefix('log_')}' must be a finite number (> 0 for eigen_wd)"
@@ -185,6 +188,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
         {k: fp for k, fp in fingerprints.items() if k},
         claims,
         carried,
+        teacherless,
     )
 
 

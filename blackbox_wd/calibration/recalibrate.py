@@ -144,7 +144,7 @@ def check_members(base: Calibration, rows: Sequence[Mapping[str, Any]], k: int) 
         lack = ", ".join(f"{m} ({n} of {len(rows)} rows)" for m, n in counts.items())
         raise BBWDError(
             f"the labelled rows lack members the heads of {name} read: {lack}; score the rows with this bbwd (bbwd "
-            "batch), give a calibration over what they have with --base FILE, or fit one with --refit full"
+            "batch --all-scores), give a calibration over what they have with --base FILE, or fit one with --refit full"
         )
 
 

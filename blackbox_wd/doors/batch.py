@@ -47,6 +47,7 @@ from blackbox_wd.run.inputs import LogRecord, line_hash, raw_lines, read_records
 from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
 from blackbox_wd.run.runlog import Emit as RowEmit
 from blackbox_wd.run.runlog import Resume, RunLog, check_output_path
+from blackbox_wd.run.texts import SKIPPED
 from blackbox_wd.settings import Settings
 
 ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
@@ -98,6 +99,7 @@ class BatchSummary:
     errors: int = 0
     resumed_from: int = 0
     retried: int = 0  # earlier rows with a transient error, computed again
+    skipped: int = 0  # rows of this run judged from their texts, not forced (``Detector.forced``)
     seconds: float = 0.0
     usage: Usage = field(default_factory=Usage)
     settings: dict[str, Any] | None = None  # the run's reported settings (``Detector.reported_settings``)
@@ -116,6 +118,15 @@ class BatchSummary:
             f"{self.prompts_per_s:.2f} prompts/s; API: {u.requests} requests, {u.cache_hits} cached, "
             f"{u.retries} retries, {u.completion_tokens} completion tokens fresh, "
             f"{u.cached_completion_tokens} cached"
+        )
+
+    def teacher_line(self) -> str | None:
+        """One line on the rows of this run that skipped the teacher pass, and why (None when none did)."""
+        if not self.skipped:
+            return None
+        return (
+            f"{self.skipped} of {self.records} rows skipped the teacher pass: {SKIPPED}; their W2 fields are null "
+            "(--all-scores forces every row, with the same p and flag)"
         )
 
     def settings_line(self) -> str:
@@ -293,6 +304,7 @@ class Runner:
         def counted(row: dict[str, Any], sset: SampleSet | BBWDError | None) -> None:
             summary.records += 1
             summary.errors += row["error"] is not None
+            summary.skipped += row["error"] is None and row["avg_wd"] is None  # judged from its texts alone
             usage = sset.usage if isinstance(sset, SampleSet) else getattr(sset, "usage", None)
             if usage is not None:
                 summary.usage.add(usage)

@@ -44,7 +44,7 @@ import pickle
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -216,6 +216,7 @@ def actor_detector(
         group_size=driver.group_size,
         cuda=driver.resolved_device.startswith("cuda"),
         api=api,
+        all_scores=driver.all_scores,
     )
 
 
@@ -254,6 +255,8 @@ class TeacherStage:
         # -k auto)
         sample = staged or target_kind(driver.settings) != "api"
         self.detector = actor_detector(driver, weights=True, sample=sample, calibrated=staged, api=api)
+        if not staged:  # the driver's calibration and settings as run say which prompts it forces (``Detector.forced``)
+            self.detector = replace(self.detector, calibration=driver.calibration, reported_as=driver.reported)
         self.staged = staged
         self.sample_missing = sample_missing
 

@@ -5,8 +5,9 @@ sample count and the settings it was scored under. Given such rows as input, ``b
 calibration (a file's, or the one shipped for the rows' settings): its ``p_hallucination``, ``flag`` and ``members``,
 each sentence's and claim's p and flag, and the calibration's id, in the order a fresh run writes them, so that the
 row is the one a run of the log with that calibration would write (but for its timings). A row with an error is
-written as it was. A ``-k auto`` row is judged at the samples it drew; its ``stages`` keep the verdicts they were
-drawn under.
+written as it was. A row that skipped the teacher pass (its W2 members null) is refused, naming ``--all-scores``,
+where the calibration's verdict of it may read a teacher member. A ``-k auto`` row is judged at the samples it
+drew; its ``stages`` keep the verdicts they were drawn under.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from blackbox_wd.calibration.choice import embedded_calibration
 from blackbox_wd.calibration.labelled import json_objects
 from blackbox_wd.doors.batch import BATCH_FIELDS, CALIBRATED, OPTIONAL, SCORED, read_done
 from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.run.texts import row_reads_teacher
 
 ROW_END = ("label", "error", "transient", "settings", "fingerprint", "input_hash")  # after the verdict, in a row
 
@@ -58,6 +60,11 @@ def judged_row(row: Mapping[str, Any], calibration: Calibration) -> dict[str, An
     claim's), its fields in the order of a fresh ``batch`` row (``batch.output_row``)."""
     if row.get("error") is not None:
         return dict(row)
+    if row_reads_teacher(calibration, row):
+        raise BBWDError(
+            "the row skipped the teacher pass (its verdict read the texts alone), and this calibration's verdict may "
+            "read a teacher member: score the log with bbwd batch --all-scores"
+        )
     base_rate = (row.get("settings") or {}).get("base_rate")
     verdict = calibration.verdict(row, base_rate, k=int(row["n_samples"]))
     out = dict(row)

@@ -4,6 +4,7 @@ card) on its device, the target's sampler, and the settings as run (:func:`run_r
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, cast
 
 from blackbox_wd.clients import api_host, api_sampler_for, local_sampler_for, local_sampler_name, target_kind
@@ -18,6 +19,31 @@ if TYPE_CHECKING:
     from blackbox_wd.clients.api import APIOptions
 
 
+class TeacherLoader:
+    """A teacher's weights, loaded when a prompt first needs them (``hf.ready_teacher``), then kept.
+
+    Parameters
+    ----------
+    settings : Settings
+        The teacher's name, layer and token budget.
+    place : Placement
+        Where its weights run.
+    """
+
+    def __init__(self, settings: Settings, place: Placement) -> None:
+        self.settings, self.place = settings, place
+        self.loaded: HFTeacher | None = None
+        self._lock = threading.Lock()
+
+    def teacher(self) -> HFTeacher:
+        """The teacher, loaded on the first call (BBWDError where its weights cannot be read)."""
+        with self._lock:
+            if self.loaded is None:
+                s = self.settings
+                self.loaded = ready_teacher(s.teacher, self.place, s.layer, s.token_budget)
+            return self.loaded
+
+
 def build_parts(
     settings: Settings,
     *,
@@ -27,10 +53,12 @@ def build_parts(
     sample: bool,
     cuda: bool | None,
     api: APIOptions | None,
-) -> tuple[HFTeacher | TeacherCard, Sampler | None, str]:
+    when_needed: bool = False,
+) -> tuple[HFTeacher | TeacherCard, Sampler | None, str, TeacherLoader | None]:
     """The parts ``Detector.from_settings`` wires, its options checked: the teacher (its weights, or its card), the
-    target's sampler, and the device the teacher runs on. The device and dtype are chosen once (``hf.placement``),
-    for the teacher and for another local model as the target.
+    target's sampler, the device the teacher runs on, and the loader of its weights where they wait until a prompt
+    needs them. The device and dtype are chosen once (``hf.placement``), for the teacher and for another local model
+    as the target.
 
     Parameters
     ----------
@@ -38,12 +66,16 @@ def build_parts(
     recorded, samples_from, weights, sample, cuda, api
         As ``Detector.from_settings``'s; ``cuda`` serves only without weights (with them, this process's torch
         says whether a GPU is there).
+    when_needed : bool
+        With weights, load them when a prompt first needs them (a ``TeacherLoader`` beside the card), where no local
+        target samples on them; False: now.
 
     Returns
     -------
     teacher : HFTeacher or TeacherCard
     sampler : Sampler or None
     device : str
+    loader : TeacherLoader or None
     """
     if samples_from is not None and not recorded:
         raise BBWDError("samples_from says who drew recorded samples: it needs recorded=True")
@@ -54,11 +86,15 @@ def build_parts(
         )
     api_sampler = api_sampler_for(settings, api) if sample and not recorded else None  # a missing key fails here
     place = placement(settings.device, settings.dtype, None if weights else cuda)
-    teacher = ready_teacher(settings.teacher, place if weights else None, settings.layer, settings.token_budget)
+    local = sample and not recorded and target_kind(settings) != "api"  # a local target samples on the weights
+    later = weights and when_needed and not local
+    now = place if weights and not later else None
+    teacher = ready_teacher(settings.teacher, now, settings.layer, settings.token_budget)
     sampler = build_sampler(
         settings, teacher if sample and weights else None, place, api_sampler, recorded, samples_from
     )
-    return teacher, sampler, str(teacher.device) if isinstance(teacher, HFTeacher) else place.device
+    device = str(teacher.device) if isinstance(teacher, HFTeacher) else place.device
+    return teacher, sampler, device, TeacherLoader(settings, place) if later else None
 
 
 def build_sampler(

@@ -18,10 +18,11 @@ from blackbox_wd.clients.sampling import RecordedSamples, Sampler, shares_model
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, Sample, SampleSet, Usage, as_messages
 from blackbox_wd.run import stages as scoring
-from blackbox_wd.run.build import build_parts, run_report
+from blackbox_wd.run.build import TeacherLoader, build_parts, run_report
 from blackbox_wd.run.result import Result
 from blackbox_wd.run.rounds import sampler_draw, score_in_stages
 from blackbox_wd.run.stages import PromptStates, lne_logprobs, scoring_failed
+from blackbox_wd.run.texts import texts_or_teacher
 from blackbox_wd.settings import GROUP_SIZE, ReportedSettings, Settings, check_group_size
 from blackbox_wd.signals.baselines import Entails, exact_match_entails
 from blackbox_wd.signals.decompose import decompose
@@ -64,6 +65,15 @@ class Detector:
         The resolved device; None: the teacher's own.
     calibration_note : str or None
         One line about the calibration, said once per run (fitted on other samples; none ships).
+    all_scores : bool, default=False
+        Force every prompt through the teacher and give every score (D, AvgWD, EigenWD, ...), whatever its verdict
+        reads; False: only the prompts whose verdict reads a teacher member (``texts.reads_teacher``), the others
+        judged from their texts with the same p and flag, their teacher's fields None.
+    loader : TeacherLoader or None
+        The teacher's weights, loaded when a prompt first needs them (``teacher`` is then its card).
+    reported_as : ReportedSettings or None
+        The settings as run, resolved in another process (a Ray driver's, where the API key is, for its teacher
+        actors' results judged from their texts); None: resolved here (``reported``).
 
     ``reported`` (the typed reported settings with their fingerprint) is computed once, from the
     teacher's shape, the device and the sampler (or the settings where there is no sampler).
@@ -78,6 +88,9 @@ class Detector:
     group_size: int = GROUP_SIZE
     device: str | None = None
     calibration_note: str | None = None
+    all_scores: bool = False
+    loader: TeacherLoader | None = None
+    reported_as: ReportedSettings | None = None
 
     def __post_init__(self) -> None:
         check_group_size(self.group_size)
@@ -115,6 +128,7 @@ class Detector:
         group_size: int = GROUP_SIZE,
         cuda: bool | None = None,
         api: APIOptions | None = None,
+        all_scores: bool = False,
     ) -> Detector:
         """The one builder: load the teacher and build the sampler the settings name, resolve the device, and
         choose the calibration.
@@ -145,15 +159,25 @@ class Detector:
             An API target's options (``clients.api.api_options``: the API key as a value, record/replay, timeout,
             retries, cache folder, a shared request slot), read by another process (a Ray driver, for its actors);
             None: read from this process's environment when the sampler is built.
+        all_scores : bool
+            As the field: True computes every score of every prompt, and loads the teacher now; False loads it when
+            a prompt first needs it (where no local target samples on it).
 
         Returns
         -------
         Detector
         """
-        teacher, sampler, device = build_parts(
-            settings, recorded=recorded, samples_from=samples_from, weights=weights, sample=sample, cuda=cuda, api=api
+        teacher, sampler, device, loader = build_parts(
+            settings,
+            recorded=recorded,
+            samples_from=samples_from,
+            weights=weights,
+            sample=sample,
+            cuda=cuda,
+            api=api,
+            when_needed=not all_scores,
         )
-        built = cls(teacher, sampler, settings, None, cache, lne, group_size, device)
+        built = cls(teacher, sampler, settings, None, cache, lne, group_size, device, None, all_scores, loader)
         return built.with_calibration(calibration)
 
     def with_calibration(self, calibration: Calibration | str | None) -> Detector:
@@ -165,7 +189,9 @@ class Detector:
     @cached_property
     def reported(self) -> ReportedSettings:
         """The settings as run (``build.run_report``: resolved layer and projection, device, API endpoint host,
-        local sampler)."""
+        local sampler); ``reported_as`` where given."""
+        if self.reported_as is not None:
+            return self.reported_as
         return run_report(self.settings, self.teacher, self.sampler, self.resolved_device)
 
     @property
@@ -208,10 +234,8 @@ class Detector:
         """One shared-prefix teacher pass over the items (``teacher_pass_isolated``); an exception of the pass
         becomes the error ``failed: ...`` of the item that raised it. ``cache``: where forced states are kept
         (``rounds.KeptStates``), else the wiring's."""
-        if isinstance(self.teacher, TeacherCard):
-            raise BBWDError("a teacher's card forces nothing: build the detector with the teacher's weights")
         return scoring.teacher_pass_isolated(
-            self.teacher,
+            self.forcing_teacher,
             items,
             own_ids=self.own_ids,
             logprobs=logprobs,
@@ -219,10 +243,59 @@ class Detector:
             cache=self.cache if cache is None else cache,
         )
 
+    @property
+    def forcing_teacher(self) -> HFTeacher:
+        """The teacher with its weights: loaded now where they wait (``loader``); BBWDError for a card alone."""
+        if isinstance(self.teacher, HFTeacher):
+            return self.teacher
+        if self.loader is None:
+            raise BBWDError("a teacher's card forces nothing: build the detector with the teacher's weights")
+        return self.loader.teacher()
+
+    def forced(
+        self,
+        items: Sequence[tuple[Messages, SampleSet]],
+        *,
+        judges: Sequence[Entails | None] | None = None,
+        logprobs: bool = False,
+        failed: str = "scoring failed",
+        cache: Any = None,
+    ) -> list[PromptStates | Result | BBWDError]:
+        """Each item's token states where its verdict reads the teacher (one shared-prefix :meth:`teacher_pass` over
+        them, the teacher loaded when first needed); else its result judged from its texts (``texts.texts_or_teacher``),
+        or the error its samples would get in the pass. With ``all_scores`` those judged from their texts are forced
+        too, in a pass of their own after the first: the first pass holds the same prompts either way, so that their
+        states, and p, are the same to the bit (a pass's batch shapes round its floats). ``judges``: DSE's judge of
+        each (None: equal normalised answers); ``logprobs``, ``failed``, ``cache``: the pass's."""
+        judged: list[Entails | None] = list(judges) if judges is not None else [exact_match_entails] * len(items)
+        out: list[PromptStates | Result | BBWDError | None] = list(
+            texts_or_teacher(
+                self.teacher,
+                list(items),
+                self.settings,
+                self.reported.as_dict(),
+                self.calibration,
+                own_ids=self.own_ids,
+                judges=judged,
+                verdicts=not self.all_scores,
+            )
+        )
+        need = [n for n, got in enumerate(out) if got is None]
+        rest = [n for n, got in enumerate(out) if isinstance(got, Result)] if self.all_scores else []
+        for part in (need, rest):
+            if part:
+                passed = self.teacher_pass([items[n] for n in part], logprobs=logprobs, failed=failed, cache=cache)
+                for n, ps in zip(part, passed, strict=True):
+                    out[n] = ps
+        return out  # type: ignore[return-value]  # every None filled by the pass
+
     def outcome(
-        self, ps: PromptStates | BBWDError, *, judge: Entails | None = exact_match_entails
+        self, ps: PromptStates | Result | BBWDError, *, judge: Entails | None = exact_match_entails
     ) -> Result | BBWDError:
-        """``stages.score_states`` with errors as values (``stages.score_states_isolated``)."""
+        """``stages.score_states`` with errors as values (``stages.score_states_isolated``); a result judged from the
+        texts (``forced``) as it is."""
+        if isinstance(ps, Result):
+            return ps
         return scoring.score_states_isolated(
             ps, self.settings, self.reported.as_dict(), self.calibration, self.reference_bandwidth, judge=judge
         )
@@ -239,7 +312,7 @@ class Detector:
         (``judges`` None: equal normalised answers for every prompt). The timings hold ``baselines`` (LNE, LS,
         ES, ER) and ``dse`` apart.
         """
-        passed = self.teacher_pass(items, logprobs=lne_logprobs(self.lne, [s for _, s in items]))
+        passed = self.forced(items, judges=judges, logprobs=lne_logprobs(self.lne, [s for _, s in items]))
         return [
             self.outcome(ps, judge=exact_match_entails if judges is None else judges[n]) for n, ps in enumerate(passed)
         ]

@@ -153,11 +153,12 @@ def ready_items(group: list[LogRecord], sets: list[Slot]) -> tuple[list[int], li
 
 def teacher_group(
     detector: Detector, group: list[LogRecord], sets: list[Slot]
-) -> list[PromptStates | BBWDError | None]:
-    """One shared-prefix teacher pass over the group's records that have samples (``Detector.teacher_pass``)."""
+) -> list[PromptStates | Result | BBWDError | None]:
+    """One shared-prefix teacher pass over the group's records that have samples and whose verdict reads the teacher
+    (``Detector.forced``); the others judged from their texts, a Result already."""
     ready, items = ready_items(group, sets)
-    passed = detector.teacher_pass(items)
-    out: list[PromptStates | BBWDError | None] = list(sets)  # errors and None pass through
+    passed = detector.forced(items)
+    out: list[PromptStates | Result | BBWDError | None] = list(sets)  # errors and None pass through
     for n, ps in zip(ready, passed, strict=True):
         out[n] = ps
     return out
@@ -180,8 +181,8 @@ async def score_group_in_stages(
 
 
 def score_records(detector: Detector, states: list[Slot], sets: list[Slot]) -> list[Result | BBWDError | None]:
-    """D, the scores and the verdict of each record that has token states (``Detector.outcome``); its sampling
-    time joins the timings."""
+    """D, the scores and the verdict of each record that has token states (``Detector.outcome``; one judged from its
+    texts is a Result already); its sampling time joins the timings."""
     out: list[Result | BBWDError | None] = []
     for ps, sset in zip(states, sets, strict=True):
         res = detector.outcome(ps) if isinstance(ps, PromptStates) else ps

@@ -26,9 +26,9 @@ class Result:
     prompt: Messages
     responses: list[str]
     token_counts: list[int]
-    D: np.ndarray
-    avg_wd: float
-    eigen_wd: float
+    D: np.ndarray | None  # None: judged from the texts alone, not forced (``texts``), as the scores below
+    avg_wd: float | None
+    eigen_wd: float | None
     settings: dict[str, Any]
     eigen_wd_fixed: float | None = None  # EigenWD with the teacher's reference bandwidth (when it has one)
     usage: Usage = field(default_factory=Usage)
@@ -77,7 +77,7 @@ ROW_FIELDS: dict[str, tuple[Callable[[Result], Any], Any]] = {
     "n_samples": (lambda r: len(r.responses), 0),
     "k": (lambda r: len(r.responses), 0),  # n_samples, as the server's object and a stage's entry name it
     "target_tokens": (lambda r: r.target_tokens, 0),
-    "D": (lambda r: r.D.tolist(), None),
+    "D": (lambda r: None if r.D is None else r.D.tolist(), None),
     "avg_wd": (lambda r: number(r.avg_wd), None),
     "eigen_wd": (lambda r: number(r.eigen_wd), None),
     "eigen_wd_fixed": (lambda r: number(r.eigen_wd_fixed), None),

@@ -40,7 +40,13 @@ class Wiring(Protocol):
     @property
     def cache(self) -> Any: ...
 
-    def teacher_pass(self, items: Sequence[tuple[Messages, SampleSet]], *, cache: Any = None) -> list[Any]: ...
+    def forced(
+        self,
+        items: Sequence[tuple[Messages, SampleSet]],
+        *,
+        judges: Sequence[Entails | None] | None = None,
+        cache: Any = None,
+    ) -> list[Any]: ...
 
     def outcome(self, ps: Any, *, judge: Entails | None = ...) -> Any: ...
 
@@ -60,12 +66,13 @@ def sampler_draw(sampler: Sampler, executor: Executor | None = None) -> Draw:
 
 
 def detector_score(detector: Wiring, kept: KeptStates) -> Score:
-    """The Score of a detector in this process: one shared-prefix teacher pass (states kept in ``kept``), then each
-    prompt's outcome, both off the event loop."""
+    """The Score of a detector in this process: one shared-prefix teacher pass over the prompts whose verdict reads
+    the teacher (states kept in ``kept``; ``Detector.forced``), then each prompt's outcome, both off the event
+    loop."""
 
     async def score(items: list[tuple[Messages, SampleSet]], judges: list[Entails | None]) -> list[Result | BBWDError]:
         loop = asyncio.get_running_loop()
-        passed = await loop.run_in_executor(None, partial(detector.teacher_pass, items, cache=kept))
+        passed = await loop.run_in_executor(None, partial(detector.forced, items, judges=judges, cache=kept))
         return [
             await loop.run_in_executor(None, partial(detector.outcome, ps, judge=judge))
             for ps, judge in zip(passed, judges, strict=True)

@@ -27,6 +27,7 @@ from blackbox_wd.signals.answers.text import answer_disagreement
 from blackbox_wd.signals.baselines import Entails, compute_baselines, discrete_semantic_entropy, exact_match_entails
 from blackbox_wd.signals.claims import score_claims
 from blackbox_wd.signals.lexical import answer_unigram, unigram_surprise
+from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.statecache import StateCache
 
@@ -54,7 +55,7 @@ class PromptStates:
 
 
 def prompt_pairs(
-    teacher: HFTeacher, messages: Messages, samples: Sequence[Sample], own_ids: bool = False
+    teacher: HFTeacher | TeacherCard, messages: Messages, samples: Sequence[Sample], own_ids: bool = False
 ) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, response ids) for each sample, checked against the teacher's limits.
 
@@ -70,18 +71,36 @@ def prompt_pairs(
     return pairs
 
 
-def sample_ids(teacher: HFTeacher, sample: Sample, own_ids: bool = False) -> list[int]:
+def sample_ids(teacher: HFTeacher | TeacherCard, sample: Sample, own_ids: bool = False) -> list[int]:
     """A sample's token ids: its own (``own_ids``, when it has them) or its text's."""
     return teacher.response_ids(sample.token_ids if own_ids and sample.token_ids is not None else sample.text)
 
 
 def answer_pair(
-    teacher: HFTeacher, prompt: list[int], answer: Sample, own_ids: bool = False
+    teacher: HFTeacher | TeacherCard, prompt: list[int], answer: Sample, own_ids: bool = False
 ) -> tuple[list[int], list[int]]:
     """(prompt ids, the judged answer's ids), checked as the samples are; its errors name the judged answer."""
     pair = (prompt, sample_ids(teacher, answer, own_ids))
     teacher.check(0, *pair, name="judged answer")
     return pair
+
+
+def item_pairs(
+    teacher: HFTeacher | TeacherCard, messages: Messages, sample_set: SampleSet, own_ids: bool = False
+) -> tuple[list[tuple[list[int], list[int]]], np.ndarray | str | None]:
+    """A prompt's pairs as the teacher forces them: (prompt ids, response ids) of each sample, then the judged
+    answer's when it can be forced; and the answer's token offsets in its text, or why it cannot be forced (None
+    without an answer). BBWDError when the samples cannot be (``prompt_pairs``). A teacher's card gives the same
+    pairs, without forcing them (``texts``)."""
+    own = prompt_pairs(teacher, messages, sample_set.samples, own_ids)
+    if sample_set.answer is None:
+        return own, None
+    try:
+        pair = answer_pair(teacher, own[0][0], sample_set.answer, own_ids)
+        offsets = teacher.reader.text_offsets(sample_set.answer.text, pair[1])
+    except BBWDError as exc:
+        return own, str(exc)
+    return [*own, pair], offsets
 
 
 def teacher_pass(
@@ -105,16 +124,12 @@ def teacher_pass(
     answers: dict[int, np.ndarray | str] = {}  # its token offsets (forced last in its span), or why it could not be
     for n, (messages, sample_set) in enumerate(items):
         try:
-            own = prompt_pairs(teacher, messages, sample_set.samples, own_ids)
+            own, answer_at = item_pairs(teacher, messages, sample_set, own_ids)
         except BBWDError as exc:
             out[n] = exc
             continue
-        if sample_set.answer is not None:
-            try:
-                own.append(answer_pair(teacher, own[0][0], sample_set.answer, own_ids))
-                answers[n] = teacher.reader.text_offsets(sample_set.answer.text, own[-1][1])
-            except BBWDError as exc:
-                answers[n] = str(exc)
+        if answer_at is not None:
+            answers[n] = answer_at
         spans[n] = slice(len(pairs), len(pairs) + len(own))
         pairs.extend(own)
     states: list[TokenStates | None] = [None] * len(pairs)

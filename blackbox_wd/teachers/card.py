@@ -122,6 +122,24 @@ class TextReader:
         ends = np.maximum.accumulate(np.array(stops, dtype=np.int64)) if stops else np.zeros(0, dtype=np.int64)
         return np.stack([np.concatenate([[0], ends[:-1]]).astype(np.int64), ends], axis=1)
 
+    def response_ids(self, response: str | Sequence[int]) -> list[int]:
+        """Token ids of a response: its text tokenized alone, as text (no control tokens), no EOS; ids as given."""
+        return self.text_ids(response) if isinstance(response, str) else [int(t) for t in response]
+
+    def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
+        """Raise BBWDError when the prompt or response ``index`` (or ``name``d) is empty or they do not fit the
+        context."""
+        name = name or f"response {index}"
+        if not prompt:
+            raise BBWDError(f"prompt of {name} has no tokens")
+        if not response:
+            raise BBWDError(f"{name} is empty: no tokens to measure")
+        if self.max_length and len(prompt) + len(response) > self.max_length:
+            raise BBWDError(
+                f"prompt+{name} has {len(prompt) + len(response)} tokens, "
+                f"over the teacher's context of {self.max_length}"
+            )
+
     def least_tokens(self, text: str) -> int:
         """A lower bound of the tokens of a text from its byte length alone (0 when no bound holds).
 
@@ -239,6 +257,14 @@ class TeacherCard:
     def prompt_ids(self, messages: Messages) -> list[int]:
         """Token ids of the chat-templated prompt, as the teacher reads it (checked against its context)."""
         return self.reader.prompt_ids(messages)
+
+    def response_ids(self, response: str | Sequence[int]) -> list[int]:
+        """Token ids of a response, as the teacher forces it (``TextReader.response_ids``)."""
+        return self.reader.response_ids(response)
+
+    def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
+        """Raise BBWDError when a pair is empty or over the teacher's context (``TextReader.check``)."""
+        self.reader.check(index, prompt, response, name)
 
 
 def read_card(files: ModelFiles, layer: int | None = None) -> TeacherCard:

@@ -10,7 +10,6 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, TokenStates
 from blackbox_wd.teachers.card import TextReader, resolve_layer
 from blackbox_wd.teachers.levels import Levels, attach
@@ -80,9 +79,7 @@ class HFTeacher:
 
     def response_ids(self, response: Response) -> list[int]:
         """Token ids of a response: its text tokenized alone, as text (no control tokens), no EOS."""
-        if isinstance(response, str):
-            return self.reader.text_ids(response)
-        return [int(t) for t in response]
+        return self.reader.response_ids(response)
 
     def encode(self, messages: Messages, responses: Sequence[Response], logprobs: bool = False) -> list[TokenStates]:
         """Teacher-force every response after the same prompt; one TokenStates per response."""
@@ -199,17 +196,8 @@ class HFTeacher:
 
     def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
         """Raise BBWDError when the prompt or response ``index`` (or ``name``d) is empty or they do not fit the
-        teacher's context."""
-        name = name or f"response {index}"
-        if not prompt:
-            raise BBWDError(f"prompt of {name} has no tokens")
-        if not response:
-            raise BBWDError(f"{name} is empty: no tokens to measure")
-        if self.max_length and len(prompt) + len(response) > self.max_length:
-            raise BBWDError(
-                f"prompt+{name} has {len(prompt) + len(response)} tokens, "
-                f"over the teacher's context of {self.max_length}"
-            )
+        teacher's context (``TextReader.check``)."""
+        self.reader.check(index, prompt, response, name)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Next-token logits (float32) from final hidden states, soft-capped as the model caps them."""

@@ -102,6 +102,14 @@ Verdict = Annotated[
         help="Give the calibrated verdict (p_hallucination, flag); --no-verdict: the scores only.",
     ),
 ]
+AllScores = Annotated[
+    bool,
+    typer.Option(
+        "--all-scores",
+        help="Force every prompt through the teacher and give every score (D, AvgWD, EigenWD, ...); by default only "
+        "prompts whose verdict reads the teacher are forced (the same p and flag), the others' W2 fields null.",
+    ),
+]
 SamplesFrom = Annotated[
     str | None,
     typer.Option(

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from blackbox_wd.doors.cli.app import (
     SETTING_DEFAULTS,
+    AllScores,
     CalibrationFile,
     SamplesFrom,
     Verdict,
@@ -68,6 +69,7 @@ def batch(
         ),
     ] = None,
     samples_from: SamplesFrom = None,
+    all_scores: AllScores = False,
     options: dict[str, Any] | None = None,
 ) -> None:
     """Score a JSONL log, one output line per input line. With --target, records with fewer than K responses are
@@ -82,6 +84,11 @@ def batch(
     from blackbox_wd.doors.batch import BatchRunner, Runner, is_scored, plan_k, read_done  # torch: as score's
 
     if is_scored(logs):
+        if all_scores:
+            raise BBWDError(
+                "--all-scores forces a log's rows through the teacher: scored rows are judged again with no "
+                "teacher pass (give the log instead)"
+            )
         return rejudge_scored(logs, output, k, options, calibration, verdict)
     sample_missing = options.get("target") is not None  # else the responses are recorded samples
     if options.get("claims") is not None and not sample_missing:
@@ -112,7 +119,13 @@ def batch(
     with cluster:  # the engine's detector, built once: the driver's for Ray, this process's for the local engine
         built = engine_runner.build_options(settings)
         detector = detector_from(
-            settings, choice, recorded=recorded, samples_from=samples_from, group_size=group_size, **built
+            settings,
+            choice,
+            recorded=recorded,
+            samples_from=samples_from,
+            group_size=group_size,
+            all_scores=all_scores,
+            **built,
         )
         runner = engine_runner(detector, sample_missing)
         say_note(runner.detector.calibration_note)
@@ -135,6 +148,8 @@ def batch(
     summary.k_source = k_source
     summary.settings = runner.detector.reported_settings()
     err.print(summary.line(), highlight=False, soft_wrap=True)
+    if summary.teacher_line():
+        err.print(summary.teacher_line(), highlight=False, soft_wrap=True)
     typer.echo(summary.settings_line(), err=True)  # JSON as it is: no markup, no wrapping
     if strict and summary.errors:
         raise typer.Exit(1)

@@ -40,6 +40,7 @@ def render(result: Result, console: Console) -> None:
     for i, (text, n) in enumerate(zip(result.responses, result.token_counts, strict=True)):
         table.add_row(str(i), str(n), text.replace("\n", " ")[:160])
     console.print(table)
+    assert result.D is not None, "bbwd score forces every prompt (all_scores): D, AvgWD and EigenWD"
     console.print("[bold]D[/bold] (W2 distances between the responses' token-state measures)")
     console.print("    " + "".join(f"{j:>7}" for j in range(len(result.D))), highlight=False)
     for i, row in enumerate(result.D):
@@ -217,7 +218,7 @@ def score(
     messages = as_messages(prompt)  # an empty prompt fails here, before torch loads
     choice = calibration_choice(calibration, verdict)
     quiet_libraries()
-    detector = detector_from(settings, choice)
+    detector = detector_from(settings, choice, all_scores=True)  # where the method is shown: D, AvgWD, EigenWD
     say_note(detector.calibration_note)
     result = detector.score(messages, answer=response, claims=claim)  # with --claims target, the target's
     if as_json:

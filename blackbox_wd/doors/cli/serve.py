@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from blackbox_wd.doors.cli.app import (
+    AllScores,
     CalibrationFile,
     Verdict,
     app,
@@ -42,6 +43,7 @@ def serve(
         float,
         typer.Option("--batch-wait-ms", help="How long a lone request waits for others to share its teacher pass."),
     ] = 5.0,
+    all_scores: AllScores = False,
     options: dict[str, Any] | None = None,
 ) -> None:
     """Serve an OpenAI-compatible /v1/chat/completions that answers every call and adds its bbwd verdict."""
@@ -65,5 +67,6 @@ def serve(
             calibration=calibration_choice(calibration, verdict),
             max_body_bytes=max_body_bytes,
             batch_wait_ms=batch_wait_ms,
+            all_scores=all_scores,
         ),
     )

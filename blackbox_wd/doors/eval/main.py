@@ -115,7 +115,12 @@ def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] 
             )
         )
     detector = Detector.from_settings(
-        p.settings, o.calibration, recorded=p.dataset.recorded, samples_from=o.samples_from, lne=o.lne
+        p.settings,
+        o.calibration,
+        recorded=p.dataset.recorded,
+        samples_from=o.samples_from,
+        lne=o.lne,
+        all_scores=True,  # a fit reads every member
     )
     if p.settings.cache:
         detector = dataclasses.replace(

@@ -46,6 +46,7 @@ class ServeOptions:
     calibration: Any = "auto"  # a Calibration, "auto" (the shipped one when it applies) or None (no verdict)
     max_body_bytes: int = 4 * 1024 * 1024
     batch_wait_ms: float = 5.0
+    all_scores: bool = False  # force every request through the teacher (``Detector.all_scores``)
 
     def __post_init__(self) -> None:
         """Raise BBWDError naming the first option out of its range."""
@@ -205,7 +206,7 @@ def create_app(service: Service, server_key: str | None = None, max_body_bytes: 
 def run(settings: Settings, options: ServeOptions) -> None:
     """Load everything once, then serve until SIGINT/SIGTERM (requests in flight are finished first)."""
     key = options.server_key()
-    service = Service.load(settings, options.batch_wait_ms / 1000, options.calibration)
+    service = Service.load(settings, options.batch_wait_ms / 1000, options.calibration, options.all_scores)
     app = create_app(service, key, options.max_body_bytes)
     print(
         f"bbwd serve: http://{options.host}:{options.port}/v1 serves '{service.model}' "

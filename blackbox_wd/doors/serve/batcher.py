@@ -123,15 +123,16 @@ class TeacherBatcher:
             self._scoring.add(task)
             task.add_done_callback(self._scoring.discard)
 
-    def _pass(self, items: list[Prompt]) -> list[PromptStates | BBWDError]:
-        """One teacher pass over the items (on the model thread); alone each if the shared pass raises."""
-        return self.detector.teacher_pass(items, failed="teacher pass failed")
+    def _pass(self, items: list[Prompt]) -> list[PromptStates | Result | BBWDError]:
+        """One teacher pass over the items whose verdict reads the teacher (on the model thread; ``Detector.forced``),
+        alone each if the shared pass raises; the others judged from their texts."""
+        return self.detector.forced(items, failed="teacher pass failed")
 
-    async def _finish(self, job: Job, states: PromptStates | BBWDError) -> None:
+    async def _finish(self, job: Job, states: PromptStates | Result | BBWDError) -> None:
         """Exact OT, the scores and the verdict of one job on the OT threads (``Detector.outcome``); its Result or
         BBWDError to its future."""
         outcome = await asyncio.get_running_loop().run_in_executor(self.ot_pool, self.detector.outcome, states)
-        if isinstance(outcome, Result):
+        if isinstance(outcome, Result) and "transport" in outcome.timings:  # not judged from the texts alone
             self.metrics.observe("transport", outcome.timings["transport"])
         if job.result.done():
             return

@@ -91,10 +91,15 @@ class Service:
 
     @classmethod
     def load(
-        cls, settings: Settings, batch_wait: float = 0.005, calibration: Calibration | str | None = AUTO
+        cls,
+        settings: Settings,
+        batch_wait: float = 0.005,
+        calibration: Calibration | str | None = AUTO,
+        all_scores: bool = False,
     ) -> Service:
-        """Build the run's wiring once (``Detector.from_settings``: teacher, sampler, calibration)."""
-        return cls.for_detector(Detector.from_settings(settings, calibration), batch_wait)
+        """Build the run's wiring once (``Detector.from_settings``: teacher, sampler, calibration; with ``all_scores``
+        every request forced through the teacher)."""
+        return cls.for_detector(Detector.from_settings(settings, calibration, all_scores=all_scores), batch_wait)
 
     @classmethod
     def for_detector(cls, detector: Detector, batch_wait: float = 0.005) -> Service:
