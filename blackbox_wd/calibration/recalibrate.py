@@ -319,15 +319,14 @@ def recalibrate(
         values = member_table(base, rows, k, names)
         choice = choose(p, values, y, w, of, candidates)
     if choice is not None and choice.chosen is not None:
-        members = choice.chosen.members
-        head = chosen_head(members, np.column_stack([values[m] for m in members]), y, w, of)
+        x = np.column_stack([values[m] for m in choice.chosen.members])
+        head = chosen_head(choice.chosen.members, x, y, w, of)
         first = (head, *(replace(head, kind=kind) for kind in KINDS))
         if own:
             heads = (*first, *heads)
         else:
             stages = tuple(replace(s, heads=(*first, *s.heads)) if s.k == fitted else s for s in stages)
-        z = head.model.decision(np.column_stack([values[m] for m in members]))[of]
-        p_oof = out_of_fold(z, y, w, of, "platt")
+        p_oof = out_of_fold(head.model.decision(x)[of], y, w, of, "platt")
     draft = replace(base, model=heads[0].model, more_heads=heads[1:], stages=stages)
     p_new = np.array([draft.verdict(r, k=k).p_fitted for r in rows])[of]
     point = replace(operating_point(y, p_new, w, target_fpr), rule="target_fpr_labelled")
