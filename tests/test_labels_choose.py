@@ -150,3 +150,17 @@ def test_every_door_judges_by_the_file_the_labels_chose(tmp_path, rows, picks):
         # scored afresh in a group of 3, not of 250: a W2 member's float noise (as tests/test_recorded_doors.py)
         assert batch[r["id"]] == pytest.approx(judged[r["id"]]["p_hallucination"], rel=1e-6, abs=1e-6)
         assert api["p_hallucination"] == pytest.approx(batch[r["id"]], rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_from_200_labels_rows_that_skipped_the_teacher_are_refitted_the_few_label_way(tmp_path, rows):
+    """All 250 rows labelled, as ``bbwd batch`` scored them by default (247 short answers skipped the teacher pass:
+    no W2 member for a full fit): ``calibrate`` with no option chooses and maps, saying why not the full fit."""
+    out = tmp_path / "mine.json"
+    code, err = run_cli("calibrate", str(SCORES), "-o", str(out))
+    assert code == 0, err
+    assert (
+        "on 250 labelled prompts (0 rows without a label skipped, 0 with an error); 247 of their rows skipped the "
+        "teacher pass, so not the full fit: score the log with bbwd batch --all-scores for it" in err
+    ), err
+    assert Calibration.load(out).fitted_on.refit.startswith("map of embedded smollm2-135m.api.json")

@@ -3,8 +3,10 @@
 The rows are ``bbwd eval``'s (``settings.json`` beside them) or ``bbwd batch``'s, ``score --json``'s (their settings
 in every row), with a label added to some: the others are skipped and counted. How many parameters the labels refit
 (``refit``): below ``FULL_FROM`` labelled prompts of one sample count, the map and threshold of the calibration that
-judged the rows (``recalibrate``: its heads and members kept, ``FEW`` by default); from there, or with rows of several
-sample counts, the full fit (``fit.fit_calibration``: every head's scales, calibrator and threshold). ``FULL_FROM``
+judged the rows (``recalibrate``, ``FEW`` by default: the members the labels choose, ``choose``, else its heads kept);
+from there, or with rows of several sample counts, the full fit (``fit.fit_calibration``: every head's scales,
+calibrator and threshold), unless the rows skipped the teacher pass (``bbwd batch``'s default on short answers: no W2
+member to fit), which are refitted the few-label way at any count. ``FULL_FROM``
 and ``FEW`` were chosen on the learning curve of the recorded dev sets (docs/calibration.md, "With your own labels";
 ``FEW``: bench/RESULTS.md, "Which refit under 200 labels"). Rows of a teacher with no calibration of its own refit the
 shipped heads that read the texts alone (``choice.embedded_calibration``). Every threshold prints its FPR with the exact
@@ -91,7 +93,15 @@ def calibrate(
         f"{n} labelled prompts ({rows.skipped_unlabelled} rows without a label skipped, {rows.skipped_errors} with "
         "an error)"
     )
-    mode = refit if refit != "auto" else "full" if n >= FULL_FROM or rows.stages else FEW
+    # rows that skipped the teacher pass (bbwd batch's default on short answers) lack the W2 members a full fit reads:
+    # from FULL_FROM too, ``auto`` refits the few-label way on them (the labels choose the members, the map moves)
+    full = (n >= FULL_FROM and not rows.teacherless) or bool(rows.stages)
+    mode = refit if refit != "auto" else "full" if full else FEW
+    if refit == "auto" and n >= FULL_FROM and rows.teacherless and not rows.stages:
+        skipped += (
+            f"; {rows.teacherless} of their rows skipped the teacher pass, so not the full fit: score the log with "
+            "bbwd batch --all-scores for it"
+        )
     if mode == "full":
         fitted = fit.fit_calibration(
             rows,
