@@ -72,23 +72,43 @@ def noise(tmp_path):
     return tmp_path
 
 
-def test_a_map_refit_worse_than_the_base_rate_inside_the_noise_is_written_saying_so(noise):
-    """100 rows of noise: the map judges them worse than their base rate out of fold (0.717 against 0.693), but the
-    bootstrap interval of the gap holds 0: the file is written, with the labelled AUROC and how many more labels
-    would settle it, and the shipped heads kept (no candidate ranks noise clearly better)."""
-    code, err = calibrate(noise, "--refit", "map")
+@pytest.mark.parametrize("refit", ["prior", "map"])
+def test_a_refit_worse_than_the_base_rate_on_labels_of_no_ranking_is_written_saying_so(noise, refit):
+    """100 rows of noise: a refit judges them worse than their base rate out of fold (by how its folds' maps fit
+    noise), but the labels show no ranking (the verdict's AUROC interval holds 0.5): the file is written, with the
+    labelled AUROC and how many more labels would settle it, and the shipped heads kept (no candidate ranks noise
+    clearly better). The map itself finds no slope: p' sits at the labelled base rate."""
+    code, err = calibrate(noise, "--refit", refit)
     assert code == 0 and "written: the labels show little ranking (labelled AUROC 0.488 [0.379, 0.608])" in err, err
-    assert "worse than their base rate only inside the noise of 100 rows: out-of-fold log-loss 0.717" in err, err
-    assert "(log-loss gap 95% [-0.030, +0.087]); about 9012 more labelled rows would likely settle it" in err, err
-    assert "kept the shipped heads (labelled AUROC 0.488 [0.379, 0.608]): the best candidate, log_eigen_wd" in err
+    assert "worse than their base rate only inside the noise of 100 rows: out-of-fold log-loss" in err, err
+    assert "about 9012 more labelled rows would likely settle it" in err, err
     cv = Calibration.load(noise / "cal.json").fitted_on.cv
-    assert cv["log_loss_oof"] > 0.693 and cv["log_loss_gap_low"] < 0 < cv["log_loss_gap_high"]
+    assert cv["log_loss_oof"] > 0.693 and cv["auroc_low"] < 0.5 < cv["auroc_high"]
+    if refit == "map":
+        assert "kept the shipped heads (labelled AUROC 0.488 [0.379, 0.608]): the best candidate, log_eigen_wd" in err
+        assert cv["slope"] == 0.01 and abs(cv["intercept"]) < 0.05
 
 
-def test_a_prior_refit_worse_than_the_base_rate_beyond_the_noise_is_refused_unless_forced(noise):
-    """The same rows under ``--refit prior``: the base's spread of p kept, shifted, is worse than the base rate beyond
-    the gap's interval: refused, unless forced."""
-    refit = "prior"
+@pytest.fixture
+def reversed_labels(tmp_path):
+    """100 rows labelled against the white-box file's ranking (its 50 highest p correct): the folder."""
+    from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS
+    from blackbox_wd.settings import fingerprint
+
+    (tmp_path / "settings.json").write_text(json.dumps({**SETTINGS, "fingerprint": fingerprint(SETTINGS)}))
+    rows_with_dse(tmp_path / "results.jsonl", np.zeros(100))
+    rows = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text().splitlines()]
+    p = [Calibration.load(PACKAGE_CALIBRATIONS / "smollm2-135m.json").verdict(r).p for r in rows]
+    below = np.argsort(np.argsort(p)) < 50
+    lines = [json.dumps({**r, "label_em": int(low)}) for r, low in zip(rows, below, strict=True)]
+    (tmp_path / "results.jsonl").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_a_prior_refit_on_labels_that_rank_against_it_is_refused_unless_forced(reversed_labels):
+    """Labels that rank the rows clearly against the base (AUROC 0), and a refit that keeps the base's spread of p
+    (``--refit prior``): worse than the base rate beyond the noise: refused, unless forced."""
+    noise, refit = reversed_labels, "prior"
     code, err = calibrate(noise, "--refit", refit)
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"error: the {refit} refit judges the labelled rows worse than their base rate, so nothing")

@@ -164,3 +164,18 @@ def test_from_200_labels_rows_that_skipped_the_teacher_are_refitted_the_few_labe
         "teacher pass, so not the full fit: score the log with bbwd batch --all-scores for it" in err
     ), err
     assert Calibration.load(out).fitted_on.refit.startswith("map of embedded smollm2-135m.api.json")
+
+
+def test_a_map_of_labels_that_rank_against_the_base_keeps_its_order_near_their_base_rate():
+    """Labels that rank against the base p (no ranking the base could map): the slope is the floor, not the prior's
+    1, so p' sits near the labelled base rate on every row, in the base's order."""
+    from scipy.special import expit, logit
+
+    from blackbox_wd.calibration.recalibrate import MIN_SLOPE, fit_map
+
+    p = np.linspace(0.05, 0.95, 40)
+    y = (p < 0.35).astype(int)  # 13 of 40, the highest p all correct
+    a, b = fit_map(p, y, np.ones(40), "map")
+    mapped = expit(a * logit(p) + b)
+    assert a == MIN_SLOPE == 0.01 and np.all(np.diff(mapped) > 0)
+    assert np.all(np.abs(mapped - 13 / 40) < 0.01) and mapped.mean() == pytest.approx(13 / 40, abs=1e-6)

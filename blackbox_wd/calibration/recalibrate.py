@@ -23,9 +23,9 @@ members.
 Rows that lack members the base's heads read for rows like them are refused (``check_members``): g would be fitted on
 a head that scored rows never fall to. The refit's out-of-fold log-loss and Brier score (``out_of_fold``, ``FOLDS``
 folds of the rows) are stored in ``FittedOn.cv`` (``log_loss_oof``, ``brier_oof``), with the 95% bootstrap interval of
-its log-loss less the labelled base rate's (``log_loss_gap_low``, ``log_loss_gap_high``) and the labelled AUROC of the
-verdict with its interval (``auroc``, ``auroc_low``, ``auroc_high``): ``bbwd calibrate`` refuses a refit that judges
-worse than the rows' base rate beyond that interval.
+its log-loss less that of the labelled base rate out of the same folds (``log_loss_gap_low``, ``log_loss_gap_high``)
+and the labelled AUROC of the verdict with its interval (``auroc``, ``auroc_low``, ``auroc_high``): ``bbwd calibrate``
+refuses a refit that judges worse than the rows' base rate beyond that interval.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ MODES = ("prior", "map")
 CLIP = 1e-4  # p is read in [CLIP, 1 - CLIP] before the logit: an isotonic head's p can be 0 or 1
 MIN_CLASS = 10  # labelled rows of each class a refit needs (a threshold at FPR 0.1 needs 10 correct rows)
 FOLDS = 5  # the refit's out-of-fold log-loss and Brier score (``out_of_fold``), in ``FittedOn.cv``
+MIN_SLOPE = 0.01  # a map's slope where the labels show no ranking (``fit_map``): p' within 0.1 in logit of the rate
 # members a scored row may lack and still be judged as bbwd judges it: LNE and the answer's log-prob members (no
 # log-prob pass), the fixed-bandwidth EigenWD (a teacher without a reference bandwidth)
 OPTIONAL = ("lne", "log_eigen_wd_fixed", *ANSWER_LOGPROB_MEMBERS)
@@ -59,7 +60,9 @@ OPTIONAL = ("lne", "log_eigen_wd_fixed", *ANSWER_LOGPROB_MEMBERS)
 
 def fit_map(p: np.ndarray, y: np.ndarray, w: np.ndarray, mode: str) -> tuple[float, float]:
     """(a, b) of g on the rows' base p and labels (weighted log-loss); ``mode="prior"``: a = 1, b alone. A map
-    whose fitted slope is not positive (the rows rank against the base) falls back to the prior's b.
+    whose fitted slope is not positive (the labels show no ranking, or rank against the base) takes the slope
+    ``MIN_SLOPE`` and b fitted with it: p' near the labelled base rate on every row, the base's order kept (a slope of
+    1, the prior's, would keep the base's spread of p, which such labels say is confidently wrong).
 
     >>> a, b = fit_map(np.full(4, 0.5), np.array([0, 1, 1, 1]), np.ones(4), "prior")  # b moves p to 3 of 4
     >>> a, round(b, 3), round(float(np.log(3)), 3)
@@ -72,6 +75,8 @@ def fit_map(p: np.ndarray, y: np.ndarray, w: np.ndarray, mode: str) -> tuple[flo
         a, b = _newton(np.column_stack([x, np.ones_like(x)]), np.zeros(0), y, w)
         if a > 0:
             return float(a), float(b)
+        (b,) = _newton(np.ones((x.size, 1)), MIN_SLOPE * x, y, w)
+        return MIN_SLOPE, float(b)
     (b,) = _newton(np.ones((x.size, 1)), x, y, w)
     return 1.0, float(b)
 
@@ -193,15 +198,26 @@ def member_table(base: Calibration, rows: Sequence[Mapping[str, Any]], k: int, n
     return out
 
 
-def gap_interval(p: np.ndarray, y: np.ndarray, w: np.ndarray, of: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The weighted log-loss of p less that of the labelled base rate, under each row of ``counts`` (resamples of the
-    rows; the base rate is the resample's own)."""
-    pc = np.clip(p, 1e-12, 1 - 1e-12)
-    ww = counts[:, of] * w
-    rate = np.clip((ww * y).sum(axis=1) / ww.sum(axis=1), 1e-12, 1 - 1e-12)
-    loss = -(y * np.log(pc) + (1 - y) * np.log(1 - pc))
-    base = -(y * np.log(rate[:, None]) + (1 - y) * np.log(1 - rate[:, None]))
-    return ((ww * (loss - base)).sum(axis=1)) / ww.sum(axis=1)
+def oof_rate(y: np.ndarray, w: np.ndarray, of: np.ndarray) -> np.ndarray:
+    """Each entry's labelled base rate out of fold: the rate of the other folds' rows (the folds of ``out_of_fold``),
+    what p = the base rate scores when it is held to the refit's standard."""
+    fold = (np.random.default_rng(0).permutation(int(of.max()) + 1) % FOLDS)[of]
+    out = np.empty(y.size)
+    for f in range(FOLDS):
+        test = fold == f
+        out[test] = np.sum(w[~test] * y[~test]) / np.sum(w[~test])
+    return out
+
+
+def gap_interval(p: np.ndarray, rate: np.ndarray, y: np.ndarray, w: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The weighted log-loss of p less that of ``rate`` (each entry's, out of fold), under each row of ``counts``
+    (resamples of the entries' rows)."""
+
+    def loss(q: np.ndarray) -> np.ndarray:
+        q = np.clip(q, 1e-12, 1 - 1e-12)
+        return -(y * np.log(q) + (1 - y) * np.log(1 - q))
+
+    return (counts * w) @ (loss(p) - loss(rate)) / (counts * w).sum(axis=1)
 
 
 def mapped_head(head: Head, a: float, b: float, threshold: float | None = None) -> Head:
@@ -339,7 +355,7 @@ def recalibrate(
         )
     counts = resample_counts(int(of.max()) + 1)
     verdict = rate("verdict", (), aurocs(p_new, y, w, counts[:, of]))
-    gap_lo, gap_hi = np.quantile(gap_interval(p_oof, y, w, of, counts)[1:], [0.025, 0.975])
+    gap_lo, gap_hi = np.quantile(gap_interval(p_oof, oof_rate(y, w, of), y, w, counts[:, of])[1:], [0.025, 0.975])
     chosen = "" if choice is None or choice.chosen is None else f"; the labels chose {', '.join(choice.chosen.members)}"
     reported = {**settings, "k": base.k}
     fitted_on = FittedOn(

@@ -179,8 +179,13 @@ def worse_than_base_rate(cal: Calibration) -> str | None:
 
 
 def noisy(cv: dict[str, float]) -> bool:
-    """True for a refit whose log-loss less the base rate's has a bootstrap interval (``recalibrate``) that holds 0."""
-    return "log_loss_gap_low" in cv and cv["log_loss_gap_low"] <= 0
+    """True for a refit judged worse than the base rate only inside the noise of its labels: the bootstrap interval of
+    its out-of-fold log-loss less the base rate's holds 0, or the labels show no clear ranking (the verdict's labelled
+    AUROC interval holds 0.5), where that gap measures how a map fitted on a fold's few rows fits noise, not the file.
+    Labels that rank the rows one way or the other, beyond the noise, and still judge the refit worse refuse it."""
+    if "log_loss_gap_low" not in cv:
+        return False
+    return cv["log_loss_gap_low"] <= 0 or cv["auroc_low"] <= 0.5 <= cv["auroc_high"]
 
 
 def little_ranking(cal: Calibration) -> str:
