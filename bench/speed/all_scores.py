@@ -1,7 +1,8 @@
 """Compute what is read (#71): `bbwd batch` on recorded short-answer logs by default (the teacher forces only the
 rows whose verdict reads it) against the same run with `--all-scores` (every row forced, today's rows), in one run.
 
-Each log's first N records go through ``python -m blackbox_wd batch LOG -o OUT`` (a new process, the embedded
+Each log's first N records (a data file's records made a batch log: ``prompt``, ``response``, its recorded ``samples``
+as ``responses``, ``label``) go through ``python -m blackbox_wd batch LOG -o OUT`` (a new process, the embedded
 teacher on the CPU, the shipped black-box calibration), once each way, in alternating order over the rounds so that a
 change in the machine's load hits both alike. Printed per log: the rows that skipped the teacher, prompts/s of each
 (batch's own summary line: the run after start-up) with the default's ratio to ``--all-scores`` (median over rounds),
@@ -15,6 +16,7 @@ whether every ``--all-scores`` row carries AvgWD and EigenWD. #71's held-out con
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import platform
@@ -70,6 +72,17 @@ def batch(src: Path, out: Path, all_scores: bool) -> Run:
     return Run(per_s, peak / 1024, [json.loads(line) for line in out.open()])
 
 
+def log_line(line: str) -> str:
+    """A record of a data file (``samples``, maybe written as a Python list in a string; ``question``) as a batch log's
+    line (``responses``, ``prompt``); a batch log's line as it is."""
+    r = json.loads(line)
+    if "responses" in r:
+        return line if line.endswith("\n") else line + "\n"
+    samples = r["samples"] if isinstance(r["samples"], list) else ast.literal_eval(r["samples"])
+    out = {"id": r["id"], "prompt": r.get("prompt") or r["question"], "response": str(r["response"])}
+    return json.dumps({**out, "responses": [str(s) for s in samples], "label": int(r["label"])}) + "\n"
+
+
 def same_verdicts(a: list[dict], b: list[dict]) -> bool:
     """p, the flag, the members and the error identical on every row."""
     keys = ("line", "p_hallucination", "flag", "members", "error")
@@ -93,13 +106,17 @@ def main() -> None:
         for log in logs:
             src = Path(tmp) / log.name
             with log.open() as f:
-                src.write_text("".join(islice(f, n)))
+                src.write_text("".join(log_line(line) for line in islice(f, n)))
             runs: dict[str, list[Run]] = {way: [] for way in WAYS}
             for r in range(rounds):
                 for way in WAYS if r % 2 == 0 else WAYS[::-1]:
                     runs[way].append(batch(src, Path(tmp) / f"{way.strip('-')}.jsonl", way != "default"))
             default, every = runs["default"][-1].rows, runs["--all-scores"][-1].rows
             scored = [r for r in every if r["error"] is None]
+            if len(scored) < len(every) / 2:
+                raise SystemExit(
+                    f"{log}: {len(every) - len(scored)} of {len(every)} rows are errors, e.g. {every[0]['error']}"
+                )
             per_s = {way: statistics.median(x.per_s for x in got) for way, got in runs.items()}
             peak = {way: max(x.peak_mb for x in got) for way, got in runs.items()}
             body.append(
