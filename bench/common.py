@@ -27,6 +27,23 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: scripts run from here as ``python -m bench.<kind>.<name>``
 API_SERVER = ROOT / "tests" / "api_support.py"  # the loopback API target: ``python API_SERVER LATENCY`` prints its port
+# the heavy libraries a door may load (bench.speed.startup, bench.speed.score: which a run loads, and which it never)
+HEAVY = (
+    "torch",
+    "transformers",
+    "xllamacpp",
+    "ot",
+    "sklearn",
+    "scipy",
+    "pandas",
+    "openai",
+    "math_verify",
+    "nltk",
+    "spacy",
+    "matplotlib",
+    "fastapi",
+    "ray",
+)
 DIM = 128
 NORM = 30.0
 

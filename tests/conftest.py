@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from tiny_vocab import WORDS
@@ -169,3 +172,22 @@ def own_state_cache(tmp_path, monkeypatch):
     from blackbox_wd.teachers import statecache
 
     monkeypatch.setattr(statecache, "default_states_dir", lambda: tmp_path / "bbwd-states")
+
+
+def chromium() -> str:
+    """The system Chromium's path; the test fails (never skips) without it."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.fail("chromium is not installed: apt-get install -y chromium (the report page's tests need it)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """The system Chromium under Playwright (its own browser download is never used), one a test module."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        yield b
+        b.close()

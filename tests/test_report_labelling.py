@@ -21,7 +21,7 @@ from blackbox_wd.calibration.suggest import spread_picks
 from blackbox_wd.doors.report import labelling as mode
 from blackbox_wd.doors.report.rows import read_rows
 from tests.cli_support import jsonl, run_cli
-from tests.test_report_page import HOSTILE, HOSTILE_ID, chromium
+from tests.test_report_page import HOSTILE, HOSTILE_ID
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SCORES = FIXTURES / "labels_scores.jsonl"
@@ -57,17 +57,6 @@ def folder(tmp_path_factory) -> Path:
     code, err = run_cli("calibrate", str(SCORES), "--suggest", str(N), "-o", str(out / "to_label.jsonl"))
     assert code == 0, err
     return out
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    path = chromium()
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 def opened(context: Any, page_file: Path) -> Any:

@@ -9,7 +9,6 @@ without Chromium they fail, saying how to install it.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,14 +23,6 @@ LOG = FIXTURES / "report_log.jsonl"
 HOSTILE = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'> is the answer."
 HOSTILE_ID = "<b>hostile</b>"
 CLAIM = "<img src=x onerror='window.pwned = 4'>Bob was born in Paris."
-
-
-def chromium() -> str:
-    """The system Chromium's path; the test fails (never skips) without it."""
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        pytest.fail("chromium is not installed: apt-get install -y chromium (tests/test_report_page.py needs it)")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -55,17 +46,6 @@ def page_file(tmp_path_factory) -> Path:
     code, err = run_cli("report", str(scores), "-o", str(out), "--log", str(LOG))
     assert code == 0, err
     return out
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    path = chromium()
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 @pytest.fixture

@@ -32,27 +32,13 @@ import time
 
 import httpx
 
-from bench.common import ROOT, LlamaCppServer, table
+from bench.common import HEAVY, ROOT, LlamaCppServer, table
 from blackbox_wd.clients.llamacpp import NEUTRAL
 from blackbox_wd.cpus import cpu_threads
 from blackbox_wd.teachers.embedded import ensure_gguf
 
 PROMPTS = ("What is the capital of Australia?", "Who won the 1987 Tour de France?")
 FLOOR = "import torch, ot, transformers.modeling_utils"
-HEAVY = (
-    "torch",
-    "transformers",
-    "xllamacpp",
-    "ot",
-    "sklearn",
-    "scipy",
-    "pandas",
-    "openai",
-    "math_verify",
-    "nltk",
-    "spacy",
-    "matplotlib",
-)
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)$")
 
 

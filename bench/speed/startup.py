@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 
-from bench.common import ROOT, table
+from bench.common import HEAVY, ROOT, table
 
 HELP = "bbwd --help"
 PREVIOUS = (
@@ -60,22 +60,6 @@ DOORS = {
     "floor: a teacher and exact OT": ("torch", "transformers.modeling_utils", "ot"),
 }
 QUICK_DOORS = ("--help (the CLI)", "score (the builder, llama.cpp, a calibration)")
-HEAVY = (
-    "torch",
-    "transformers",
-    "xllamacpp",
-    "ot",
-    "sklearn",
-    "scipy",
-    "pandas",
-    "openai",
-    "math_verify",
-    "nltk",
-    "spacy",
-    "matplotlib",
-    "fastapi",
-    "ray",
-)
 IMPORT = """
 import json, sys, time
 t0 = time.perf_counter()
