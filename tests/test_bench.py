@@ -528,6 +528,30 @@ def test_labels_study_refits_the_calibration_left_out_on_n_labelled_rows(tmp_pat
         assert cells[4] == "2 of 2" and all(0 <= float(v.rstrip("%")) <= 100 for v in cells[5:10]), cells
 
 
+@smoke("quality.your_labels")
+def test_your_labels_bench_calibrates_through_the_door_and_judges_the_rest() -> None:
+    """SAC3's 250 batch rows as the user's set, 100 labelled (draws 0 and 1): both fitted with no option, the base
+    AUROC and the best estimator's are sklearn's on the 150 rows not labelled (mean of the draws), and the N = 100
+    checks are printed."""
+    from sklearn.metrics import roc_auc_score
+
+    fixture = ROOT / "fixtures" / "sac3_scores.jsonl"
+    rows = [json.loads(line) for line in fixture.read_text().splitlines()]
+    rows = [r for r in rows if r["error"] is None and r.get("label") is not None]
+    base, peer = [], []
+    for draw in (0, 1):
+        rest = np.setdiff1d(np.arange(len(rows)), np.random.default_rng(draw).choice(len(rows), 100, replace=False))
+        y = [rows[i]["label"] for i in rest]
+        base.append(roc_auc_score(y, [rows[i]["p_hallucination"] for i in rest]))
+        peer.append(max(roc_auc_score(y, [rows[i]["baselines"][k] for i in rest]) for k in PEERS))
+    out = bench("quality.your_labels", fixture, "--n", 100, "--draws", 2)
+    line = next(c for c in table_rows(out) if c[0] == "sac3_scores" and c[2] == "2 of 2")
+    assert line[1] == "100" and float(line[4]) == pytest.approx(np.mean(base), abs=5e-4)
+    assert float(line[5]) == pytest.approx(np.mean(peer), abs=5e-4) and 0 <= float(line[6]) <= 1
+    checks = [c for c in table_rows(out) if c[0] == "sac3_scores" and len(c) == 6]  # the N = 100 checks
+    assert len(checks) == 1 and set(checks[0][1:]) <= {"yes", "no"} and checks[0][-1] == "yes"
+
+
 @smoke("quality.door")
 def test_door_bench_reads_batch_outputs_as_the_report_does(tmp_path: Path) -> None:
     """A real batch output (fixtures/report_scores.jsonl: 19 labelled rows with a verdict and the peers), given as the
