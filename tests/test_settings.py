@@ -130,9 +130,8 @@ def test_an_error_while_scoring_is_one_line_and_debug_shows_its_cause(capsys, mo
     from blackbox_wd.teachers.hf import HFTeacher
 
     teacher = HFTeacher(*tiny_llama, name="tiny")
-    monkeypatch.setattr(
-        pipeline.Detector, "from_settings", classmethod(lambda cls, s, cal=None: cls(teacher, LocalSampler(teacher), s))
-    )
+    build = classmethod(lambda cls, s, cal=None, **options: cls(teacher, LocalSampler(teacher), s))
+    monkeypatch.setattr(pipeline.Detector, "from_settings", build)
     break_teacher_pass_on(monkeypatch, "hi", "pass\nbroke")
     code, _, err = run_cli(["score", "-k", "2", "--max-tokens", "3", "--device", "cpu", "hi"], capsys)
     assert code == 2 and err.splitlines()[-1] == "error: scoring failed: RuntimeError: pass broke", err

@@ -213,7 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         except BBWDError:
                             continue
                         rest = ~labelled
-                        best = max(rest_auroc(s, v, rest) for v in peers.values() if np.isfinite(v).all())
+                        known = [v for v in peers.values() if np.isfinite(v).all()]
+                        best = max((rest_auroc(s, v, rest) for v in known), default=np.nan)
                         got.append(one | {"base": rest_auroc(s, p_base, rest), "peer": best})
                     if not got:
                         print(f"| {name} | {n} | {pick} | {mode} | 0 of {args.draws} | | | | | |")

@@ -122,7 +122,8 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
         if y is None:
             unlabelled += 1
             continue
-        skipped = "avg_wd" in row and row["avg_wd"] is None  # its verdict read the texts alone (``run.texts``)
+        # its verdict read the texts alone (``run.texts``): every W2 field null, not one missing
+        skipped = all(name in row and row[name] is None for name in ("avg_wd", "eigen_wd"))
         teacherless += skipped
         for name in () if skipped else FEATURES:
             if member_value(row, name) is None:

@@ -44,7 +44,7 @@ import pickle
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -256,7 +256,7 @@ class TeacherStage:
         sample = staged or target_kind(driver.settings) != "api"
         self.detector = actor_detector(driver, weights=True, sample=sample, calibrated=staged, api=api)
         if not staged:  # the driver's calibration and settings as run say which prompts it forces (``Detector.forced``)
-            self.detector = replace(self.detector, calibration=driver.calibration, reported_as=driver.reported)
+            self.detector = self.detector.deciding_as(driver)
         self.staged = staged
         self.sample_missing = sample_missing
 

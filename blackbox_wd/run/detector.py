@@ -186,6 +186,11 @@ class Detector:
         chosen, note = choose_calibration(calibration, reported, self.settings)
         return replace(self, calibration=chosen, calibration_note=note)
 
+    def deciding_as(self, driver: Detector) -> Detector:
+        """This detector with the ``driver``'s calibration and settings as run: what decides which prompts it forces
+        (``forced``), as the driver decides (a Ray teacher actor's, whose own build reads no calibration)."""
+        return replace(self, calibration=driver.calibration, reported_as=driver.reported)
+
     @cached_property
     def reported(self) -> ReportedSettings:
         """The settings as run (``build.run_report``: resolved layer and projection, device, API endpoint host,
