@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from blackbox_wd.doors.cli import main
+from scripts.batch_fixture import score_log
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -54,13 +54,7 @@ def records() -> list[dict]:
 
 def make() -> None:
     """Write the log, then score it with ``bbwd batch`` (recorded samples, embedded teacher, CPU)."""
-    LOG.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records()), encoding="utf-8")
-    SCORES.unlink(missing_ok=True)
-    try:
-        main(["batch", str(LOG), "-o", str(SCORES), "--device", "cpu"])
-    except SystemExit as exc:
-        if exc.code:
-            raise
+    score_log(records(), LOG, SCORES)
     print(f"wrote {LOG} and {SCORES}", file=sys.stderr)
 
 

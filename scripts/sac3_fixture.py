@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from blackbox_wd.doors.cli import main
+from scripts.batch_fixture import score_log
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "sac3_nq_open.jsonl"
@@ -36,15 +36,8 @@ def records() -> list[dict]:
 
 def make() -> None:
     """Write the log to a scratch folder, then score it with ``bbwd batch`` (recorded samples, CPU) into SCORES."""
-    SCORES.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
-        log = Path(scratch) / "sac3_log.jsonl"
-        log.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records()), encoding="utf-8")
-        try:
-            main(["batch", str(log), "-o", str(SCORES), "--device", "cpu"])
-        except SystemExit as exc:
-            if exc.code:
-                raise
+        score_log(records(), Path(scratch) / "sac3_log.jsonl", SCORES)
     print(f"wrote {SCORES}", file=sys.stderr)
 
 
