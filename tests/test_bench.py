@@ -64,12 +64,12 @@ def table_rows(out: str) -> list[list[str]]:
 
 def test_every_bench_script_has_a_smoke_run_and_imports_no_other_script() -> None:
     """The scripts are bench/speed/*.py and bench/quality/*.py; they share code through the modules in bench/
-    (``bench.common``, ``bench.verdicts``), never through sys.path or each other."""
+    (``bench.common``, ``bench.verdicts``, ``bench.designs``), never through sys.path or each other."""
     scripts = {f"{p.parent.name}.{p.stem}" for p in BENCH.glob("*/*.py") if p.stem != "__init__"}
     assert {s.split(".")[0] for s in scripts} == {"speed", "quality"}
     assert scripts == SMOKED, f"no smoke run: {sorted(scripts - SMOKED)}; no script: {sorted(SMOKED - scripts)}"
     shared = {p.stem for p in BENCH.glob("*.py")}  # a script at the top is in neither folder and has no smoke run
-    assert shared == {"__init__", "common", "verdicts"}, shared
+    assert shared == {"__init__", "common", "designs", "verdicts"}, shared
     for path in BENCH.rglob("*.py"):
         text = path.read_text()
         assert "sys.path" not in text, path

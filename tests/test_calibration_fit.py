@@ -451,7 +451,7 @@ def test_rows_mixing_short_answers_and_passages_fit_a_head_without_the_short_onl
 
 def test_a_design_names_its_heads():
     """A misspelt heads design (the bench's ``Heads``) is refused, not read as no head of a kind."""
-    from bench.quality.designs import HEADS, Heads
+    from bench.designs import HEADS, Heads
     from blackbox_wd.calibration.fit import Design
 
     assert [Heads(("ls",), ("avg_wd",), heads=heads).heads for heads in HEADS] == list(HEADS)
@@ -461,7 +461,7 @@ def test_a_design_names_its_heads():
     assert [phrase.of_kind(k) for k in ("phrase", "sentence", "passage")] == [("lexsim_rouge1",), ("ls",), ("avg_wd",)]
     with pytest.raises(ValueError, match="Design.phrase needs heads of each kind"):
         Heads(("ls",), ("avg_wd",), heads="pooled", phrase=("lexsim_rouge1",))
-    from bench.quality.designs import PACKAGE_FIT_HEADS, fitting
+    from bench.designs import PACKAGE_FIT_HEADS, fitting
     from blackbox_wd.calibration import fit
 
     with fitting(Heads(("ls",), ("avg_wd",), heads="one")):
@@ -475,7 +475,7 @@ def test_pooled_short_heads_rank_every_short_answer_by_one_score():
     """The bench's pooled heads (``Heads.heads == "pooled"``): the phrase and sentence answers hold the same head,
     fitted on both kinds' rows with a Platt calibrator, so p rises with z across both kinds; fitted apart (the
     package's heads), two kinds of different base rates get heads whose p interleave."""
-    from bench.quality.designs import fit_heads as heads_of
+    from bench.designs import fit_heads as heads_of
     from blackbox_wd.calibration.fit import SHORT_KINDS, fit_heads
 
     rng = np.random.default_rng(7)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.quality.designs import Heads, fitting
+from bench.designs import Heads, fitting
 from bench.verdicts import (
     judge,
     labelled_rows,
