@@ -9,6 +9,7 @@ this module).
 
 from __future__ import annotations
 
+import os
 import shlex
 import socket
 import subprocess
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: scripts run from here as ``python -m bench.<kind>.<name>``
 API_SERVER = ROOT / "tests" / "api_support.py"  # the loopback API target: ``python API_SERVER LATENCY`` prints its port
-# the heavy libraries a door may load (bench.speed.startup, bench.speed.score: which a run loads, and which it never)
+# the heavy libraries a door may load (bench.speed.score: which a run loads, and which it never)
 HEAVY = (
     "torch",
     "transformers",
@@ -108,11 +109,17 @@ def synthetic_pairs(teacher: HFTeacher, k: int, target: int = 80) -> Pairs:
     return out
 
 
+def data_dir() -> Path:
+    """The recorded data sets: $BBWD_DATA_DIR, else ``../shared/data`` beside the repository."""
+    env = os.environ.get("BBWD_DATA_DIR")
+    return Path(env) if env else ROOT.parent / "shared" / "data"
+
+
 def dataset(name: str, n: int, protocol: str = "zero-shot") -> Dataset:
     """The first n items of a shared set as ``bbwd eval`` prompts them (SciQ: items with support only)."""
-    from blackbox_wd.doors.eval.data import load
+    from blackbox_wd.doors.eval.data import DATASETS, load
 
-    return load(name, protocol, n, require_context=name == "sciq")
+    return load(data_dir() / DATASETS[name], protocol, n, require_context=name == "sciq")
 
 
 # Servers: llama.cpp (honours ``n``, returns logprobs) in this process from the GGUF (xllamacpp, the white-box

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,9 @@ NO_GPU = "needs a CUDA GPU, and this machine has none: run on a GPU machine (ben
 # start) keeps to one thread for torch, exact OT and llama.cpp (``cpus.cpu_threads``), since threads that spin on a
 # shared core slow one another many times over. Set OMP_NUM_THREADS to run the tests with more.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The recorded data sets live beside the repository, not in the package: a short name (``bbwd eval --data nq``) is
+# looked up in $BBWD_DATA_DIR, set here (and so for every process a test starts) where the run has not set it.
+os.environ.setdefault("BBWD_DATA_DIR", str(Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 
 # The longest files, run first: each goes whole to one worker (``--dist loadfile``), so a long file started last
 # leaves the other worker idle at the end (test_ray_engine.py alone runs about 6 minutes idle, 12 on two loaded cores)

@@ -450,22 +450,32 @@ def test_rows_mixing_short_answers_and_passages_fit_a_head_without_the_short_onl
 
 
 def test_a_design_names_its_heads():
-    """A misspelt ``Design.heads`` is refused, not read as no head of a kind."""
-    from blackbox_wd.calibration.fit import HEADS, Design
+    """A misspelt heads design (the bench's ``Heads``) is refused, not read as no head of a kind."""
+    from bench.designs import HEADS, Heads
+    from blackbox_wd.calibration.fit import Design
 
-    assert [Design(("ls",), ("avg_wd",), heads).heads for heads in HEADS] == list(HEADS)
+    assert [Heads(("ls",), ("avg_wd",), heads=heads).heads for heads in HEADS] == list(HEADS)
     with pytest.raises(ValueError, match="Design.heads is 'pool'; one of kinds, pooled, short, one"):
-        Design(("ls",), ("avg_wd",), "pool")
+        Heads(("ls",), ("avg_wd",), heads="pool")
     phrase = Design(("ls",), ("avg_wd",), phrase=("lexsim_rouge1",))
     assert [phrase.of_kind(k) for k in ("phrase", "sentence", "passage")] == [("lexsim_rouge1",), ("ls",), ("avg_wd",)]
     with pytest.raises(ValueError, match="Design.phrase needs heads of each kind"):
-        Design(("ls",), ("avg_wd",), "pooled", phrase=("lexsim_rouge1",))
+        Heads(("ls",), ("avg_wd",), heads="pooled", phrase=("lexsim_rouge1",))
+    from bench.designs import PACKAGE_FIT_HEADS, fitting
+    from blackbox_wd.calibration import fit
+
+    with fitting(Heads(("ls",), ("avg_wd",), heads="one")):
+        assert fit.fit_heads is not PACKAGE_FIT_HEADS
+    with fitting(phrase):
+        assert fit.fit_heads is PACKAGE_FIT_HEADS
+    assert fit.fit_heads is PACKAGE_FIT_HEADS
 
 
 def test_pooled_short_heads_rank_every_short_answer_by_one_score():
-    """``Design.heads == "pooled"``: the phrase and sentence answers hold the same head, fitted on both kinds' rows
-    with a Platt calibrator, so p rises with z across both kinds; fitted apart, two kinds of different base rates get
-    heads whose p interleave."""
+    """The bench's pooled heads (``Heads.heads == "pooled"``): the phrase and sentence answers hold the same head,
+    fitted on both kinds' rows with a Platt calibrator, so p rises with z across both kinds; fitted apart (the
+    package's heads), two kinds of different base rates get heads whose p interleave."""
+    from bench.designs import fit_heads as heads_of
     from blackbox_wd.calibration.fit import SHORT_KINDS, fit_heads
 
     rng = np.random.default_rng(7)
@@ -478,7 +488,7 @@ def test_pooled_short_heads_rank_every_short_answer_by_one_score():
     t = table_from(members, y, [str(i) for i in range(3 * n)], ["s"] * 3 * n, kinds)
     cv = CrossValidation(combiner="mean")
     both = {"phrase": [("ls",)], "sentence": [("ls",)]}
-    pooled = fit_heads(t, [("ls",)], cv, both, "pooled")
+    pooled = heads_of("pooled")(t, [("ls",)], cv, both)
     by_kind = {h.head.kind: h.head for h in pooled if h.head.kind is not None}
     assert set(by_kind) == {*SHORT_KINDS, "passage"}
     assert by_kind["phrase"].model == by_kind["sentence"].model and by_kind["phrase"].model.method == "platt"

@@ -36,8 +36,17 @@ EXPECTED = {  # file, items, kind, source (from shared/data/README.md)
 
 
 def test_data_dir_is_shared_data():
+    """The tests point $BBWD_DATA_DIR at shared/data (conftest.py); the package itself knows no such folder."""
     assert data.data_dir().resolve() == shared_data_dir().resolve()
     assert (data.data_dir() / "README.md").is_file()
+
+
+def test_a_short_name_is_looked_up_in_the_current_directory_without_bbwd_data_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv("BBWD_DATA_DIR")
+    monkeypatch.chdir(tmp_path)
+    assert data.data_dir() == tmp_path
+    assert data.resolve_path("nq") == tmp_path / "nq_open_dev.jsonl"
+    assert data.resolve_path("mine.jsonl") == Path("mine.jsonl")
 
 
 EXEMPLARS = {  # the ids the few-shot rule picks: the last 5 records of each QA style, in file order

@@ -54,8 +54,24 @@ def shape(lines: list[str]) -> list[str]:
 
 
 def test_readme_is_short():
-    # 200 until #60 added the report page's command and screenshot
-    assert len(README.read_text(encoding="utf-8").splitlines()) <= 210
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 200
+
+
+def test_two_commands_are_two_and_no_issue_is_cited():
+    """The section "Two commands" shows the main command and the tests' (indented lines outside fenced blocks),
+    and the README cites no issue by number: a reader has no tracker to look it up in."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    commands, fenced = [], False
+    for line in section.splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("    ") and line.strip():
+            commands.append(line.strip())
+    assert commands == [
+        f"pip install torch==2.13.0 -e . && {COMMAND}",
+        'pip install torch==2.13.0 -e ".[test]" && python -m pytest -q',
+    ]
+    assert not re.findall(r"#\d+", text)
 
 
 def test_shape_ignores_values_not_lines():

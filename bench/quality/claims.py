@@ -27,11 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import table
+from bench.common import data_dir, table
 from blackbox_wd.calibration.combine import decision, fit_linear, group_folds
-from blackbox_wd.doors.eval.data import data_dir
 from blackbox_wd.records import as_messages
-from blackbox_wd.signals.claims import lexical_members
+from blackbox_wd.signals.claims import lex_shares
 
 SETS = ("popqa_gpt35", "factscore_gpt35", "factscore_llama3_70b", "popqa_llama3_70b")  # the issue's column order
 ISSUE_ANCHORS = {  # AUROC on the judged answer's claims (data README): VC with options, SelfCheck-Unigram(max)
@@ -69,7 +68,7 @@ def set_claims(records: list[dict[str, Any]], wds: list[float]) -> tuple[np.ndar
     x, y, groups = [], [], []
     for n, (r, wd) in enumerate(zip(records, wds, strict=True)):
         texts = [c["text"] for c in r["claims"]]
-        share = lexical_members(texts, r["samples"], r["response"], r["prompt"])[0]["lex_share"]
+        share = lex_shares(texts, r["samples"], r["response"], r["prompt"])
         for c, s in zip(r["claims"], share, strict=True):
             if c["label"] != "other":
                 x.append([wd, float(s)])

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import command, table
+from bench.common import command, data_dir, table
 from bench.verdicts import labelled_rows, with_members
 from blackbox_wd.calibration.members import member_value
 from blackbox_wd.calibration.metrics import auc_pr
-from blackbox_wd.doors.eval.data import data_dir, load
+from blackbox_wd.doors.eval.data import load
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.forcing import HFTeacher

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.designs import Heads, fitting
 from bench.verdicts import (
     judge,
     labelled_rows,
@@ -67,19 +68,19 @@ DESIGNS = {
     "lexsim": Design(LEXSIM, TODAY),
     "lexsim+answer": Design(ANSWER, MEMBERS),
     "peers-lite": Design((*LITE, "answer_disagreement"), (*LITE, "avg_wd")),
-    "peers-pooled": Design(PEERS_DESIGN.short, TODAY, "pooled"),
-    "lexsim+answer-pooled": Design(ANSWER, MEMBERS, "pooled"),
-    "lexsim-pooled": Design(LEXSIM, TODAY, "pooled"),
-    "lexsim-all": Design(LEXSIM, LEXSIM, "pooled"),
-    "lexsim-answer-all": Design(ANSWER, LEXSIM, "pooled"),
-    "lexsim-w2": Design(ANSWER, W2, "pooled"),
-    "lexsim-short": Design(LEXSIM, LEXSIM, "short"),
-    "lexsim-w2-short": Design(ANSWER, W2, "short"),
-    "lexsim-w2-one": Design(ANSWER, W2, "one"),
-    "lexsim-w2v-short": Design(ANSWER, (*W2, "sentence_verdict"), "short"),
-    "lexsim-w2u-short": Design(ANSWER, (*W2, "answer_unigram"), "short"),
-    "lexsim-w2vu-short": Design(ANSWER, (*W2, "sentence_verdict", "answer_unigram"), "short"),
-    "lexsim-today-short": Design(ANSWER, (*LEXSIM, *TODAY), "short"),
+    "peers-pooled": Heads(PEERS_DESIGN.short, TODAY, heads="pooled"),
+    "lexsim+answer-pooled": Heads(ANSWER, MEMBERS, heads="pooled"),
+    "lexsim-pooled": Heads(LEXSIM, TODAY, heads="pooled"),
+    "lexsim-all": Heads(LEXSIM, LEXSIM, heads="pooled"),
+    "lexsim-answer-all": Heads(ANSWER, LEXSIM, heads="pooled"),
+    "lexsim-w2": Heads(ANSWER, W2, heads="pooled"),
+    "lexsim-short": Heads(LEXSIM, LEXSIM, heads="short"),
+    "lexsim-w2-short": Heads(ANSWER, W2, heads="short"),
+    "lexsim-w2-one": Heads(ANSWER, W2, heads="one"),
+    "lexsim-w2v-short": Heads(ANSWER, (*W2, "sentence_verdict"), heads="short"),
+    "lexsim-w2u-short": Heads(ANSWER, (*W2, "answer_unigram"), heads="short"),
+    "lexsim-w2vu-short": Heads(ANSWER, (*W2, "sentence_verdict", "answer_unigram"), heads="short"),
+    "lexsim-today-short": Heads(ANSWER, (*LEXSIM, *TODAY), heads="short"),
     "answer-phrase": DESIGN,
     "lexsim-phrase": Design(PEERS_DESIGN.short, TODAY, phrase=LEXSIM),
 }
@@ -199,7 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 others = [s for s in runs if s not in left]
                 train = training_files(runs, others, args.fit_ks, unseen, Path(tmp), args.strip)
                 cv = CrossValidation(combiner=combiner, folds=args.folds)
-                fit = fit_files(train, samples=SAMPLES, cv=cv, design=DESIGNS[args.design])
+                with fitting(DESIGNS[args.design]):
+                    fit = fit_files(train, samples=SAMPLES, cv=cv, design=DESIGNS[args.design])
                 signs = orientation(
                     [
                         r

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from bench.common import ROOT, command, table
+from bench.common import ROOT, command, data_dir, table
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = data_dir()
 LOGS = (DATA / "kk_llama31_8b_triviaqa.jsonl", DATA / "kk_mistral_7b_sciq.jsonl")
 QUICK_LOG = ROOT / "fixtures" / "report_log.jsonl"  # its first 16 records are short answers
 # bbwd batch in this process, its peak resident memory (KiB on Linux) printed last on stderr

@@ -30,8 +30,8 @@ from functools import partial
 import numpy as np
 import torch
 
-from bench.common import Pairs, synthetic_pairs, table, timed
-from blackbox_wd.doors.eval.data import data_dir, load
+from bench.common import Pairs, data_dir, synthetic_pairs, table, timed
+from blackbox_wd.doors.eval.data import load
 from blackbox_wd.run.stages import token_floor
 from blackbox_wd.teachers.hf import HFTeacher, load_teacher
 

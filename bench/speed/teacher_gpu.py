@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench.common import ROOT, table
+from bench.common import data_dir, table
 from blackbox_wd.measure.transport import pairwise_w2
 from blackbox_wd.teachers.hf import HFTeacher
 
@@ -270,7 +270,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
     sh = sub.add_parser("shapes", help="write the dev sets' token counts (no text) to a JSON file")
-    sh.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    sh.add_argument("--data", type=Path, default=data_dir())
     sh.add_argument("-o", "--out", type=Path, required=True)
     rn = sub.add_parser("run", help="time the passes on the device")
     rn.add_argument("--shapes", type=Path, required=True)

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import command, table
+from bench.common import command, data_dir, table
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
-from blackbox_wd.doors.eval.data import data_dir, load
+from blackbox_wd.doors.eval.data import load
 from blackbox_wd.doors.eval.run import recorded_draw
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.run.stages import judge_result, score_states

@@ -74,30 +74,17 @@ CLAIM_COMBINER = "mean"
 OPTIONAL = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
 
 
-HEADS = ("kinds", "pooled", "short", "one")  # ``Design.heads``
-
-
 @dataclass(frozen=True)
 class Design:
     """Which members the heads read: those of short answers (the ``phrase`` and ``sentence`` kinds) and those of the
-    others (passages, and the heads over every kind), and which heads there are (``heads``): ``"kinds"``, heads of
-    each kind of answer fitted on its rows, then the heads over every kind; ``"pooled"``, the same but one head per
-    member set over the phrase and sentence answers together (each short kind holds a copy), Platt, so that every short
-    answer of a run is ranked by one score; ``"short"``, those pooled heads and the heads over every kind (no
-    passage heads); ``"one"``, the heads over every kind alone. After the heads over these, each
-    is fitted again over its members in ``TEACHER_FREE`` alone: the heads that judge a run of a teacher with no
-    calibration of its own (``Calibration.teacher_free``); a run of the calibration's own teacher never reaches them."""
+    others (passages, and the heads over every kind). The heads of each kind of answer are fitted on its rows, then
+    the heads over every kind; after these, each is fitted again over its members in ``TEACHER_FREE`` alone: the
+    heads that judge a run of a teacher with no calibration of its own (``Calibration.teacher_free``); a run of the
+    calibration's own teacher never reaches them."""
 
     short: tuple[str, ...]
     other: tuple[str, ...]
-    heads: str = "kinds"
-    phrase: tuple[str, ...] | None = None  # the phrase kind's members, where not ``short``'s (``heads="kinds"``)
-
-    def __post_init__(self) -> None:
-        if self.heads not in HEADS:
-            raise ValueError(f"Design.heads is {self.heads!r}; one of {', '.join(HEADS)}")
-        if self.phrase is not None and self.heads != "kinds":
-            raise ValueError(f"Design.phrase needs heads of each kind (heads='kinds'), not {self.heads!r}")
+    phrase: tuple[str, ...] | None = None  # the phrase kind's members, where not ``short``'s
 
     def of_kind(self, kind: str) -> tuple[str, ...]:
         """The members of the heads of answers of ``kind`` (``members.KINDS``)."""
@@ -117,7 +104,6 @@ DESIGN = Design(
     phrase=PHRASE,
 )
 SHORT_KINDS = ("phrase", "sentence")
-POOLED = "short"  # the kind of the rows a pooled head is fitted on: both SHORT_KINDS
 
 
 @dataclass
@@ -213,7 +199,7 @@ def fit_calibration(
         for kind in SHORT_KINDS
     }
     left_out: list[str] = []
-    heads = fit_heads(t, sets, cv, by_kind, design.heads, left_out)
+    heads = fit_heads(t, sets, cv, by_kind, left_out)
     if not heads:
         raise BBWDError(f"no head can flag on these rows: {'; '.join(left_out)}")
     first = heads[0]
@@ -241,7 +227,7 @@ def fit_calibration(
         claim_base_rate=None if claim is None else float(np.mean(labelled.claims.y)),  # type: ignore[union-attr]
         claim_n=None if claim is None else int(labelled.claims.y.size),  # type: ignore[union-attr]
     )
-    stages = fit_stages(labelled, (sets, by_kind), heads, cv, design.heads, left_out)
+    stages = fit_stages(labelled, (sets, by_kind), heads, cv, left_out)
     calibration = Calibration(
         model=applied[0].model,
         operating_point=applied[0].operating_point,
@@ -274,7 +260,6 @@ def fit_heads(
     sets: Sequence[Sequence[str]],
     cv: CrossValidation,
     by_kind: Mapping[str, Sequence[Sequence[str]]] | None = None,
-    heads: str = "kinds",
     left_out: list[str] | None = None,
 ) -> list[HeadFit]:
     """The heads over every row (``sets``, most members first), then those of each kind of answer with rows enough
@@ -282,10 +267,7 @@ def fit_heads(
     lack, fitted on that kind's rows alone; a
     kind's head whose rows a head over every row already holds alone (a short-answer member's) is that head, not
     fitted twice but kept in the kind's order (so a kind's later head with fewer members never judges first).
-    ``heads`` (``Design.heads``): "pooled", the short kinds' heads are fitted once on the phrase and sentence rows
-    together, with a Platt calibrator, and each short kind holds a copy of them (and the passages get heads of their
-    own); "short", those and no other kind's; "one", no heads of a kind. A head that cannot flag
-    (``combine.CannotFlag``) is left out, and why is appended to ``left_out``."""
+    A head that cannot flag (``combine.CannotFlag``) is left out, and why is appended to ``left_out``."""
     by_kind = by_kind or {}
     dropped = [] if left_out is None else left_out
 
@@ -298,23 +280,14 @@ def fit_heads(
 
     general = [h for head in sets if (h := flagging(t, head, cv)) is not None]
     fitted = {(h.head.members, h.rows.tobytes()): h for h in general}
-    kinds = kinds_to_fit(t, cv.folds) if heads in ("kinds", "pooled") else []
-    pool = []
-    if heads in ("pooled", "short"):
-        t = replace(t, kind=np.where(np.isin(t.kind, SHORT_KINDS), POOLED, t.kind))
-        kinds = [kind for kind in kinds if kind not in SHORT_KINDS]
-        if enough_prompts(t, t.kind == POOLED, cv.folds):
-            short = by_kind.get(SHORT_KINDS[0], sets)  # ``Design`` gives both short kinds the same members here
-            pool = [h for head in heads_on(t, short, POOLED) if (h := flagging(t, head, cv, ("platt",), POOLED))]
     of_kinds = [
         replace(same, head=replace(same.head, kind=kind))
         if (same := fitted.get((head, (t.rows(head) & (t.kind == kind)).tobytes()))) is not None
         else flagging(t, head, cv, kind=kind)
-        for kind in kinds
+        for kind in kinds_to_fit(t, cv.folds)
         for head in heads_on(t, by_kind.get(kind, sets), kind)
     ]
-    pooled = [replace(h, head=replace(h.head, kind=kind)) for kind in SHORT_KINDS for h in pool]
-    return general + pooled + [h for h in of_kinds if h is not None]
+    return general + [h for h in of_kinds if h is not None]
 
 
 def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, Any]) -> Table:
@@ -343,7 +316,6 @@ def fit_stages(
     sets: tuple[Sequence[Sequence[str]], Mapping[str, Sequence[Sequence[str]]]],
     final_fits: Sequence[HeadFit],
     cv: CrossValidation,
-    heads: str = "kinds",
     left_out: list[str] | None = None,
 ) -> tuple[Stage, ...]:
     """The heads of every other sample count (the same member sets, ``(other, by_kind)`` as in ``fit_heads``, less
@@ -354,7 +326,7 @@ def fit_stages(
         return ()
     other, by_kind = sets
     fits = {
-        k: fit_heads(t, heads_on(t, other), cv, {kind: heads_on(t, s) for kind, s in by_kind.items()}, heads, left_out)
+        k: fit_heads(t, heads_on(t, other), cv, {kind: heads_on(t, s) for kind, s in by_kind.items()}, left_out)
         for k, t in labelled.stages.items()
     }
     below = [k for k in fits if labelled.k is None or k < labelled.k]

@@ -1,5 +1,5 @@
 """Claims from the target (``--claims target``, ``Settings.claims``): the target lists the judged answer's atomic
-claims (#47), in every door that has a target: ``score`` and the Python API (:func:`decompose`), ``batch`` on both
+claims, in every door that has a target: ``score`` and the Python API (:func:`decompose`), ``batch`` on both
 engines and ``serve`` (:func:`list_claims`).
 
 One request per answer, through the run's own sampler (so it is cached, retried, recorded and replayed like every
@@ -22,7 +22,7 @@ PROMPT = (
     'can be understood on its own, on its own line starting with "- ". Write nothing else.\n\n'
     "Passage: {answer}"
 )
-MAX_TOKENS = 512  # room for the claims of a long answer (a FActScore bio has about 30)
+MAX_CLAIM_TOKENS = 512  # room for the claims of a long answer (a FActScore bio has about 30)
 _MARK = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")  # "- ", "* ", "• ", "1. ", "1) "
 
 
@@ -50,7 +50,7 @@ def parse_claims(text: str) -> tuple[str, ...]:
 
 def claim_params(seed: int | None) -> SamplingParams:
     """The decomposition request's sampling: one reply, at temperature 0, with room for a long answer's claims."""
-    return SamplingParams(k=1, temperature=0.0, top_p=1.0, max_tokens=MAX_TOKENS, seed=seed)
+    return SamplingParams(k=1, temperature=0.0, top_p=1.0, max_tokens=MAX_CLAIM_TOKENS, seed=seed)
 
 
 async def list_claims(

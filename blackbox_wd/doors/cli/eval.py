@@ -26,7 +26,11 @@ from blackbox_wd.doors.cli.app import (
 def eval_command(
     data: Annotated[
         str,
-        typer.Option("--data", help="Dataset JSONL (../shared/data format) or a short name: nq, sciq, squad, math500."),
+        typer.Option(
+            "--data",
+            help="Dataset JSONL (the data README's format), or a short name (nq, sciq, squad, math500) looked up "
+            "in $BBWD_DATA_DIR, else the current directory.",
+        ),
     ],
     output: Annotated[Path, typer.Option("-o", "--output", help="Report folder.")] = Path("report"),
     limit: Annotated[

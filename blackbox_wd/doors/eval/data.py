@@ -1,4 +1,4 @@
-"""Loaders for the evaluation JSONL files (``shared/data/README.md``) and the prompt protocols.
+"""Loaders for the evaluation JSONL files (the data README) and the prompt protocols.
 
 A record is one object a line with keys ``id``, ``question``, ``answers`` (list), ``source`` and
 optionally ``context``. Its style: ``math`` when ``source`` starts with "math", else
@@ -132,11 +132,15 @@ class Dataset:
 
 
 def data_dir() -> Path:
-    """$BBWD_DATA_DIR, else ``shared/data`` beside the repository (``<repo>/../shared/data``)."""
+    """Where a dataset's short name is looked up.
+
+    Returns
+    -------
+    Path
+        $BBWD_DATA_DIR, else the current directory.
+    """
     env = os.environ.get(DATA_ENV)
-    if env:
-        return Path(env).expanduser()
-    return Path(__file__).resolve().parents[3].parent / "shared" / "data"
+    return Path(env).expanduser() if env else Path.cwd()
 
 
 def resolve_path(path_or_name: str | os.PathLike[str]) -> Path:

@@ -27,7 +27,7 @@ from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, veri
 TIMEOUT_S = 5  # math-verify's default, per parse and per comparison (whole seconds: signal.alarm)
 BOXED = ("\\boxed", "\\fbox")
 
-T = TypeVar("T")
+Returned = TypeVar("Returned")
 
 
 @lru_cache(maxsize=4096)
@@ -43,7 +43,7 @@ def parse_reference(answer: str) -> tuple[Any, ...]:
     return tuple(parse(f"${answer}$", parsing_timeout=TIMEOUT_S))
 
 
-def _in_main_thread(func: Callable[..., T], *args: Any) -> T:
+def _in_main_thread(func: Callable[..., Returned], *args: Any) -> Returned:
     """func(*args) here when this is the main thread, else in the worker process's main thread."""
     if threading.current_thread() is threading.main_thread():
         return func(*args)
