@@ -54,7 +54,7 @@ def records() -> list[dict]:
 
 def make() -> None:
     """Write the log, then score it with ``bbwd batch`` (recorded samples, embedded teacher, CPU)."""
-    score_log(records(), LOG, SCORES)
+    score_log(records(), LOG, SCORES, "--all-scores")  # the page shows every score of a row
     print(f"wrote {LOG} and {SCORES}", file=sys.stderr)
 
 
