@@ -67,11 +67,12 @@ from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 # verdict": the mean of its NonFact and Factual AUC-PR); the answer heads' is ``combine.COMBINER``
 SENTENCE_COMBINER = "mean"
 CV = CrossValidation()  # the calibration's: combine.COMBINER, 5 folds, seed 0, target FPR 0.1
-# the claim head's: rule 2 of bench/RESULTS.md, "Claim scores (#47)", the standardised mean of CLAIM_MEMBERS
+# the claim head's: rule 2 of the claim scores' rule (docs/results-notebook.md, "Claim scores"), the standardised
+# mean of CLAIM_MEMBERS
 CLAIM_COMBINER = "mean"
 # members a result may lack, each group at once; the heads that keep the most come first (``head_sets``), so a
 # result with a judged answer but no teacher log-probs is judged by a head with the answer's other members
-OPTIONAL = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
+OPTIONAL_GROUPS = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
 
 
 HEADS = ("kinds", "pooled", "short", "one")  # ``Design.heads``
@@ -106,9 +107,9 @@ class Design:
         return self.short if kind in SHORT_KINDS else self.other
 
 
-# #58: phrases read lm-polygraph's LexicalSimilarity ROUGE-1 and ROUGE-L, the answer's ROUGE-L and its disagreement
-# (``PHRASE``); sentences the five peers (``baselines.peers``), the answer's three and its disagreement; the others
-# every member but the peers. Chosen by model left out and tested on the kk sets' records 501-1,400
+# the shipped design: phrases read lm-polygraph's LexicalSimilarity ROUGE-1 and ROUGE-L, the answer's ROUGE-L and its
+# disagreement (``PHRASE``); sentences the five peers (``baselines.peers``), the answer's three and its disagreement;
+# the others every member but the peers. Chosen by model left out and tested on the kk sets' records 501-1,400
 # (bench/RESULTS.md, "Ahead of the peers": the seventeenth rule)
 PHRASE = ("lexsim_rouge1", "lexsim_rougel", "answer_rougel", "answer_disagreement")
 DESIGN = Design(
@@ -205,7 +206,7 @@ def fit_calibration(
     t = labelled.answers
     short_only = fittable(t, labelled.short_only, cv.folds)
     members = [m for m in MEMBERS if t.rows([m]).all() or m in short_only]
-    optional = (*OPTIONAL, short_only) if short_only else OPTIONAL
+    optional = (*OPTIONAL_GROUPS, short_only) if short_only else OPTIONAL_GROUPS
     sets = member_sets([m for m in members if m in design.other], optional)
     # a short answer's heads over the design's members, when the rows have any (else over the others', as before it)
     by_kind = {
