@@ -44,7 +44,7 @@ from blackbox_wd.calibration.combine import (
     heads_on,
     kinds_to_fit,
 )
-from blackbox_wd.calibration.heads import Head
+from blackbox_wd.calibration.heads import FittedOn, Head, Stage
 from blackbox_wd.calibration.labelled import Labelled, read_labelled, read_settings
 from blackbox_wd.calibration.members import (
     ANSWER_LOGPROB_MEMBERS,
@@ -57,7 +57,7 @@ from blackbox_wd.calibration.members import (
     sentence_verdict,
 )
 from blackbox_wd.calibration.metrics import expected_calibration_error
-from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
+from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import calibration_fingerprint, covered_settings, fingerprint
@@ -244,13 +244,11 @@ def fit_calibration(
     )
     stages = fit_stages(labelled, (sets, by_kind), heads, cv, design.heads, left_out)
     calibration = Calibration(
-        model=applied[0].model,
-        operating_point=applied[0].operating_point,
+        heads=(replace(applied[0], kind=None), *applied[1:]),  # the first judges every kind
         fingerprint=calibration_fingerprint(settings),
         settings=covered_settings(settings),
         fitted_on=fitted_on,
         bbwd_version=__version__,
-        more_heads=tuple(applied[1:]),
         sentence=None if sentence is None else sentence.head,
         claim=None if claim is None else claim.head,
         stages=stages,

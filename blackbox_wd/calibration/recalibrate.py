@@ -42,9 +42,9 @@ from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration.choose import CANDIDATES, Candidate, MemberChoice, aurocs, choose, rate, resample_counts
 from blackbox_wd.calibration.combine import operating_point, weighted_log_loss
-from blackbox_wd.calibration.heads import Head, Isotonic, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.heads import FittedOn, Head, Isotonic, OperatingPoint, Platt, ScoreModel, Stage
 from blackbox_wd.calibration.members import ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, KINDS, answer_kind, member_value
-from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
+from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import calibration_fingerprint, covered_settings
 
@@ -145,11 +145,11 @@ def check_labelled_rows(base: Calibration, rows: Sequence[Mapping[str, Any]], k:
         for name in row_lacks(base, row, k):
             counts[name] = counts.get(name, 0) + 1
     if counts:
-        name = f"calibration {base.origin}" if base.origin else "the calibration"
         lack = ", ".join(f"{m} ({n} of {len(rows)} rows)" for m, n in counts.items())
         raise BBWDError(
-            f"the labelled rows lack members the heads of {name} read: {lack}; score the rows with this bbwd (bbwd "
-            "batch --all-scores), give a calibration over what they have with --base FILE, or fit one with --refit full"
+            f"the labelled rows lack members the heads of {base.name} read: {lack}; score the rows with this bbwd "
+            "(bbwd batch --all-scores), give a calibration over what they have with --base FILE, or fit one with "
+            "--refit full"
         )
 
 
@@ -343,7 +343,7 @@ def recalibrate(
         else:
             stages = tuple(replace(s, heads=(*first, *s.heads)) if s.k == fitted else s for s in stages)
         p_oof = out_of_fold(head.model.decision(x)[of], y, w, of, "platt")
-    draft = replace(base, model=heads[0].model, more_heads=heads[1:], stages=stages)
+    draft = replace(base, heads=heads, stages=stages)
     p_new = np.array([draft.verdict(r, k=k).p_fitted for r in rows])[of]
     point = replace(operating_point(y, p_new, w, target_fpr), rule="target_fpr_labelled")
     if own:
@@ -389,8 +389,9 @@ def recalibrate(
         claim_n=base.fitted_on.claim_n,
         refit=f"{mode} of {base.origin or 'a calibration'} ({base.id}){chosen}",
     )
-    cal = base.with_heads(
-        heads,
+    cal = replace(
+        base,
+        heads=heads,
         stages=stages,
         fingerprint=calibration_fingerprint(reported),
         settings=covered_settings(reported),
