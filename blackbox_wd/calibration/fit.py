@@ -45,7 +45,7 @@ from blackbox_wd.calibration.combine import (
     kinds_to_fit,
 )
 from blackbox_wd.calibration.heads import FittedOn, Head, Stage
-from blackbox_wd.calibration.labelled import Labelled, read_labelled, read_settings
+from blackbox_wd.calibration.labelled import LabelledRows, read_labelled, read_settings
 from blackbox_wd.calibration.members import (
     ANSWER_LOGPROB_MEMBERS,
     ANSWER_MEMBERS,
@@ -126,7 +126,7 @@ class CalibrationFit:
     """A fitted calibration with the cross-validated fits its report is made from."""
 
     calibration: Calibration
-    labelled: Labelled
+    labelled: LabelledRows
     heads: list[HeadFit]  # one per head, in the calibration's order
     sentence: HeadFit | None
     claim: HeadFit | None = None
@@ -134,7 +134,7 @@ class CalibrationFit:
 
 
 def fit_calibration(
-    labelled: Labelled,
+    labelled: LabelledRows,
     settings: Mapping[str, Any],
     *,
     source: str = "",
@@ -148,7 +148,7 @@ def fit_calibration(
 
     Parameters
     ----------
-    labelled : Labelled
+    labelled : LabelledRows
         The rows, from :func:`read_labelled`.
     settings : mapping of str to Any
         The reported settings the rows were scored with (every name of ``COVERED``); the calibration is
@@ -338,7 +338,7 @@ def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[flo
 
 
 def fit_stages(
-    labelled: Labelled,
+    labelled: LabelledRows,
     sets: tuple[Sequence[Sequence[str]], Mapping[str, Sequence[Sequence[str]]]],
     final_fits: Sequence[HeadFit],
     cv: CrossValidation,
