@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +15,8 @@ import pytest
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration import choice as calibration_module
 from blackbox_wd.calibration.choice import default_calibration_path, embedded_calibration
-from blackbox_wd.calibration.heads import Isotonic, OperatingPoint, Platt, ScoreModel
-from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
+from blackbox_wd.calibration.heads import FittedOn, Head, Isotonic, OperatingPoint, Platt, ScoreModel, Stage
+from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.doors.batch import BatchRunner
 from blackbox_wd.errors import BBWDError
@@ -61,7 +63,9 @@ def make(reported=REPORTED, calibrator=None, threshold=0.5) -> Calibration:
         0,
         {"auroc": 0.8, "log_loss": 0.5, "brier": 0.18, "ece": 0.04},
     )
-    return Calibration(model, point, calibration_fingerprint(reported), covered_settings(reported), on, "0.1.0")
+    return Calibration(
+        (Head(model, point),), calibration_fingerprint(reported), covered_settings(reported), on, "0.1.0"
+    )
 
 
 @pytest.mark.parametrize(
@@ -101,16 +105,70 @@ def test_predict_is_the_documented_formula():
         (lambda b: b.update(format="other"), "field 'format' is not 'bbwd-calibration/2' or 'bbwd-calibration/1'"),
         (lambda b: b["settings"].update(k=4), "field 'fingerprint' must be the fingerprint of its settings"),
         (lambda b: b["model"].update(features=["avg_wd", "bogus"]), r"field 'model.features' .*unknown: \['bogus'\]"),
-        (lambda b: b["model"]["calibrator"].update(method="beta"), "calibrator method 'beta'"),
+        (lambda b: b["model"]["calibrator"].update(method="beta"), "'model.calibrator.method' must be one of 'iso"),
         (lambda b: b["model"].update(scale=[15.0, 0.0]), "field 'model.scale' must be positive"),
-        (lambda b: b["operating_point"].pop("threshold"), "missing or unexpected field"),
+        (lambda b: b["model"].update(mean=[60.0]), "field 'model.mean' must be one number per feature"),
+        (lambda b: b["model"].update(bias=1.0), "field 'model.bias' must be absent: model has the fields features,"),
+        (lambda b: b["operating_point"].pop("threshold"), "field 'operating_point.threshold' must be present"),
+        (lambda b: b["operating_point"].update(threshold="0.5"), "field 'operating_point.threshold' must be a num"),
+        (lambda b: b["fitted_on"].update(n=600.5), "field 'fitted_on.n' must be an integer"),
+        (lambda b: b.update(more_heads=[]), "field 'more_heads' must be absent in format 'bbwd-calibration/1'"),
     ],
 )
 def test_a_bad_file_is_refused_naming_the_field(edit, message):
     body = json.loads(make().to_json())
     edit(body)
-    with pytest.raises(BBWDError, match=message):
+    with pytest.raises(BBWDError, match=message) as refused:
         Calibration.from_json(json.dumps(body), origin="c.json")
+    assert str(refused.value).startswith("c.json") and "\n" not in str(refused.value)  # one line, the file first
+
+
+def test_both_formats_are_checked_by_one_table():
+    """A head's fields are refused in the same words in a format 1 file and a format 2 one, and another head's under
+    its path in the file."""
+    cal = make()
+    two = replace(cal, heads=(cal.heads[0], replace(cal.heads[0], kind="phrase")))
+    first, other = (lambda b: b["model"]), (lambda b: b["more_heads"][0]["model"])
+    for made, model, path in ((cal, first, "model"), (two, first, "model"), (two, other, "more_heads[0].model")):
+        body = json.loads(made.to_json())
+        model(body)["scale"] = [15.0, -2.0]
+        with pytest.raises(BBWDError, match=rf"^c.json: field '{re.escape(path)}.scale' must be positive, one number"):
+            Calibration.from_json(json.dumps(body), origin="c.json")
+    assert json.loads(cal.to_json())["format"] == "bbwd-calibration/1"
+    assert json.loads(two.to_json())["format"] == "bbwd-calibration/2"
+
+
+SHIPPED = sorted(p.name for p in PACKAGE_CALIBRATIONS.glob("*.json"))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_shipped_file_round_trips_to_its_own_bytes(name):
+    """Read, written and read again: the same heads (every K's, the sentence and claim heads), and the file's bytes
+    as ``bbwd calibrate`` wrote them (so its id, which batch rows name, is the same)."""
+    path = PACKAGE_CALIBRATIONS / name
+    cal = Calibration.load(path)
+    again = Calibration.from_json(cal.to_json())
+    assert cal.to_json() == path.read_text() and again.to_json() == path.read_text() and again.id == cal.id
+    assert (again.heads, again.stages, again.sentence, again.claim) == (cal.heads, cal.stages, cal.sentence, cal.claim)
+    assert again == cal and again.fitted_on == cal.fitted_on and again.short_only == cal.short_only
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.mark.parametrize(
+    "name,rows,line,p,flag",
+    [  # as the calibration read its files before its format had a module of its own
+        ("smollm2-135m.json", "report_scores.jsonl", 1, 0.8653051408494992, True),
+        ("smollm2-135m.json", "report_scores.jsonl", 2, 0.6782701474490275, False),
+        ("smollm2-135m.api.json", "sac3_scores.jsonl", 0, 0.09287313089550676, False),
+        ("smollm2-135m.api.json", "sac3_scores.jsonl", 1, 0.5080645161290323, False),
+    ],
+)
+def test_a_shipped_file_judges_as_before(name, rows, line, p, flag):
+    row = json.loads((FIXTURES / rows).read_text().splitlines()[line])
+    verdict = Calibration.load(PACKAGE_CALIBRATIONS / name).verdict(row)
+    assert verdict.p == pytest.approx(p, abs=1e-12) and verdict.flag is flag
 
 
 def test_nan_and_pickles_are_not_calibration_files(tmp_path):

@@ -396,15 +396,15 @@ def test_rows_from_different_settings_are_refused(tmp_path):
 def test_a_result_without_the_teachers_log_probs_keeps_the_answers_other_members():
     """The second head drops only answer_nll and cocoa; the one after it every member of the judged answer."""
     from blackbox_wd.calibration.combine import head_sets
-    from blackbox_wd.calibration.fit import OPTIONAL
+    from blackbox_wd.calibration.fit import OPTIONAL_GROUPS
 
-    heads = head_sets(["avg_wd", "answer_wd", "answer_nll", "cocoa", "lne"], OPTIONAL)
+    heads = head_sets(["avg_wd", "answer_wd", "answer_nll", "cocoa", "lne"], OPTIONAL_GROUPS)
     assert heads[:3] == [
         ("avg_wd", "answer_wd", "answer_nll", "cocoa", "lne"),
         ("avg_wd", "answer_wd", "lne"),
         ("avg_wd", "lne"),
     ]
-    without = head_sets(["avg_wd", "answer_wd", "lne"], OPTIONAL)  # rows without them: the heads as before
+    without = head_sets(["avg_wd", "answer_wd", "lne"], OPTIONAL_GROUPS)  # rows without them: the heads as before
     assert without[:2] == [("avg_wd", "answer_wd", "lne"), ("avg_wd", "lne")]
 
 

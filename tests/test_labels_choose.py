@@ -6,6 +6,7 @@ one clearly ranks the labelled rows better, and every door judges by the file it
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,7 @@ def weak_base(folder: Path) -> Path:
     ls = ScoreModel(("ls",), (0.5,), (0.3,), (1.0,), 0.0, Platt(-1.0, 0.0))
     path = folder / "weak.json"
     heads = (Head(weak, shipped.operating_point), Head(ls, shipped.operating_point))
-    shipped.with_heads(heads, stages=()).save(path)
+    replace(shipped, heads=heads, stages=()).save(path)
     return path
 
 

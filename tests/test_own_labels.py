@@ -14,8 +14,7 @@ from cli_support import jsonl, run_cli
 
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.combine import fpr_interval, labels_to_halve
-from blackbox_wd.calibration.heads import Head, OperatingPoint, Platt, ScoreModel
-from blackbox_wd.calibration.model import FittedOn
+from blackbox_wd.calibration.heads import FittedOn, Head, OperatingPoint, Platt, ScoreModel
 from blackbox_wd.calibration.recalibrate import RefitRows, fit_map, recalibrate
 from blackbox_wd.calibration.suggest import spread_picks
 from blackbox_wd.settings import calibration_fingerprint
@@ -178,7 +177,7 @@ def test_a_platt_heads_map_is_exactly_g_of_its_p():
     labels = [float(r["avg_wd"] > 50) if n % 5 else float(r["avg_wd"] <= 50) for n, r in enumerate(rows)]
     settings = {"teacher": "t", "target": "recorded", "k": 10, "layer": 1, "alpha": 0.001, "p": 0.1}
     on = FittedOn("rows", {"set": 100}, None, "label", 100, 40, 0.4, 5, 0, {})
-    cal = Calibration(model, head.operating_point, calibration_fingerprint(settings), settings, on, "test")
+    cal = Calibration((head,), calibration_fingerprint(settings), settings, on, "test")
     new = recalibrate(cal, RefitRows(rows, labels, 10), settings, mode="map", candidates=()).calibration
     p_old = np.array([cal.verdict(r).p for r in rows])
     a, b = fit_map(p_old, np.array(labels, dtype=int), np.ones(len(rows)), "map")
@@ -202,10 +201,8 @@ def test_a_refit_keeps_each_heads_kind_of_answer():
     labels = [float(r["avg_wd"] > 50) if n % 5 else float(r["avg_wd"] <= 50) for n, r in enumerate(rows)]
     settings = {"teacher": "t", "target": "recorded", "k": 10, "layer": 1, "alpha": 0.001, "p": 0.1}
     on = FittedOn("rows", {"set": 100}, None, "label", 100, 40, 0.4, 5, 0, {})
-    cal = Calibration(
-        general, point, calibration_fingerprint(settings), settings, on, "test",
-        more_heads=(Head(phrase, point, "phrase"),),
-    )  # fmt: skip
+    heads = (Head(general, point), Head(phrase, point, "phrase"))
+    cal = Calibration(heads, calibration_fingerprint(settings), settings, on, "test")
     new = recalibrate(cal, RefitRows(rows, labels, 10), settings, mode="map", candidates=()).calibration
     assert [h.kind for h in new.heads] == [None, "phrase"]
     before, after = [cal.verdict(r) for r in rows], [new.verdict(r) for r in rows]

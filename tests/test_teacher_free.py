@@ -12,9 +12,9 @@ import pytest
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration import choice as calibration_module
 from blackbox_wd.calibration.choice import embedded_calibration
-from blackbox_wd.calibration.heads import Head, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.heads import FittedOn, Head, OperatingPoint, Platt, ScoreModel, Stage
 from blackbox_wd.calibration.members import TEACHER_FREE
-from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
+from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import calibration_fingerprint, covered_settings
 
@@ -41,19 +41,16 @@ def head(members: tuple[str, ...], threshold: float = 0.5, kind: str | None = No
 
 
 def calibration(heads: tuple[Head, ...], stages=(), sentence=None, claim=None, reported=REPORTED) -> Calibration:
-    """A calibration of ``heads`` (the first is its model) fitted under ``reported``."""
+    """A calibration of ``heads`` (the first judges every kind) fitted under ``reported``."""
     on = FittedOn("rows.jsonl", {"set": 400}, None, "label", 400, 200, 0.5, 5, 0, {"auroc": 0.7})
     on = replace(on, sentence_base_rate=0.3, sentence_n=50) if sentence is not None else on
     on = replace(on, claim_base_rate=0.4, claim_n=60) if claim is not None else on
-    first = heads[0]
     return Calibration(
-        first.model,
-        first.operating_point,
+        heads,
         calibration_fingerprint(reported),
         covered_settings(reported),
         on,
         "0.1.0",
-        more_heads=heads[1:],
         sentence=sentence,
         claim=claim,
         stages=tuple(stages),

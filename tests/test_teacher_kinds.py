@@ -1,5 +1,5 @@
 """A name becomes a ready teacher in one pass (``hf.ready_teacher``), and a new teacher kind is one function that
-makes its files present plus its line in ``files.KINDS`` (docs/layout.md, "A new teacher kind")."""
+makes its files present plus its line in ``files.TEACHER_KINDS`` (docs/layout.md, "A new teacher kind")."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.card import TeacherCard
-from blackbox_wd.teachers.files import KINDS, ModelFiles, present
+from blackbox_wd.teachers.files import TEACHER_KINDS, ModelFiles, present
 from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.hf import placement, ready_teacher
 from blackbox_wd.teachers.registry import ModelSpec, resolve
@@ -24,19 +24,19 @@ RESPONSES = ["paris is the capital", "it is rome"]
 
 
 def test_every_kind_the_registry_names_has_its_line(tmp_path):
-    """``registry.resolve``'s kinds are the keys of ``files.KINDS``; a spec of no kind fails in one line."""
+    """``registry.resolve``'s kinds are the keys of ``files.TEACHER_KINDS``; a spec of no kind fails in one line."""
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
     names = ["smollm2-135m", "llama-2-7b", "org/name", str(tmp_path), str(tmp_path / "m.gguf")]
-    assert {resolve(name).kind for name in names} == set(KINDS)
+    assert {resolve(name).kind for name in names} == set(TEACHER_KINDS)
     with pytest.raises(BBWDError, match="no teacher kind 'awq' for 'x': the kinds are embedded, hub, folder, gguf"):
         present(ModelSpec("x", "x", "awq"))
 
 
 def test_a_new_kind_is_one_function_and_one_registry_line(monkeypatch, tiny_llama, tmp_path):
-    """A fake kind, added as docs/layout.md says (its function, its line in KINDS), takes the one path: its files
-    made present once, its weights in the placement's dtype on its device, the teacher's layer and projection; and,
-    without a placement, its card."""
+    """A fake kind, added as docs/layout.md says (its function, its line in TEACHER_KINDS), takes the one path: its
+    files made present once, its weights in the placement's dtype on its device, the teacher's layer and projection;
+    and, without a placement, its card."""
     model, tok = tiny_llama
     made: list[Path] = []
 
@@ -49,7 +49,7 @@ def test_a_new_kind_is_one_function_and_one_registry_line(monkeypatch, tiny_llam
             made.append(folder)
         return ModelFiles(spec, str(folder))
 
-    monkeypatch.setitem(KINDS, "tiny", tiny_files)
+    monkeypatch.setitem(TEACHER_KINDS, "tiny", tiny_files)
     spec = ModelSpec("tiny-fake", str(tmp_path / "tiny"), "tiny")
 
     teacher = ready_teacher(spec, placement("cpu", "float32"))

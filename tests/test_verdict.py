@@ -44,12 +44,7 @@ def two_heads() -> Calibration:
     sentence = ScoreModel(("score", "unigram"), (40.0, 6.0), (20.0, 2.0), (1.0, 1.0), 0.0, Platt(-1.0, 0.0))
     on = replace(base.fitted_on, base_rate=0.5, sentence_base_rate=0.4, sentence_n=100)
     return replace(
-        base,
-        model=first,
-        operating_point=point(0.6),
-        fitted_on=on,
-        more_heads=(Head(base.model, base.operating_point),),
-        sentence=Head(sentence, point(0.7)),
+        base, heads=(Head(first, point(0.6)), *base.heads), fitted_on=on, sentence=Head(sentence, point(0.7))
     )
 
 
@@ -101,7 +96,7 @@ def test_the_sentence_verdicts_aggregated_over_the_answer_by_hand(tmp_path):
     (z = (score - 40)/20 + (unigram - 6)/2); a sentence without a part is left out, an answer without a sentence
     has none and falls to the next head, and a file whose heads read it without a sentence head is refused."""
     first = ScoreModel(("avg_wd", "sentence_verdict"), (60.0, 0.0), (15.0, 1.0), (1.0, 1.0), 0.0, Platt(-1.0, 0.0))
-    cal = replace(two_heads(), model=first)
+    cal = replace(two_heads(), heads=(Head(first, point(0.6)), *two_heads().heads[1:]))
     sentences = [
         SentenceScore("a.", 0, 2, 60.0, 8.0),  # z = 1 + 1
         SentenceScore("b.", 3, 5, 40.0, 5.0),  # z = 0 - 0.5
@@ -140,14 +135,16 @@ def test_a_file_with_an_unknown_member_is_refused_naming_it(tmp_path):
     body = json.loads(two_heads().to_json())
     body["more_heads"][0]["model"]["features"] = ["avg_wd", "nli"]
     (tmp_path / "c.json").write_text(json.dumps(body))
-    with pytest.raises(BBWDError, match=r"field 'more_heads\[0\].features' must be members of .*unknown: \['nli'\]"):
+    with pytest.raises(
+        BBWDError, match=r"field 'more_heads\[0\].model.features' must be members of .*unknown: \['nli'\]"
+    ):
         Calibration.load(tmp_path / "c.json")
 
 
 def test_a_passage_is_judged_without_the_members_defined_for_short_answers(tmp_path):
     """Head 1 reads ln EigenWD (short-only); head 2 (AvgWD alone) judges a passage when the calibration says so."""
     only_avg = ScoreModel(("avg_wd",), (60.0,), (15.0,), (1.0,), 0.0, Platt(-1.0, 0.0))
-    cal = replace(two_heads(), more_heads=(Head(only_avg, point(0.5)),), short_only=("log_eigen_wd",))
+    cal = replace(two_heads(), heads=(two_heads().heads[0], Head(only_avg, point(0.5))), short_only=("log_eigen_wd",))
     row = {"avg_wd": 75.0, "eigen_wd": math.exp(20.0), "answer_wd": 60.0}
     short = cal.verdict({**row, "token_counts": [40, 127, 300]})  # median 127 < 128 tokens
     passage = cal.verdict({**row, "token_counts": [40, 128, 300]})
@@ -157,7 +154,7 @@ def test_a_passage_is_judged_without_the_members_defined_for_short_answers(tmp_p
     cal.save(tmp_path / "c.json")
     assert Calibration.load(tmp_path / "c.json") == cal and "short_only" not in two_heads().to_json()
     with pytest.raises(BBWDError, match="reads log_eigen_wd as missing on a passage"):
-        replace(cal, more_heads=()).verdict({**row, "token_counts": [200]})
+        replace(cal, heads=cal.heads[:1]).verdict({**row, "token_counts": [200]})
     body = json.loads(cal.to_json())
     body["short_only"] = ["avg_wd"]
     (tmp_path / "c.json").write_text(json.dumps(body))
@@ -170,19 +167,19 @@ def test_a_calibration_whose_members_the_run_cannot_compute_is_refused(smollm_te
 
     monkeypatch.setattr(registry, "REFERENCE_BANDWIDTHS", {})  # this teacher has no fixed bandwidth here
     fixed = ScoreModel(("avg_wd", "log_eigen_wd_fixed"), (60.0, 18.0), (15.0, 2.0), (1.0, 1.0), 0.0, Platt(-1.0, 0.0))
-    cal = replace(make(), model=fixed, origin="fixed.json")
+    cal = replace(make(), heads=(replace(make().heads[0], model=fixed),), origin="fixed.json")
     with pytest.raises(
         BBWDError, match="^calibration fixed.json needs members this run cannot compute: log_eigen_wd_fixed$"
     ):
         Detector(smollm_teacher, None, Settings(device="cpu"), cal, device="cpu")
-    both = replace(cal, more_heads=(Head(make().model, make().operating_point),))  # a head it can compute: accepted
+    both = replace(cal, heads=(*cal.heads, *make().heads))  # a head it can compute: accepted
     assert Detector(smollm_teacher, None, Settings(device="cpu"), both, device="cpu").calibration is both
 
 
 def test_answer_nll_is_computable_only_with_the_teachers_log_prob_pass(smollm_teacher):
     """A head over the teacher's NLL of the answer needs the whole-model pass that LNE runs: refused without it."""
     nll = ScoreModel(("avg_wd", "answer_nll"), (60.0, 2.0), (15.0, 1.0), (1.0, -1.0), 0.0, Platt(-1.0, 0.0))
-    cal = replace(make(), model=nll, origin="nll.json")
+    cal = replace(make(), heads=(replace(make().heads[0], model=nll),), origin="nll.json")
     with pytest.raises(BBWDError, match="^calibration nll.json needs members this run cannot compute: answer_nll$"):
         Detector(smollm_teacher, None, Settings(device="cpu"), cal, device="cpu", lne=False)
     assert Detector(smollm_teacher, None, Settings(device="cpu"), cal, device="cpu", lne=True).calibration is cal

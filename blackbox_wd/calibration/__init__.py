@@ -1,7 +1,8 @@
 """Calibration: a result's members to a probability of hallucination and a flag.
 
-``members`` (what a head reads, and how from a result), ``heads`` (a head: z, its calibrator, threshold and verdict),
-``model`` (a fitted calibration: JSON-safe state, apply, the check against a run's settings), ``combine`` (members ->
+``members`` (what a head reads, and how from a result), ``heads`` (a head: z, its calibrator, threshold and verdict;
+the heads of another K, where they were fitted), ``model`` (a fitted calibration: apply, the check against a run's
+settings), ``fileformat`` (its file: formats 1 and 2 read, checked and written), ``combine`` (members ->
 one head), ``labelled`` (labelled rows read for a fit), ``labels_file`` (labels kept apart from the rows, joined to
 them by id: ``bbwd calibrate --labels``), ``fit`` (every head, fitted on labelled rows with scikit-learn),
 ``recalibrate`` (a calibration's map and threshold refitted on a few labelled rows), ``choose`` (the members those

@@ -53,8 +53,7 @@ def check_members(calibration: Calibration, computable: set[str]) -> None:
     """Raise BBWDError naming the members when no head of the calibration can be computed from ``computable``."""
     if not any(set(head.members) <= computable for head in calibration.heads):
         missing = sorted({m for head in calibration.heads for m in head.members} - computable)
-        name = f"calibration {calibration.origin}" if calibration.origin else "the calibration"
-        raise BBWDError(f"{name} needs members this run cannot compute: {', '.join(missing)}")
+        raise BBWDError(f"{calibration.name} needs members this run cannot compute: {', '.join(missing)}")
 
 
 def choose_calibration(

@@ -23,7 +23,7 @@ from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
 RESAMPLES = 2000  # bootstrap resamples of the labelled prompts
 GAIN_QUANTILE = 0.05  # switch when this quantile of the paired gain is above zero (one-sided 95%)
-LEVEL = 0.95  # the printed intervals
+INTERVAL_LEVEL = 0.95  # the printed intervals
 SHIPPED = "shipped"  # the heads that judged the rows, as they are
 
 
@@ -50,7 +50,7 @@ CANDIDATES: tuple[Candidate, ...] = (
 
 @dataclass(frozen=True)
 class Rated:
-    """A candidate's labelled AUROC and its bootstrap interval (``LEVEL``)."""
+    """A candidate's labelled AUROC and its bootstrap interval (``INTERVAL_LEVEL``)."""
 
     name: str
     members: tuple[str, ...]
@@ -63,7 +63,7 @@ class Rated:
 
 
 @dataclass(frozen=True)
-class Choice:
+class MemberChoice:
     """What the labels chose: the shipped heads' rating, every candidate's (best first), the one chosen (None: the
     shipped heads kept) and the paired gain of the best over the shipped heads with its ``GAIN_QUANTILE`` quantile."""
 
@@ -127,7 +127,7 @@ def aurocs(scores: np.ndarray, y: np.ndarray, w: np.ndarray, counts: np.ndarray)
 
 def rate(name: str, members: tuple[str, ...], draws: np.ndarray) -> Rated:
     """A candidate rated from its AUROC under each resample (the first: the rows themselves)."""
-    tail = (1 - LEVEL) / 2
+    tail = (1 - INTERVAL_LEVEL) / 2
     lo, hi = np.quantile(draws[1:], [tail, 1 - tail])
     return Rated(name, members, float(draws[0]), (float(lo), float(hi)))
 
@@ -140,7 +140,7 @@ def choose(
     of: np.ndarray,
     candidates: Sequence[Candidate] = CANDIDATES,
     seed: int = 0,
-) -> Choice:
+) -> MemberChoice:
     """Rate the candidates against the shipped heads on the labelled rows and choose (the module's rule).
 
     Parameters
@@ -159,7 +159,7 @@ def choose(
 
     Returns
     -------
-    Choice
+    MemberChoice
     """
     counts = resample_counts(int(of.max()) + 1, seed=seed)[:, of]
     base = aurocs(shipped, y, w, counts)
@@ -174,12 +174,12 @@ def choose(
     order = sorted(range(len(rated)), key=lambda i: -rated[i].auroc)  # stable: ties to the earlier
     shipped_rated = rate(SHIPPED, (), base)
     if not order:
-        return Choice(shipped_rated, (), None, 0.0, 0.0)
+        return MemberChoice(shipped_rated, (), None, 0.0, 0.0)
     best = order[0]
     gains = draws[best] - base
     low = float(np.quantile(gains[1:], GAIN_QUANTILE))
     chosen = rated[best] if low > 0 else None
-    return Choice(shipped_rated, tuple(rated[i] for i in order), chosen, float(gains[0]), low)
+    return MemberChoice(shipped_rated, tuple(rated[i] for i in order), chosen, float(gains[0]), low)
 
 
 def labels_to_settle(auroc: float, interval: tuple[float, float], n: int) -> int | None:

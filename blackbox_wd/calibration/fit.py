@@ -44,8 +44,8 @@ from blackbox_wd.calibration.combine import (
     heads_on,
     kinds_to_fit,
 )
-from blackbox_wd.calibration.heads import Head
-from blackbox_wd.calibration.labelled import Labelled, read_labelled, read_settings
+from blackbox_wd.calibration.heads import FittedOn, Head, Stage
+from blackbox_wd.calibration.labelled import LabelledRows, read_labelled, read_settings
 from blackbox_wd.calibration.members import (
     ANSWER_LOGPROB_MEMBERS,
     ANSWER_MEMBERS,
@@ -57,7 +57,7 @@ from blackbox_wd.calibration.members import (
     sentence_verdict,
 )
 from blackbox_wd.calibration.metrics import expected_calibration_error
-from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
+from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import calibration_fingerprint, covered_settings, fingerprint
@@ -67,11 +67,12 @@ from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 # verdict": the mean of its NonFact and Factual AUC-PR); the answer heads' is ``combine.COMBINER``
 SENTENCE_COMBINER = "mean"
 CV = CrossValidation()  # the calibration's: combine.COMBINER, 5 folds, seed 0, target FPR 0.1
-# the claim head's: rule 2 of bench/RESULTS.md, "Claim scores (#47)", the standardised mean of CLAIM_MEMBERS
+# the claim head's: rule 2 of the claim scores' rule (docs/results-notebook.md, "Claim scores"), the standardised
+# mean of CLAIM_MEMBERS
 CLAIM_COMBINER = "mean"
 # members a result may lack, each group at once; the heads that keep the most come first (``head_sets``), so a
 # result with a judged answer but no teacher log-probs is judged by a head with the answer's other members
-OPTIONAL = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
+OPTIONAL_GROUPS = (ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, ("lne",), ("log_eigen_wd_fixed",))
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,9 @@ class Design:
         return self.short if kind in SHORT_KINDS else self.other
 
 
-# #58: phrases read lm-polygraph's LexicalSimilarity ROUGE-1 and ROUGE-L, the answer's ROUGE-L and its disagreement
-# (``PHRASE``); sentences the five peers (``baselines.peers``), the answer's three and its disagreement; the others
-# every member but the peers. Chosen by model left out and tested on the kk sets' records 501-1,400
+# the shipped design: phrases read lm-polygraph's LexicalSimilarity ROUGE-1 and ROUGE-L, the answer's ROUGE-L and its
+# disagreement (``PHRASE``); sentences the five peers (``baselines.peers``), the answer's three and its disagreement;
+# the others every member but the peers. Chosen by model left out and tested on the kk sets' records 501-1,400
 # (bench/RESULTS.md, "Ahead of the peers": the seventeenth rule)
 PHRASE = ("lexsim_rouge1", "lexsim_rougel", "answer_rougel", "answer_disagreement")
 DESIGN = Design(
@@ -111,7 +112,7 @@ class CalibrationFit:
     """A fitted calibration with the cross-validated fits its report is made from."""
 
     calibration: Calibration
-    labelled: Labelled
+    labelled: LabelledRows
     heads: list[HeadFit]  # one per head, in the calibration's order
     sentence: HeadFit | None
     claim: HeadFit | None = None
@@ -119,7 +120,7 @@ class CalibrationFit:
 
 
 def fit_calibration(
-    labelled: Labelled,
+    labelled: LabelledRows,
     settings: Mapping[str, Any],
     *,
     source: str = "",
@@ -133,7 +134,7 @@ def fit_calibration(
 
     Parameters
     ----------
-    labelled : Labelled
+    labelled : LabelledRows
         The rows, from :func:`read_labelled`.
     settings : mapping of str to Any
         The reported settings the rows were scored with (every name of ``COVERED``); the calibration is
@@ -191,7 +192,7 @@ def fit_calibration(
     t = labelled.answers
     short_only = fittable(t, labelled.short_only, cv.folds)
     members = [m for m in MEMBERS if t.rows([m]).all() or m in short_only]
-    optional = (*OPTIONAL, short_only) if short_only else OPTIONAL
+    optional = (*OPTIONAL_GROUPS, short_only) if short_only else OPTIONAL_GROUPS
     sets = member_sets([m for m in members if m in design.other], optional)
     # a short answer's heads over the design's members, when the rows have any (else over the others', as before it)
     by_kind = {
@@ -229,13 +230,11 @@ def fit_calibration(
     )
     stages = fit_stages(labelled, (sets, by_kind), heads, cv, left_out)
     calibration = Calibration(
-        model=applied[0].model,
-        operating_point=applied[0].operating_point,
+        heads=(replace(applied[0], kind=None), *applied[1:]),  # the first judges every kind
         fingerprint=calibration_fingerprint(settings),
         settings=covered_settings(settings),
         fitted_on=fitted_on,
         bbwd_version=__version__,
-        more_heads=tuple(applied[1:]),
         sentence=None if sentence is None else sentence.head,
         claim=None if claim is None else claim.head,
         stages=stages,
@@ -312,7 +311,7 @@ def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[flo
 
 
 def fit_stages(
-    labelled: Labelled,
+    labelled: LabelledRows,
     sets: tuple[Sequence[Sequence[str]], Mapping[str, Sequence[Sequence[str]]]],
     final_fits: Sequence[HeadFit],
     cv: CrossValidation,

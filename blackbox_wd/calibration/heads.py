@@ -1,15 +1,29 @@
-"""A head of a calibration: its combined score z over standardised members, the calibrator that maps z to p, the
-threshold and what it gives (``OperatingPoint``), and a result's ``Verdict``; p moved to a stated base rate
-(``shift_prior``).
+"""The parts of a calibration: a head (its combined score z over standardised members, the calibrator that maps z to
+p, the threshold and what it gives, ``OperatingPoint``), a result's ``Verdict``, p moved to a stated base rate
+(``shift_prior``); the heads of another sample count (``Stage``) and where the heads were fitted (``FittedOn``).
+
+The applied model (fitted by ``calibration.fit``) is
+
+    z = sum_j coef_j * (x_j - mean_j) / scale_j + intercept      x = the head's members (``MEMBERS``)
+    p = calibrator(z)
+    flag = p >= threshold
+
+with z the combined score (scikit-learn's ``StandardScaler`` then ``LogisticRegression``'s ``decision_function``) and
+the calibrator either isotonic (``IsotonicRegression(out_of_bounds="clip")``: linear interpolation between the stored
+points, constant beyond them) or Platt (``p = 1 / (1 + exp(a z + b))``, the sign scikit-learn's sigmoid calibration
+stores). A head's parameters are plain numbers, so applying a calibration needs numpy only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.special import expit
+
+from blackbox_wd.adaptive import Settle
 
 CALIBRATORS = ("isotonic", "platt")
 
@@ -84,19 +98,6 @@ class ScoreModel:
         """Calibrated probability of hallucination of each row of X."""
         return self.calibrator(self.decision(X))
 
-    @classmethod
-    def from_dict(cls, body: dict[str, Any]) -> ScoreModel:
-        """The model from its ``asdict`` form (lists for tuples); KeyError/TypeError when malformed."""
-        cal: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in body["calibrator"].items()}
-        kinds: dict[str, type[Isotonic] | type[Platt]] = {"isotonic": Isotonic, "platt": Platt}
-        kind = kinds.get(str(cal.get("method")))
-        if kind is None:
-            raise TypeError(f"calibrator method {cal.get('method')!r} is not one of {', '.join(CALIBRATORS)}")
-        fields: dict[str, Any] = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in body.items() if k != "calibrator"
-        }
-        return cls(**fields, calibrator=kind(**cal))
-
 
 @dataclass(frozen=True)
 class OperatingPoint:
@@ -130,17 +131,20 @@ class Head:
         """The members the head reads."""
         return self.model.features
 
-    @classmethod
-    def from_dict(cls, body: dict[str, Any]) -> Head:
-        """The head from its ``asdict`` form; KeyError/TypeError when malformed."""
-        return cls(ScoreModel.from_dict(body["model"]), OperatingPoint(**body["operating_point"]), body.get("kind"))
-
     def judge(self, values: np.ndarray, fitted_rate: float | None, base_rate: float | None) -> Verdict:
         """The verdict on the head's member ``values``: p moved from ``fitted_rate`` to ``base_rate`` when both are
         given (``shift_prior``), the flag on the fitted p."""
         fitted = float(self.model.probability(values)[0])
         p = fitted if base_rate is None or fitted_rate is None else shift_prior(fitted, fitted_rate, base_rate)
         return Verdict(p, bool(fitted >= self.operating_point.threshold), self, fitted)
+
+    def judge_known(
+        self, values: Sequence[float | None], fitted_rate: float | None, base_rate: float | None
+    ) -> Verdict | None:
+        """The verdict on the head's member ``values`` (``judge``); None when one of them is missing."""
+        if any(v is None for v in values):
+            return None
+        return self.judge(np.array(values, dtype=float), fitted_rate, base_rate)
 
 
 @dataclass(frozen=True)
@@ -161,3 +165,37 @@ class Verdict:
     def threshold(self) -> float:
         """The head's threshold, on the fitted p."""
         return self.head.operating_point.threshold
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The heads of another sample count than the calibration's own K: fitted on the first ``k`` samples of the
+    calibration's data; they judge runs of ``k`` samples (and of every K up to the next fitted one), and stage ``k``
+    of ``-k auto``. ``settle``, for a stage below the calibration's K: its band (``adaptive.Settle``) for ``-k auto``
+    up to that K: a prompt whose p at this stage is outside it stops here (a stage above K: never, ``Settle()``)."""
+
+    k: int
+    heads: tuple[Head, ...]
+    settle: Settle
+
+
+@dataclass(frozen=True)
+class FittedOn:
+    """Where a calibration was fitted and how it did there (cross-validated)."""
+
+    source: str  # the labelled results file
+    data: dict[str, int]  # prompts per dataset (the rows' ``source``)
+    protocol: dict[str, Any] | str | None  # how the rows were prompted and labelled (``bbwd eval``'s ``protocol``)
+    label: str
+    n: int
+    positives: int
+    base_rate: float
+    folds: int
+    seed: int
+    cv: dict[str, float]  # auroc (combined score), log_loss, brier, ece of the applied model
+    samples: str | None = None  # who drew the rows' samples (bbwd calibrate --samples); stored only when given
+    sentence_base_rate: float | None = None  # with a sentence head: the share of hallucinated sentences it saw
+    sentence_n: int | None = None  # with a sentence head: the sentences it was fitted on
+    claim_base_rate: float | None = None  # with a claim head: the share of unsupported claims it saw
+    claim_n: int | None = None  # with a claim head: the claims it was fitted on (``other`` left out)
+    refit: str | None = None  # a map refitted on a user's labels (``recalibrate``): which, of which calibration

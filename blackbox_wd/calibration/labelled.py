@@ -33,7 +33,7 @@ NONFACT = ("minor_inaccurate", "major_inaccurate")
 
 
 @dataclass
-class Labelled:
+class LabelledRows:
     """The labelled rows of results files: the answer table, the sentence table, and what was read."""
 
     answers: Table
@@ -101,7 +101,7 @@ def row_k(row: dict[str, Any], where: str) -> int:
     return k
 
 
-def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
+def read_labelled(paths: Sequence[Path], label: str = "label") -> LabelledRows:
     """The labelled rows of results files, by sample count (one run per K: ``bbwd eval -k 3``, ``-k 5``, ...); rows
     with an ``error`` or no label are skipped and counted, a K whose rows mix settings fingerprints refused, a row
     without AvgWD or EigenWD > 0 refused by its line, unless it skipped the teacher pass (counted: ``teacherless``).
@@ -175,7 +175,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> Labelled:
             g: list(row.get("sentences") or []) for g, (_, _, row, _) in zip(groups, rows, strict=True)
         }
     answers = tables.pop(main)
-    return Labelled(
+    return LabelledRows(
         answers,
         sentences,
         data,

@@ -1,35 +1,23 @@
-"""A fitted calibration: a result's signals -> probability of hallucination -> flag, stored as plain JSON.
+"""A fitted calibration: a result's signals -> probability of hallucination -> flag.
 
-The applied model (fitted by ``calibration.fit``) is
-
-    z = sum_j coef_j * (x_j - mean_j) / scale_j + intercept      x = the head's members (``MEMBERS``)
-    p = calibrator(z)
-    flag = p >= threshold
-
-with z the combined score (scikit-learn's ``StandardScaler`` then ``LogisticRegression``'s
-``decision_function``) and the calibrator either isotonic (``IsotonicRegression(out_of_bounds=
-"clip")``: linear interpolation between the stored points, constant beyond them) or Platt
-(``p = 1 / (1 + exp(a z + b))``, the sign scikit-learn's sigmoid calibration stores). The JSON holds
-every number needed to compute p, so applying a calibration needs numpy only.
-
-A calibration holds one or more **heads**, each such a model over its own members with its own threshold, most members
-first: a result is judged by the first head whose members it has (a result without a judged answer has no AnswerWD, a
-target without log-probs no LNE; a calibration fitted on passages reads the members defined for short answers only,
-``SHORT_ONLY``, as missing on a passage), and says which members it used. A head may be of one **kind** of answer
-(``KINDS``: a phrase, a sentence or a passage, ``answer_kind``), fitted on that kind's answers alone: a result is
-judged by the heads of its kind first, then by those of every kind (the first head is one of those). The first
-calibrations (format 1) hold one head over [AvgWD, ln EigenWD]; they still load and apply. A **sentence** head, when
-present, gives each sentence of a judged answer its own p and flag from its OT score and its lexical surprise
+A calibration holds one or more **heads**, each a model over its own members with its own threshold (``heads``), most
+members first: a result is judged by the first head whose members it has (a result without a judged answer has no
+AnswerWD, a target without log-probs no LNE; a calibration fitted on passages reads the members defined for short
+answers only, ``SHORT_ONLY``, as missing on a passage), and says which members it used. A head may be of one **kind** of
+answer (``KINDS``: a phrase, a sentence or a passage, ``answer_kind``), fitted on that kind's answers alone: a result is
+judged by the heads of its kind first, then by those of every kind (the first head is one of those). A **sentence**
+head, when present, gives each sentence of a judged answer its own p and flag from its OT score and its lexical surprise
 (``SENTENCE_MEMBERS``), and the answer the member ``sentence_verdict``: the mean of its sentences' z under that head
-(:func:`sentence_verdict`), which only a calibration with a sentence head can read.
+(:func:`sentence_verdict`), which only a calibration with a sentence head can read. The calibration's file, plain JSON
+in format 1 (the first files: one head over [AvgWD, ln EigenWD]) or 2, is ``fileformat``'s.
 
-p holds for the base rate of the data the calibration was fitted on; :func:`shift_prior` moves it to a base
-rate the user states, by Bayes' rule. The flag is set on the fitted p, so its false-positive rate, which
-a change of base rate leaves alone, is the one the calibration was chosen for.
+p holds for the base rate of the data the calibration was fitted on; :func:`shift_prior` moves it to a base rate the
+user states, by Bayes' rule. The flag is set on the fitted p, so its false-positive rate, which a change of base rate
+leaves alone, is the one the calibration was chosen for.
 
-A calibration is valid for the settings that change a prompt's score except the seed (which
-changes which samples are drawn, not their law): ``settings.fingerprint(reported, seed=False)``
-over the run's reported settings. A run with another fingerprint is refused, never scored with it.
+A calibration is valid for the settings that change a prompt's score except the seed (which changes which samples are
+drawn, not their law): ``settings.fingerprint(reported, seed=False)`` over the run's reported settings. A run with
+another fingerprint is refused, never scored with it.
 """
 
 from __future__ import annotations
@@ -37,28 +25,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from blackbox_wd.adaptive import START, Settle
-from blackbox_wd.calibration.heads import Head, Isotonic, OperatingPoint, ScoreModel, Verdict
-from blackbox_wd.calibration.members import (
-    CLAIM_MEMBERS,
-    FEATURES,
-    KINDS,
-    MEMBERS,
-    SENTENCE_MEMBERS,
-    SHORT_ONLY,
-    TEACHER_FREE,
-    answer_kind,
-    member_value,
-    result_field,
-    sentence_verdict,
-)
+from blackbox_wd.adaptive import START
+from blackbox_wd.calibration import fileformat
+from blackbox_wd.calibration.heads import FittedOn, Head, OperatingPoint, ScoreModel, Stage, Verdict
+from blackbox_wd.calibration.members import TEACHER_FREE, answer_kind, member_value, result_field, sentence_verdict
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import (
     MEANING,
@@ -70,66 +47,23 @@ from blackbox_wd.settings import (
     covered_settings,
 )
 
-FORMAT_1 = "bbwd-calibration/1"  # one head over FEATURES; still read, and written for such a calibration
-FORMAT = "bbwd-calibration/2"  # heads over any MEMBERS, and a sentence head
 PACKAGE_CALIBRATIONS = Path(__file__).resolve().parent / "shipped"
-
-
-@dataclass(frozen=True)
-class Stage:
-    """The heads of another sample count than the calibration's own K: fitted on the first ``k`` samples of the
-    calibration's data; they judge runs of ``k`` samples (and of every K up to the next fitted one), and stage ``k``
-    of ``-k auto``. ``settle``, for a stage below the calibration's K: its band (``adaptive.Settle``) for ``-k auto``
-    up to that K: a prompt whose p at this stage is outside it stops here (a stage above K: never, ``Settle()``)."""
-
-    k: int
-    heads: tuple[Head, ...]
-    settle: Settle
-
-    @classmethod
-    def from_dict(cls, body: dict[str, Any]) -> Stage:
-        """The stage from its ``asdict`` form; KeyError/TypeError when malformed."""
-        return cls(int(body["k"]), tuple(Head.from_dict(h) for h in body["heads"]), Settle(**body["settle"]))
-
-
-@dataclass(frozen=True)
-class FittedOn:
-    """Where a calibration was fitted and how it did there (cross-validated)."""
-
-    source: str  # the labelled results file
-    data: dict[str, int]  # prompts per dataset (the rows' ``source``)
-    protocol: str | None
-    label: str
-    n: int
-    positives: int
-    base_rate: float
-    folds: int
-    seed: int
-    cv: dict[str, float]  # auroc (combined score), log_loss, brier, ece of the applied model
-    samples: str | None = None  # who drew the rows' samples (bbwd calibrate --samples); stored only when given
-    sentence_base_rate: float | None = None  # with a sentence head: the share of hallucinated sentences it saw
-    sentence_n: int | None = None  # with a sentence head: the sentences it was fitted on
-    claim_base_rate: float | None = None  # with a claim head: the share of unsupported claims it saw
-    claim_n: int | None = None  # with a claim head: the claims it was fitted on (``other`` left out)
-    refit: str | None = None  # a map refitted on a user's labels (``recalibrate``): which, of which calibration
 
 
 @dataclass(frozen=True)
 class Calibration:
     """A fitted calibration, valid for one settings fingerprint (seed excluded).
 
-    Maps a result's AvgWD and EigenWD to a probability of hallucination and a flag (the module's
-    docstring gives the model); made by :func:`blackbox_wd.calibration.fit.fit_calibration`, stored
-    with :meth:`save` and read with :meth:`load` (the JSON holds every number, so applying needs numpy
-    only). A run whose settings mean something else is refused (:meth:`check`).
+    Maps a result's members to a probability of hallucination and a flag (the module's docstring gives the model);
+    made by :func:`blackbox_wd.calibration.fit.fit_calibration`, stored with :meth:`save` and read with :meth:`load`
+    (``fileformat``: the JSON holds every number, so applying needs numpy only). A run whose settings mean something
+    else is refused (:meth:`check`).
 
     Parameters
     ----------
-    model : ScoreModel
-        Standardisation, logistic-regression coefficients and the calibrator (isotonic or Platt) of the
-        features [AvgWD, ln EigenWD].
-    operating_point : OperatingPoint
-        The threshold on p and its cross-validated FPR, TPR, precision and F1 on the fitting data.
+    heads : tuple of Head
+        Most members first, each a model (standardisation, logistic-regression coefficients, the calibrator) with its
+        threshold and what it gave on the fitting data; the first judges every kind of answer.
     fingerprint : str
         16 hex digits: ``settings.fingerprint(reported, seed=False)`` of the covered settings.
     settings : dict of str to Any
@@ -141,6 +75,12 @@ class Calibration:
         The version of bbwd that fitted it.
     origin : str, default=""
         Where it was loaded from (a path, or "embedded NAME"); not stored, not compared.
+    sentence, claim : Head or None
+        Each sentence's p and flag from SENTENCE_MEMBERS; each claim's from CLAIM_MEMBERS.
+    stages : tuple of Stage
+        The heads at the other fitted K (``ks``), in order of k.
+    short_only : tuple of str
+        Of SHORT_ONLY: the members read as missing on a passage (``is_passage``).
 
     Examples
     --------
@@ -150,29 +90,31 @@ class Calibration:
     True
     """
 
-    model: ScoreModel
-    operating_point: OperatingPoint
+    heads: tuple[Head, ...]
     fingerprint: str
     settings: dict[str, Any]  # the covered settings, readable
     fitted_on: FittedOn
     bbwd_version: str
     origin: str = field(default="", compare=False)  # where it was loaded from; not stored
-    more_heads: tuple[Head, ...] = ()  # after the first (``model``, ``operating_point``), fewer members each
-    sentence: Head | None = None  # each sentence's p and flag from SENTENCE_MEMBERS
-    claim: Head | None = None  # each claim's p and flag from CLAIM_MEMBERS
-    stages: tuple[Stage, ...] = ()  # the heads at the other fitted K (``ks``), in order of k
-    short_only: tuple[str, ...] = ()  # of SHORT_ONLY: members read as missing on a passage (``is_passage``)
+    sentence: Head | None = None
+    claim: Head | None = None
+    stages: tuple[Stage, ...] = ()
+    short_only: tuple[str, ...] = ()
 
     @property
-    def heads(self) -> tuple[Head, ...]:
-        """Every head, most members first: the first (``model``, ``operating_point``), then ``more_heads``."""
-        return (Head(self.model, self.operating_point), *self.more_heads)
+    def name(self) -> str:
+        """The calibration as a message names it: "calibration ORIGIN", else "the calibration"."""
+        return f"calibration {self.origin}" if self.origin else "the calibration"
 
-    def with_heads(self, heads: tuple[Head, ...], **changes: Any) -> Calibration:
-        """The calibration with ``heads`` (most members first) as its own, and the fields ``changes``."""
-        return replace(
-            self, model=heads[0].model, operating_point=heads[0].operating_point, more_heads=heads[1:], **changes
-        )
+    @property
+    def model(self) -> ScoreModel:
+        """The first head's model."""
+        return self.heads[0].model
+
+    @property
+    def operating_point(self) -> OperatingPoint:
+        """The first head's threshold and what it gave."""
+        return self.heads[0].operating_point
 
     @cached_property
     def is_teacher_free(self) -> bool:
@@ -201,10 +143,8 @@ class Calibration:
         stages = tuple(
             replace(s, heads=kept) for s in self.stages if (kept := tuple(h for h in s.heads if _reads_texts_alone(h)))
         )
-        fitted_on = replace(
-            self.fitted_on, sentence_base_rate=None, sentence_n=None, claim_base_rate=None, claim_n=None
-        )
-        return self.with_heads(heads, sentence=None, claim=None, stages=stages, fitted_on=fitted_on)
+        on = replace(self.fitted_on, sentence_base_rate=None, sentence_n=None, claim_base_rate=None, claim_n=None)
+        return replace(self, heads=heads, sentence=None, claim=None, stages=stages, fitted_on=on)
 
     @property
     def k(self) -> int:
@@ -226,9 +166,8 @@ class Calibration:
         """
         lower = [fitted for fitted in self.ks if fitted <= k]
         if not lower:
-            name = f"calibration {self.origin}" if self.origin else "the calibration"
             raise BBWDError(
-                f"{name} has heads for K = {', '.join(map(str, self.ks))}; this run's K = {k} is below them"
+                f"{self.name} has heads for K = {', '.join(map(str, self.ks))}; this run's K = {k} is below them"
             )
         return lower[-1]
 
@@ -238,9 +177,8 @@ class Calibration:
         fitted = self.fitted_k(k)
         if fitted == k:
             return None
-        name = f"calibration {self.origin}" if self.origin else "the calibration"
         return (
-            f"note: {name} has heads for K = {', '.join(map(str, self.ks))}: K = {k} is judged by the heads of "
+            f"note: {self.name} has heads for K = {', '.join(map(str, self.ks))}: K = {k} is judged by the heads of "
             f"K = {fitted}, the nearest lower"
         )
 
@@ -319,12 +257,7 @@ class Calibration:
         if self.sentence is None:
             return [None] * len(sentences)
         head, rate = self.sentence, self.fitted_on.sentence_base_rate
-        out: list[Verdict | None] = []
-        for sentence in sentences:
-            values = [member_value(sentence, m) for m in head.members]
-            known = all(v is not None for v in values)
-            out.append(head.judge(np.array(values, dtype=float), rate, base_rate) if known else None)
-        return out
+        return [head.judge_known([member_value(s, m) for m in head.members], rate, base_rate) for s in sentences]
 
     def claim_verdicts(self, claims: Any, result: Any, base_rate: float | None = None) -> list[Verdict | None]:
         """Each claim's verdict from the claim head, a member read from the claim, else from its ``result`` (the
@@ -347,12 +280,8 @@ class Calibration:
         if self.claim is None:
             return [None] * len(claims)
         head, rate = self.claim, self.fitted_on.claim_base_rate
-        out: list[Verdict | None] = []
-        for claim in claims:
-            values = [member_value(claim, m) if m != "avg_wd" else member_value(result, m) for m in head.members]
-            known = all(v is not None for v in values)
-            out.append(head.judge(np.array(values, dtype=float), rate, base_rate) if known else None)
-        return out
+        read = lambda c, m: member_value(result if m == "avg_wd" else c, m)  # noqa: E731
+        return [head.judge_known([read(c, m) for m in head.members], rate, base_rate) for c in claims]
 
     @cached_property
     def id(self) -> str:
@@ -394,17 +323,16 @@ class Calibration:
         differing = self._differing(reported, SAMPLING)
         if not differing:
             return None
-        name = f"calibration {self.origin}" if self.origin else "the calibration"
         data = ", ".join(f"{k} ({v})" for k, v in self.fitted_on.data.items())
         if self.settings.get("target") == RECORDED:  # no sampling settings to compare: say who drew the samples
             here = ", ".join(f"{k} {json.dumps(v)}" for k, v in differing.items())
             return (
-                f"note: {name} was fitted on recorded samples ({self.fitted_on.samples or 'origin not stated'}; "
+                f"note: {self.name} was fitted on recorded samples ({self.fitted_on.samples or 'origin not stated'}; "
                 f"{data}); this run: {here}: its risk is a probability on that data"
             )
         diffs = "; ".join(self._diffs(reported, SAMPLING))
         return (
-            f"note: {name} was fitted on samples drawn otherwise ({data}; {diffs}): its risk is a probability "
+            f"note: {self.name} was fitted on samples drawn otherwise ({data}; {diffs}): its risk is a probability "
             "on that data"
         )
 
@@ -412,8 +340,7 @@ class Calibration:
         """Raise BBWDError unless the run's settings are those calibrated and its K is at or above a fitted K."""
         why = self.mismatch(reported)
         if why is not None:
-            name = f"calibration {self.origin}" if self.origin else "the calibration"
-            raise BBWDError(f"{name} does not apply to this run: {why}")
+            raise BBWDError(f"{self.name} does not apply to this run: {why}")
         if isinstance(reported.get("k"), int):
             self.fitted_k(min(reported["k"], START) if reported.get("stop") else reported["k"])
 
@@ -438,64 +365,14 @@ class Calibration:
         return out
 
     def to_json(self) -> str:
-        """The calibration as a JSON document (plain numbers and strings; no NaN); format 1 when it has one head
-        over FEATURES and no sentence head, so that such a file keeps its bytes and its id."""
-        body: dict[str, Any] = {"format": FORMAT, **asdict(self)}
-        del body["origin"], body["more_heads"], body["sentence"], body["claim"], body["stages"], body["short_only"]
-        # files without them keep their bytes, and id
-        for name in ("samples", "sentence_base_rate", "sentence_n", "claim_base_rate", "claim_n", "refit"):
-            if body["fitted_on"][name] is None:
-                del body["fitted_on"][name]
-        if (
-            self.more_heads
-            or self.sentence is not None
-            or self.claim is not None
-            or self.stages
-            or self.short_only
-            or self.model.features != FEATURES
-        ):
-            body["more_heads"] = [asdict(h) for h in self.more_heads]
-            body["sentence"] = None if self.sentence is None else asdict(self.sentence)
-            if self.claim is not None:  # files without a claim head keep their bytes, and id
-                body["claim"] = asdict(self.claim)
-            if self.stages:
-                body["stages"] = [asdict(s) for s in self.stages]
-            if self.short_only:
-                body["short_only"] = list(self.short_only)
-        else:
-            body["format"] = FORMAT_1
-        return json.dumps(_without_ranges(body), indent=1, allow_nan=False) + "\n"
+        """The calibration as a JSON document (``fileformat.dump``): format 1 when it has one head over FEATURES and
+        nothing more, so that such a file keeps its bytes and its id."""
+        return fileformat.dump({name: getattr(self, name) for name in fileformat.STORED})
 
     @classmethod
     def from_json(cls, text: str | bytes, origin: str = "") -> Calibration:
-        """Parse and check a calibration written by ``to_json`` (format 1 or 2)."""
-        where = origin or "calibration"
-        try:
-            body = json.loads(text, parse_constant=_no_constant)  # bytes: UTF-8 or a ValueError
-        except ValueError as exc:
-            raise BBWDError(f"{where} is not a calibration file: {exc}") from None
-        if not isinstance(body, dict) or body.get("format") not in (FORMAT_1, FORMAT):
-            raise BBWDError(f"{where} is not a calibration file (field 'format' is not {FORMAT!r} or {FORMAT_1!r})")
-        try:
-            sentence, claim = body.get("sentence"), body.get("claim")
-            cal = cls(
-                model=ScoreModel.from_dict(body["model"]),
-                operating_point=OperatingPoint(**body["operating_point"]),
-                fingerprint=body["fingerprint"],
-                settings=body["settings"],
-                fitted_on=FittedOn(**body["fitted_on"]),
-                bbwd_version=body["bbwd_version"],
-                origin=origin,
-                more_heads=tuple(Head.from_dict(h) for h in body.get("more_heads", [])),
-                sentence=None if sentence is None else Head.from_dict(sentence),
-                claim=None if claim is None else Head.from_dict(claim),
-                stages=tuple(Stage.from_dict(s) for s in body.get("stages", [])),
-                short_only=tuple(body.get("short_only", [])),
-            )
-        except (KeyError, TypeError) as exc:
-            raise BBWDError(f"{where}: missing or unexpected field: {exc}") from None
-        _check(cal, where)
-        return cal
+        """Parse and check a calibration written by ``to_json`` (format 1 or 2; ``fileformat.parse``)."""
+        return cls(**fileformat.parse(text, origin or "calibration"), origin=origin)
 
     def save(self, path: str | Path) -> None:
         """Write ``to_json()`` to ``path``."""
@@ -513,88 +390,3 @@ class Calibration:
 def _reads_texts_alone(head: Head) -> bool:
     """True when every member of ``head`` is read from the texts alone (``TEACHER_FREE``)."""
     return set(head.members) <= set(TEACHER_FREE)
-
-
-LATER_POINT_FIELDS = ("fpr_range", "tpr_range", "fpr_interval", "negatives", "kind")  # of a head, added later
-
-
-def _without_ranges(body: Any) -> Any:
-    """The JSON body without the operating points' fields added later (``LATER_POINT_FIELDS``) that are None, so
-    that a file fitted before they were stored keeps its bytes and its id."""
-    if isinstance(body, dict):
-        return {k: _without_ranges(v) for k, v in body.items() if not (k in LATER_POINT_FIELDS and v is None)}
-    if isinstance(body, (list, tuple)):
-        return [_without_ranges(v) for v in body]
-    return body
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a number in plain JSON")
-
-
-def _check(cal: Calibration, where: str) -> None:
-    """Raise BBWDError naming the first field of a calibration that cannot be right."""
-    rules: list[tuple[str, bool, str]] = []
-    named: list[tuple[str, Head, tuple[str, ...]]] = [("model", Head(cal.model, cal.operating_point), MEMBERS)]
-    named += [(f"more_heads[{n}]", h, MEMBERS) for n, h in enumerate(cal.more_heads)]
-    named += [("sentence", cal.sentence, SENTENCE_MEMBERS)] if cal.sentence is not None else []
-    named += [("claim", cal.claim, CLAIM_MEMBERS)] if cal.claim is not None else []
-    named += [(f"stages[{n}].heads[{m}]", h, MEMBERS) for n, s in enumerate(cal.stages) for m, h in enumerate(s.heads)]
-    rules += [
-        (
-            f"stages[{n}]",
-            bool(s.heads) and 2 <= s.k != cal.settings.get("k") and 0 <= s.settle.below <= s.settle.above <= 1,
-            "heads, 2 <= k and not the calibration's k, 0 <= below <= above <= 1",
-        )
-        for n, s in enumerate(cal.stages)
-    ]
-    rules.append(("stages", len({s.k for s in cal.stages}) == len(cal.stages), "one entry per k"))
-    for where_, head, allowed in named:
-        m = head.model
-        n = len(m.features)
-        unknown = [f for f in m.features if f not in allowed]
-        rules += [
-            (f"{where_}.features", n >= 1 and not unknown, f"members of {list(allowed)} (unknown: {unknown})"),
-            (f"{where_}.mean/scale/coef", len(m.mean) == len(m.scale) == len(m.coef) == n, f"{n} numbers each"),
-            (f"{where_}.scale", all(s > 0 for s in m.scale), "positive"),
-            (
-                f"{where_}.calibrator",
-                not isinstance(m.calibrator, Isotonic)
-                or (
-                    len(m.calibrator.x) == len(m.calibrator.y) >= 1
-                    and list(m.calibrator.x) == sorted(m.calibrator.x)
-                    and all(0 <= v <= 1 for v in m.calibrator.y)
-                ),
-                "isotonic points with x increasing and y in [0, 1]",
-            ),
-            (f"{where_}.operating_point.threshold", 0 <= head.operating_point.threshold <= 1, "in [0, 1]"),
-            (f"{where_}.kind", head.kind is None or head.kind in KINDS, f"one of {list(KINDS)} or absent"),
-        ]
-    rules += [
-        ("short_only", set(cal.short_only) <= set(SHORT_ONLY), f"members of {list(SHORT_ONLY)}"),
-        (
-            "sentence",
-            cal.sentence is not None or all("sentence_verdict" not in h.members for _, h, _ in named),
-            "a head when another head reads sentence_verdict",
-        ),
-        ("fitted_on.base_rate", 0 < cal.fitted_on.base_rate < 1, "in (0, 1)"),
-        (
-            "fitted_on.sentence_base_rate",
-            cal.sentence is None
-            or (cal.fitted_on.sentence_base_rate is not None and 0 < cal.fitted_on.sentence_base_rate < 1),
-            "in (0, 1) with a sentence head",
-        ),
-        (
-            "fitted_on.claim_base_rate",
-            cal.claim is None or (cal.fitted_on.claim_base_rate is not None and 0 < cal.fitted_on.claim_base_rate < 1),
-            "in (0, 1) with a claim head",
-        ),
-        (
-            "fingerprint",
-            cal.fingerprint == calibration_fingerprint(cal.settings),
-            "the fingerprint of its settings (the file was edited?)",
-        ),
-    ]
-    for name, ok, want in rules:
-        if not ok:
-            raise BBWDError(f"{where}: field '{name}' must be {want}")

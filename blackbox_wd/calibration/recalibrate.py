@@ -20,11 +20,11 @@ labelled rows clearly better than the base's heads, it becomes the first head of
 standardised mean under a Platt map fitted on the rows), ahead of the base's heads, mapped by g, for rows without its
 members.
 
-Rows that lack members the base's heads read for rows like them are refused (``check_members``): g would be fitted on
-a head that scored rows never fall to. The refit's out-of-fold log-loss and Brier score (``out_of_fold``, ``FOLDS``
+Rows that lack members the base's heads read for rows like them are refused (``check_labelled_rows``): g would be fitted
+on a head that scored rows never fall to. The refit's out-of-fold log-loss and Brier score (``out_of_fold``, ``FOLDS``
 folds of the rows) are stored in ``FittedOn.cv`` (``log_loss_oof``, ``brier_oof``), with the 95% bootstrap interval of
-its log-loss less that of the labelled base rate out of the same folds (``log_loss_gap_low``, ``log_loss_gap_high``)
-and the labelled AUROC of the verdict with its interval (``auroc``, ``auroc_low``, ``auroc_high``): ``bbwd calibrate``
+its log-loss less that of the labelled base rate out of the same folds (``log_loss_gap_low``, ``log_loss_gap_high``) and
+the labelled AUROC of the verdict with its interval (``auroc``, ``auroc_low``, ``auroc_high``): ``bbwd calibrate``
 refuses a refit that judges worse than the rows' base rate beyond that interval.
 """
 
@@ -40,11 +40,11 @@ from sklearn.metrics import roc_auc_score
 
 from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
-from blackbox_wd.calibration.choose import CANDIDATES, Candidate, Choice, aurocs, choose, rate, resample_counts
+from blackbox_wd.calibration.choose import CANDIDATES, Candidate, MemberChoice, aurocs, choose, rate, resample_counts
 from blackbox_wd.calibration.combine import operating_point, weighted_log_loss
-from blackbox_wd.calibration.heads import Head, Isotonic, OperatingPoint, Platt, ScoreModel
+from blackbox_wd.calibration.heads import FittedOn, Head, Isotonic, OperatingPoint, Platt, ScoreModel, Stage
 from blackbox_wd.calibration.members import ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, KINDS, answer_kind, member_value
-from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
+from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import calibration_fingerprint, covered_settings
 
@@ -55,7 +55,7 @@ FOLDS = 5  # the refit's out-of-fold log-loss and Brier score (``out_of_fold``),
 MIN_SLOPE = 0.01  # a map's slope where the labels show no ranking (``fit_map``): p' within 0.1 in logit of the rate
 # members a scored row may lack and still be judged as bbwd judges it: LNE and the answer's log-prob members (no
 # log-prob pass), the fixed-bandwidth EigenWD (a teacher without a reference bandwidth)
-OPTIONAL = ("lne", "log_eigen_wd_fixed", *ANSWER_LOGPROB_MEMBERS)
+OPTIONAL_MEMBERS = ("lne", "log_eigen_wd_fixed", *ANSWER_LOGPROB_MEMBERS)
 
 
 def fit_map(p: np.ndarray, y: np.ndarray, w: np.ndarray, mode: str) -> tuple[float, float]:
@@ -117,7 +117,7 @@ def row_lacks(base: Calibration, row: Mapping[str, Any], k: int) -> tuple[str, .
     """The members a labelled row lacks that the heads of ``base`` read for a row like it: of the first head (of
     the row's K and kind of answer, as ``Calibration.head_for`` orders them) whose missing members are all ones every
     scored row has, those missing; a row may lack the judged answer's members (it has none), those read as missing
-    on a passage (``short_only``), DSE on a passage (``bbwd eval`` clusters no passages) and ``OPTIONAL``. Empty
+    on a passage (``short_only``), DSE on a passage (``bbwd eval`` clusters no passages) and ``OPTIONAL_MEMBERS``. Empty
     when the row has them all.
 
     A row that lacks such a member is judged by a head that a row scored by bbwd never falls to (the rows of
@@ -130,7 +130,7 @@ def row_lacks(base: Calibration, row: Mapping[str, Any], k: int) -> tuple[str, .
     heads = [h for h in every if h.kind == kind] + [h for h in every if h.kind is None]
     skip = set(base.short_only) if kind == "passage" else set()
     no_answer = set(ANSWER_MEMBERS) if member_value(row, "answer_wd") is None else set()
-    optional = set(OPTIONAL) | skip | no_answer | ({"dse"} if kind == "passage" else set())
+    optional = set(OPTIONAL_MEMBERS) | skip | no_answer | ({"dse"} if kind == "passage" else set())
     for head in heads:
         absent = tuple(m for m in head.members if m in skip or base.member(row, m) is None)
         if not set(absent) & optional:
@@ -138,18 +138,18 @@ def row_lacks(base: Calibration, row: Mapping[str, Any], k: int) -> tuple[str, .
     return ()
 
 
-def check_members(base: Calibration, rows: Sequence[Mapping[str, Any]], k: int) -> None:
+def check_labelled_rows(base: Calibration, rows: Sequence[Mapping[str, Any]], k: int) -> None:
     """Raise BBWDError naming each member the labelled rows lack (``row_lacks``) and how many rows lack it."""
     counts: dict[str, int] = {}
     for row in rows:
         for name in row_lacks(base, row, k):
             counts[name] = counts.get(name, 0) + 1
     if counts:
-        name = f"calibration {base.origin}" if base.origin else "the calibration"
         lack = ", ".join(f"{m} ({n} of {len(rows)} rows)" for m, n in counts.items())
         raise BBWDError(
-            f"the labelled rows lack members the heads of {name} read: {lack}; score the rows with this bbwd (bbwd "
-            "batch --all-scores), give a calibration over what they have with --base FILE, or fit one with --refit full"
+            f"the labelled rows lack members the heads of {base.name} read: {lack}; score the rows with this bbwd "
+            "(bbwd batch --all-scores), give a calibration over what they have with --base FILE, or fit one with "
+            "--refit full"
         )
 
 
@@ -273,10 +273,10 @@ class RefitRows:
 
 @dataclass(frozen=True)
 class Refit:
-    """A refitted calibration and, for ``mode="map"``, what the labels chose (``choose.Choice``)."""
+    """A refitted calibration and, for ``mode="map"``, what the labels chose (``choose.MemberChoice``)."""
 
     calibration: Calibration
-    choice: Choice | None
+    choice: MemberChoice | None
 
 
 def recalibrate(
@@ -320,7 +320,7 @@ def recalibrate(
                 f"{MIN_CLASS} of each class"
             )
     fitted = base.fitted_k(k)
-    check_members(base, rows, k)
+    check_labelled_rows(base, rows, k)
     p = np.array([base.verdict(r, k=k).p_fitted for r in rows])[of]
     a, b = fit_map(p, y, w, mode)
     p_oof = out_of_fold(p, y, w, of, mode)
@@ -343,7 +343,7 @@ def recalibrate(
         else:
             stages = tuple(replace(s, heads=(*first, *s.heads)) if s.k == fitted else s for s in stages)
         p_oof = out_of_fold(head.model.decision(x)[of], y, w, of, "platt")
-    draft = replace(base, model=heads[0].model, more_heads=heads[1:], stages=stages)
+    draft = replace(base, heads=heads, stages=stages)
     p_new = np.array([draft.verdict(r, k=k).p_fitted for r in rows])[of]
     point = replace(operating_point(y, p_new, w, target_fpr), rule="target_fpr_labelled")
     if own:
@@ -389,8 +389,9 @@ def recalibrate(
         claim_n=base.fitted_on.claim_n,
         refit=f"{mode} of {base.origin or 'a calibration'} ({base.id}){chosen}",
     )
-    cal = base.with_heads(
-        heads,
+    cal = replace(
+        base,
+        heads=heads,
         stages=stages,
         fingerprint=calibration_fingerprint(reported),
         settings=covered_settings(reported),

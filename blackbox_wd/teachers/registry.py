@@ -55,7 +55,7 @@ class ModelSpec:
 
     name: str
     source: str
-    kind: str  # a key of files.KINDS: "embedded" (source: a key of EMBEDDED_MODELS) | "hub" | "folder" | "gguf"
+    kind: str  # a key of files.TEACHER_KINDS: "embedded" (source: a key of EMBEDDED_MODELS) | "hub" | "folder" | "gguf"
 
 
 def known_names() -> list[str]:
