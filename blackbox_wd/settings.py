@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from blackbox_wd.adaptive import RULE
-from blackbox_wd.adaptive import stages as adaptive_stages
+from blackbox_wd.adaptive import rounds as adaptive_rounds
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.measure.wd import DEFAULT_ALPHA, P_NORM
 from blackbox_wd.records import SamplingParams
@@ -66,8 +66,8 @@ class Settings:
     k : int, default=10
         Responses sampled per prompt, >= 2; with ``stop``, the most a prompt may draw (``--k-max``).
     stop : str or None, default=None
-        "settle" (``-k auto``): draw in stages of 3, 5, 10, ... samples up to ``k`` and stop once the verdict is
-        settled (``adaptive``; it needs a calibration fitted with stages); None: always K.
+        "settle" (``-k auto``): draw in rounds of 3, 5, 10, ... samples up to ``k`` and stop once the verdict is
+        settled (``adaptive``; it needs a calibration fitted with rounds); None: always K.
     temperature : float, default=0.5
         Sampling temperature, finite and >= 0.
     top_p : float, default=1.0
@@ -163,10 +163,10 @@ class Settings:
         return SamplingParams(self.k, self.temperature, self.top_p, self.max_tokens, self.seed)
 
     @property
-    def stages(self) -> tuple[int, ...]:
-        """The sample counts at which a prompt's verdict is looked at: ``adaptive.stages(k)`` with ``stop``, else
+    def rounds(self) -> tuple[int, ...]:
+        """The sample counts at which a prompt's verdict is looked at: ``adaptive.rounds(k)`` with ``stop``, else
         (k,)."""
-        return adaptive_stages(self.k) if self.stop is not None else (self.k,)
+        return adaptive_rounds(self.k) if self.stop is not None else (self.k,)
 
 
 class TeacherShape(Protocol):

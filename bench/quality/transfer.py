@@ -38,7 +38,7 @@ from bench.verdicts import (
     training_files,
     with_members,
 )
-from blackbox_wd.adaptive import stages
+from blackbox_wd.adaptive import rounds
 from blackbox_wd.calibration.combine import CrossValidation
 from blackbox_wd.calibration.fit import DESIGN, PHRASE, Design, fit_files
 from blackbox_wd.calibration.members import MEMBERS, SHORT_ONLY, TEACHER_FREE, is_passage, member_value
@@ -137,7 +137,7 @@ def best_peer(rows: Sequence[dict[str, Any]]) -> tuple[str, float]:
 
 def auto_replay(cal: Calibration, runs: dict[int, list[dict[str, Any]]], k_max: int) -> dict[str, Any]:
     """``-k auto`` up to ``k_max`` over the rows of each stage's run: where each prompt stops, and its verdict."""
-    ladder = stages(k_max)
+    ladder = rounds(k_max)
     by_id = {k: {r["id"]: r for r in runs[k]} for k in ladder}
     ids = [r["id"] for r in runs[k_max] if all(r["id"] in by_id[k] for k in ladder)]
     drawn, p, flag = [], [], []
@@ -244,9 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lo = min((op.fpr_range or (op.fpr, op.fpr))[0] for op in ops)
                 hi = max((op.fpr_range or (op.fpr, op.fpr))[1] for op in ops)
                 auto = " | | "
-                if args.auto and all(k in runs[name] for k in stages(args.k)):
+                if args.auto and all(k in runs[name] for k in rounds(args.k)):
                     by_k = {
-                        k: [with_members(r, args.strip) for r in labelled_rows(runs[name][k])] for k in stages(args.k)
+                        k: [with_members(r, args.strip) for r in labelled_rows(runs[name][k])] for k in rounds(args.k)
                     }
                     rep = auto_replay(cal, by_k, args.k)
                     same = {r["id"]: f for r, f in zip(rows, flag, strict=True)}

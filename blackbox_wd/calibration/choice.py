@@ -70,12 +70,12 @@ def choose_calibration(
     reported : dict
         The run's reported settings (``ReportedSettings.as_dict``).
     settings : Settings
-        The run's settings (its K, and ``-k auto``'s stages).
+        The run's settings (its K, and ``-k auto``'s rounds).
 
     Returns
     -------
     tuple of (Calibration or None, str or None)
-        The calibration, and its notes joined (fitted on other samples, none ships, a stage below its fitted K,
+        The calibration, and its notes joined (fitted on other samples, none ships, a round below its fitted K,
         ``-k auto`` that cannot settle), None when there is nothing to say.
     """
     chosen: Calibration | None
@@ -90,7 +90,7 @@ def choose_calibration(
     notes = [note]
     if chosen is not None:
         chosen.check(reported)  # a K below every fitted K is refused here, with its reason
-        notes += [chosen.k_note(k) for k in settings.stages]
+        notes += [chosen.k_note(k) for k in settings.rounds]
     if settings.stop is not None and (chosen is None or chosen.k != settings.k):
         why = "no calibration" if chosen is None else f"no stopping band for --k-max {settings.k}"
         how = f"it has bands for --k-max {chosen.k}" if chosen is not None and chosen.stages else ""

@@ -241,7 +241,7 @@ def fit_calibration(
         claim_base_rate=None if claim is None else float(np.mean(labelled.claims.y)),  # type: ignore[union-attr]
         claim_n=None if claim is None else int(labelled.claims.y.size),  # type: ignore[union-attr]
     )
-    stages = fit_stages(labelled, (sets, by_kind), heads, cv, design.heads, left_out)
+    rounds = fit_rounds(labelled, (sets, by_kind), heads, cv, design.heads, left_out)
     calibration = Calibration(
         model=applied[0].model,
         operating_point=applied[0].operating_point,
@@ -252,7 +252,7 @@ def fit_calibration(
         more_heads=tuple(applied[1:]),
         sentence=None if sentence is None else sentence.head,
         claim=None if claim is None else claim.head,
-        stages=stages,
+        stages=rounds,
         short_only=short_only,
     )
     return CalibrationFit(calibration, labelled, heads, sentence, claim, tuple(left_out))
@@ -338,7 +338,7 @@ def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[flo
     )
 
 
-def fit_stages(
+def fit_rounds(
     labelled: Labelled,
     sets: tuple[Sequence[Sequence[str]], Mapping[str, Sequence[Sequence[str]]]],
     final_fits: Sequence[HeadFit],
@@ -349,7 +349,7 @@ def fit_stages(
     """The heads of every other sample count (the same member sets, ``(other, by_kind)`` as in ``fit_heads``, less
     the members no row of it has; fitted on its rows) and, for each below the main K, its ``-k auto`` band
     (``settle.fit_settles`` over each prompt's nested out-of-fold p and flag from the head that judges it, at every
-    stage below K and at K, on the prompts scored at all of them); above K, no band."""
+    round below K and at K, on the prompts scored at all of them); above K, no band."""
     if not labelled.stages:
         return ()
     other, by_kind = sets

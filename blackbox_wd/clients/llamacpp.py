@@ -11,7 +11,7 @@ shared by K sequences; sequence i draws with seed ``base + i``, where ``base`` i
 (seed, messages) as :func:`~blackbox_wd.clients.seeds.sample_seed` does. Requests go one at a
 time, so a prompt's samples do not depend on what else is drawn with it (llama.cpp's kernels
 round differently by batch size, and one rounding flip changes a sample from there on); drawn
-with another K they can differ that way, so ``-k auto`` draws each stage as the same request every time.
+with another K they can differ that way, so ``-k auto`` draws each round as the same request every time.
 A prompt is never read from what another request left in llama.cpp's cache: a prompt whose start another
 prompt left in a slot would be read from that cached start, computed in another batch, and its samples would
 then depend on what the process drew before it (a resumed run drew other samples than a clean one). Yet a

@@ -38,7 +38,7 @@ from blackbox_wd.run.detector import Detector
 from blackbox_wd.run.groups import (
     detector_samples,
     groups,
-    score_group_in_stages,
+    score_group_in_rounds,
     score_records,
     select_records,
     teacher_group,
@@ -363,9 +363,9 @@ class BatchRunner(Runner):
             sets = await task
             if ahead:
                 refill()
-            if self.detector.settings.stop is not None:  # -k auto: draws in stages as it scores
+            if self.detector.settings.stop is not None:  # -k auto: draws in rounds as it scores
                 sampler = self.detector.sampler if self.sample_missing else None
-                results = await score_group_in_stages(self.detector, group, sets, sampler)
+                results = await score_group_in_rounds(self.detector, group, sets, sampler)
             else:
                 results = await asyncio.to_thread(self._score_group, group, sets)
             refill()

@@ -1,6 +1,6 @@
 """A run's wiring: :class:`Detector`, built once by :meth:`Detector.from_settings` (its parts: ``build``), runs
 the stages of :mod:`blackbox_wd.run.stages` for every door: ``score``, ``batch``'s local and Ray engines, ``eval``,
-the server and the Python API; with ``-k auto`` in stages (:mod:`blackbox_wd.run.rounds`).
+the server and the Python API; with ``-k auto`` in rounds (:mod:`blackbox_wd.run.rounds`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from blackbox_wd.records import Messages, Sample, SampleSet, Usage, as_messages
 from blackbox_wd.run import stages as scoring
 from blackbox_wd.run.build import TeacherLoader, build_parts, run_report
 from blackbox_wd.run.result import Result
-from blackbox_wd.run.rounds import sampler_draw, score_in_stages
+from blackbox_wd.run.rounds import sampler_draw, score_in_rounds
 from blackbox_wd.run.stages import PromptStates, lne_logprobs, scoring_failed
 from blackbox_wd.run.texts import texts_or_teacher
 from blackbox_wd.settings import GROUP_SIZE, ReportedSettings, Settings, check_group_size
@@ -332,7 +332,7 @@ class Detector:
         """Sample K responses (unless given), teacher-force them, and score; with ``answer`` (the answer to check)
         also its AnswerWD and its sentences' scores; with ``claims`` (statements about the answer), or with the
         setting ``claims`` "target" the claims the target lists (``decompose``), each claim's score, p and flag;
-        with ``-k auto``, in stages until the verdict is settled (``rounds``). Raises BBWDError when the prompt
+        with ``-k auto``, in rounds until the verdict is settled (``rounds``). Raises BBWDError when the prompt
         cannot be scored.
 
         On recorded samples (``from_settings(..., recorded=True)``) nothing is drawn: the first K ``responses``
@@ -351,12 +351,12 @@ class Detector:
         )
         if self.settings.stop is not None:
             draw = sampler_draw(self.drawing_sampler) if responses is None else None
-            staged = asyncio.run(score_in_stages(self, [(messages, given)], draw))[0]
-            if isinstance(staged, BBWDError):
-                raise staged
-            staged.timings = {"total": time.perf_counter() - t0, **staged.timings}
-            staged.usage.add(listing)
-            return staged
+            adaptive = asyncio.run(score_in_rounds(self, [(messages, given)], draw))[0]
+            if isinstance(adaptive, BBWDError):
+                raise adaptive
+            adaptive.timings = {"total": time.perf_counter() - t0, **adaptive.timings}
+            adaptive.usage.add(listing)
+            return adaptive
         if responses is None:
             drawn = self.drawing_sampler.sample(messages, self.settings.sampling())
             given = replace(drawn, answer=given.answer, claims=given.claims)

@@ -218,7 +218,7 @@ def setting_values(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_k(k: Any, k_max: int | None) -> dict[str, Any]:
-    """``-k N`` (always N samples) or ``-k auto`` (stages up to ``--k-max``) as the Settings fields k and stop."""
+    """``-k N`` (always N samples) or ``-k auto`` (rounds up to ``--k-max``) as the Settings fields k and stop."""
     if str(k).strip().lower() == "auto":
         return {"k": K_MAX if k_max is None else k_max, "stop": RULE}
     if k_max is not None:

@@ -107,11 +107,11 @@ def cost_line(result: Result) -> str:
     each stage's p and whether it settled."""
     s = result.settings
     line = f"cost: {len(result.responses)} of {s['k']} samples, {result.target_tokens} target tokens"
-    if result.stages:
+    if result.rounds:
         looked = ", ".join(
             f"{st['k']}: p {'-' if st['p_hallucination'] is None else format(st['p_hallucination'], '.2f')}"
             f" {'settled' if st['settled'] else 'open'}"
-            for st in result.stages
+            for st in result.rounds
         )
         line += f" (-k auto: {looked})"
     return line

@@ -49,7 +49,7 @@ from blackbox_wd.records import Sample, SampleSet, SamplingParams
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.run.groups import groups
 from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
-from blackbox_wd.run.rounds import score_in_stages
+from blackbox_wd.run.rounds import score_in_rounds
 from blackbox_wd.run.runlog import Emit, Resume, RunLog
 from blackbox_wd.settings import RECORDED, fingerprint
 from blackbox_wd.signals.baselines import Entails, exact_match_entails
@@ -252,8 +252,8 @@ def score_items(
     pairs = [(items[n].messages, sset) for n, sset in ready.items()]
     entails = [entails for entails, _ in judges]
     results: list[Result | BBWDError] = []
-    if pairs and detector.settings.stop is not None:  # every stage of the samples drawn, replayed in order
-        results = loop.run_until_complete(score_in_stages(detector, pairs, judges=entails, every_stage=True))
+    if pairs and detector.settings.stop is not None:  # every round of the samples drawn, replayed in order
+        results = loop.run_until_complete(score_in_rounds(detector, pairs, judges=entails, every_round=True))
     elif pairs:
         results = detector.score_many(pairs, judges=entails)
     out: list[dict[str, Any]] = []
