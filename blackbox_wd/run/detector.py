@@ -261,7 +261,7 @@ class Detector:
         self,
         items: Sequence[tuple[Messages, SampleSet]],
         *,
-        judges: Sequence[Entails | None] | None = None,
+        entails_each: Sequence[Entails | None] | None = None,
         logprobs: bool = False,
         failed: str = "scoring failed",
         cache: Any = None,
@@ -270,9 +270,12 @@ class Detector:
         them, the teacher loaded when first needed); else its result judged from its texts (``texts.texts_or_teacher``),
         or the error its samples would get in the pass. With ``all_scores`` those judged from their texts are forced
         too, in a pass of their own after the first: the first pass holds the same prompts either way, so that their
-        states, and p, are the same to the bit (a pass's batch shapes round its floats). ``judges``: DSE's judge of
-        each (None: equal normalised answers); ``logprobs``, ``failed``, ``cache``: the pass's."""
-        judged: list[Entails | None] = list(judges) if judges is not None else [exact_match_entails] * len(items)
+        states, and p, are the same to the bit (a pass's batch shapes round its floats).
+        ``entails_each``: DSE's entailment check of each (None: equal normalised answers); ``logprobs``, ``failed``,
+        ``cache``: the pass's."""
+        checks: list[Entails | None] = (
+            list(entails_each) if entails_each is not None else [exact_match_entails] * len(items)
+        )
         out: list[PromptStates | Result | BBWDError | None] = list(
             texts_or_teacher(
                 self.teacher,
@@ -281,7 +284,7 @@ class Detector:
                 self.reported.as_dict(),
                 self.calibration,
                 own_ids=self.own_ids,
-                judges=judged,
+                entails_each=checks,
                 verdicts=not self.all_scores,
             )
         )
@@ -295,31 +298,32 @@ class Detector:
         return out  # type: ignore[return-value]  # every None filled by the pass
 
     def outcome(
-        self, ps: PromptStates | Result | BBWDError, *, judge: Entails | None = exact_match_entails
+        self, ps: PromptStates | Result | BBWDError, *, entails: Entails | None = exact_match_entails
     ) -> Result | BBWDError:
         """``stages.score_states`` with errors as values (``stages.score_states_isolated``); a result judged from the
         texts (``forced``) as it is."""
         if isinstance(ps, Result):
             return ps
         return scoring.score_states_isolated(
-            ps, self.settings, self.reported.as_dict(), self.calibration, self.reference_bandwidth, judge=judge
+            ps, self.settings, self.reported.as_dict(), self.calibration, self.reference_bandwidth, entails=entails
         )
 
     def score_many(
-        self, items: list[tuple[Messages, SampleSet]], judges: Sequence[Entails | None] | None = None
+        self, items: list[tuple[Messages, SampleSet]], entails_each: Sequence[Entails | None] | None = None
     ) -> list[Result | BBWDError]:
         """Score several prompts with one shared-prefix teacher pass over all their responses.
 
         A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response),
         or whose part of the pass raised, gets its BBWDError in its slot; the others are scored
         (``score_states``: every signal, and the verdict). With ``lne`` the pass runs the full model where
-        the target gave no log-probs; ``judges`` gives DSE's entailment judge of each prompt, None for no DSE
-        (``judges`` None: equal normalised answers for every prompt). The timings hold ``baselines`` (LNE, LS,
+        the target gave no log-probs; ``entails_each`` gives DSE's entailment check of each prompt, None for no DSE
+        (``entails_each`` None: equal normalised answers for every prompt). The timings hold ``baselines`` (LNE, LS,
         ES, ER) and ``dse`` apart.
         """
-        passed = self.forced(items, judges=judges, logprobs=lne_logprobs(self.lne, [s for _, s in items]))
+        passed = self.forced(items, entails_each=entails_each, logprobs=lne_logprobs(self.lne, [s for _, s in items]))
         return [
-            self.outcome(ps, judge=exact_match_entails if judges is None else judges[n]) for n, ps in enumerate(passed)
+            self.outcome(ps, entails=exact_match_entails if entails_each is None else entails_each[n])
+            for n, ps in enumerate(passed)
         ]
 
     def score(

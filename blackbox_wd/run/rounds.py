@@ -44,14 +44,14 @@ class Wiring(Protocol):
         self,
         items: Sequence[tuple[Messages, SampleSet]],
         *,
-        judges: Sequence[Entails | None] | None = None,
+        entails_each: Sequence[Entails | None] | None = None,
         cache: Any = None,
     ) -> list[Any]: ...
 
-    def outcome(self, ps: Any, *, judge: Entails | None = ...) -> Any: ...
+    def outcome(self, ps: Any, *, entails: Entails | None = ...) -> Any: ...
 
 
-# Scores prompts' samples as they are, each with its DSE judge: the teacher pass, OT, scores and verdict.
+# Scores prompts' samples as they are, each with its DSE entailment check: the teacher pass, OT, scores and verdict.
 Score = Callable[[list[tuple[Messages, SampleSet]], list[Entails | None]], Awaitable[list[Result | BBWDError]]]
 
 
@@ -70,12 +70,16 @@ def detector_score(detector: Wiring, kept: KeptStates) -> Score:
     the teacher (states kept in ``kept``; ``Detector.forced``), then each prompt's outcome, both off the event
     loop."""
 
-    async def score(items: list[tuple[Messages, SampleSet]], judges: list[Entails | None]) -> list[Result | BBWDError]:
+    async def score(
+        items: list[tuple[Messages, SampleSet]], entails_each: list[Entails | None]
+    ) -> list[Result | BBWDError]:
         loop = asyncio.get_running_loop()
-        passed = await loop.run_in_executor(None, partial(detector.forced, items, judges=judges, cache=kept))
+        passed = await loop.run_in_executor(
+            None, partial(detector.forced, items, entails_each=entails_each, cache=kept)
+        )
         return [
-            await loop.run_in_executor(None, partial(detector.outcome, ps, judge=judge))
-            for ps, judge in zip(passed, judges, strict=True)
+            await loop.run_in_executor(None, partial(detector.outcome, ps, entails=entails))
+            for ps, entails in zip(passed, entails_each, strict=True)
         ]
 
     return score
@@ -152,7 +156,7 @@ async def score_in_rounds(
     items: Sequence[tuple[Messages, SampleSet]],
     draw: Draw | None = None,
     *,
-    judges: Sequence[Entails | None] | None = None,
+    entails_each: Sequence[Entails | None] | None = None,
     every_round: bool = False,
     drawn: Sequence[int] | None = None,
     score: Score | None = None,
@@ -168,8 +172,8 @@ async def score_in_rounds(
     draw : Draw or None
         Draws more samples for a prompt short of a round's k; None: nothing is drawn (a prompt short of a round
         is scored on what it has, at its last round).
-    judges : sequence of Entails or None, optional
-        DSE's judge of each prompt (None: equal normalised answers).
+    entails_each : sequence of Entails or None, optional
+        DSE's entailment check of each prompt (None: equal normalised answers).
     every_round : bool, default=False
         Score every round of every prompt (``bbwd eval``): the result is the last round's, its ``rounds`` say
         where the rule stopped.
@@ -212,7 +216,7 @@ async def score_in_rounds(
                 pools[n].seconds += got.seconds
         ready = [n for n in open_ if final[n] is None]
         sets = [(items[n][0], first_k(pools[n], k)) for n in ready]
-        scored = await score(sets, [exact_match_entails if judges is None else judges[n] for n in ready])
+        scored = await score(sets, [exact_match_entails if entails_each is None else entails_each[n] for n in ready])
         for n, res in zip(ready, scored, strict=True):
             if isinstance(res, BBWDError):
                 final[n] = res

@@ -217,14 +217,14 @@ def score_states_isolated(
     calibration: Calibration | None = None,
     fixed_bandwidth: float | None = None,
     *,
-    judge: Entails | None = exact_match_entails,
+    entails: Entails | None = exact_match_entails,
 ) -> Result | BBWDError:
     """:func:`score_states` with errors as values: a BBWDError (the pass's, or scores the calibration cannot map) as
     it is, another exception as ``scoring failed: ...``, so that the other prompts keep their results."""
     if isinstance(ps, BBWDError):
         return ps
     try:
-        return score_states(ps, settings, reported, calibration, fixed_bandwidth, judge=judge)
+        return score_states(ps, settings, reported, calibration, fixed_bandwidth, entails=entails)
     except BBWDError as exc:  # e.g. scores the calibration cannot map
         return exc
     except Exception as exc:  # noqa: BLE001 - this prompt's error; the others keep their results
@@ -262,12 +262,12 @@ def score_states(
     calibration: Calibration | None = None,
     fixed_bandwidth: float | None = None,
     *,
-    judge: Entails | None = exact_match_entails,
+    entails: Entails | None = exact_match_entails,
 ) -> Result:
     """Every signal of one prompt's token states, and with a calibration its verdict.
 
     D, AvgWD, EigenWD (the paper's per-prompt bandwidth) and EigenWD with the teacher's fixed bandwidth (when it
-    has one); the baselines LS, ES, ER, DSE (with ``judge``, by default equal normalised answers) and LNE (from
+    has one); the baselines LS, ES, ER, DSE (with ``entails``, by default equal normalised answers) and LNE (from
     the target's log-probs, else from the teacher's when the pass computed them: ``Detector.lne``), timed apart;
     with a judged answer its AnswerWD, its sentences' OT scores and lexical surprises, and their means.
 
@@ -284,8 +284,8 @@ def score_states(
         own (with a sentence head); scores it cannot map raise BBWDError.
     fixed_bandwidth : float or None
         The teacher's reference EigenWD bandwidth (``Detector.reference_bandwidth``), or None.
-    judge : Entails or None
-        DSE's entailment judge; None: no DSE.
+    entails : Entails or None
+        DSE's entailment check; None: no DSE.
 
     Returns
     -------
@@ -343,9 +343,9 @@ def score_states(
     )
     result.lne_source = "target" if target else "teacher" if teacher else None
     timings["baselines"] = time.perf_counter() - t1
-    if judge is not None:
+    if entails is not None:
         t2 = time.perf_counter()
-        result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
+        result.baselines["dse"] = discrete_semantic_entropy(result.responses, entails)
         timings["dse"] = time.perf_counter() - t2
     if calibration is not None:
         judge_result(result, calibration, settings.base_rate, k_max=settings.k if settings.stop is not None else None)

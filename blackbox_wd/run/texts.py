@@ -180,7 +180,7 @@ def texts_or_teacher(
     calibration: Calibration | None,
     *,
     own_ids: bool,
-    judges: list[Entails | None],
+    entails_each: list[Entails | None],
     verdicts: bool = True,
 ) -> list[Result | BBWDError | None]:
     """Each prompt's verdict from its texts where it reads no teacher member (:func:`reads_teacher`), its error
@@ -198,8 +198,9 @@ def texts_or_teacher(
         The run's.
     own_ids : bool
         The samples' own token ids count (``Detector.own_ids``).
-    judges : list of Entails or None
-        DSE's judge of each prompt (a judge gives DSE a value: there for the decision, computed only for a verdict).
+    entails_each : list of Entails or None
+        DSE's entailment check of each prompt (a check gives DSE a value: there for the decision, computed only for
+        a verdict).
     verdicts : bool
         Give those judged from their texts their DSE and verdict; False: only decide (``Detector.all_scores`` forces
         them after the others), their Result without.
@@ -211,20 +212,20 @@ def texts_or_teacher(
     """
     out: list[Result | BBWDError | None] = []
     k_max = settings.k if settings.stop is not None else None
-    for (messages, sample_set), judge in zip(items, judges, strict=True):
+    for (messages, sample_set), entails in zip(items, entails_each, strict=True):
         if calibration is None:
             out.append(None)
             continue
         try:
             result, forced_answer = text_result(teacher, messages, sample_set, settings, reported, own_ids=own_ids)
-            dse = {"dse": 0.0} if judge is not None else {}  # a judge's DSE is a number: there, whatever its value
+            dse = {"dse": 0.0} if entails is not None else {}  # a check's DSE is a number: there, whatever its value
             decided = replace(result, baselines={**result.baselines, **dse})
             if reads_teacher(calibration, decided, forced_answer, text_members(sample_set)):
                 out.append(None)
                 continue
-            if verdicts and judge is not None:
+            if verdicts and entails is not None:
                 t0 = time.perf_counter()
-                result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
+                result.baselines["dse"] = discrete_semantic_entropy(result.responses, entails)
                 result.timings["dse"] = time.perf_counter() - t0
             if verdicts:
                 judge_result(result, calibration, settings.base_rate, k_max=k_max)

@@ -180,7 +180,9 @@ class Service:
         if self.detector.settings.stop is None:
             return await self.batcher.score(messages, samples)
 
-        async def batched(items: list[tuple[Messages, SampleSet]], _judges: list[Any]) -> list[Result | BBWDError]:
+        async def batched(
+            items: list[tuple[Messages, SampleSet]], _entails_each: list[Any]
+        ) -> list[Result | BBWDError]:
             out: list[Result | BBWDError] = []
             for m, s in items:
                 try:
