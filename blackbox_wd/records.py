@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from blackbox_wd.errors import BBWDError
 
 Messages = list[dict[str, str]]
+# A JSON object as ``json.loads`` gives it and ``json.dumps`` writes it (a row, a request's body, settings as
+# reported), and one only read
+JSONObject = dict[str, Any]
+JSONView = Mapping[str, Any]
 
 # continuous labels of a passage in [0, 1], higher = more hallucination: WikiBio's human score (mean of 0 / 0.5 / 1
 # over its sentences), the long-form sets' share of unsupported claims

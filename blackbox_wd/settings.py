@@ -5,16 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 from urllib.parse import urlsplit, urlunsplit
 
 from blackbox_wd.adaptive import RULE
 from blackbox_wd.adaptive import rounds as adaptive_rounds
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.measure.wd import DEFAULT_ALPHA, P_NORM
-from blackbox_wd.records import SamplingParams
+from blackbox_wd.records import JSONView, SamplingParams
 from blackbox_wd.teachers.registry import EMBEDDED, default_norm
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -283,18 +282,18 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: object) -> TypeGuard[int]:
     """An int (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_k(k: Any) -> None:
+def check_k(k: object) -> None:
     """Raise BBWDError unless K is an integer >= 2: a distance needs two responses."""
     if not _whole(k) or k < 2:
         raise BBWDError(f"k must be at least 2 (got {k}): a distance needs two responses")
 
 
-def check_group_size(group_size: Any) -> None:
+def check_group_size(group_size: object) -> None:
     """Raise BBWDError unless the group size is an integer >= 1."""
     if not _whole(group_size) or group_size < 1:
         raise BBWDError(f"group_size must be an integer >= 1 (got {group_size})")
@@ -325,7 +324,7 @@ def check_settings(s: Settings) -> None:
             raise BBWDError(f"{name} must be {want} (got {getattr(s, name)})")
 
 
-def fingerprint(reported: Mapping[str, Any], *, seed: bool = True) -> str:
+def fingerprint(reported: JSONView, *, seed: bool = True) -> str:
     """16 hex digits of sha256 over the SCORE_FIELDS of a run's reported settings.
 
     Batch and eval resume, calibration files and served responses all compare this value; a
@@ -355,7 +354,7 @@ assert sorted(MEANING + SAMPLING) == sorted(COVERED)
 TEACHER_SIDE = tuple(name for name in MEANING if name not in PER_K)
 
 
-def covered_settings(reported: Mapping[str, Any]) -> dict[str, Any]:
+def covered_settings(reported: JSONView) -> dict[str, Any]:
     """The settings of a run (``Detector.reported_settings()``) that a calibration must match; a setting added
     later (``settings.LATER_FIELDS``) that they lack has the value that gives the behaviour from before it."""
     out = {name: reported.get(name) for name in COVERED}
@@ -365,6 +364,6 @@ def covered_settings(reported: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def calibration_fingerprint(reported: Mapping[str, Any]) -> str:
+def calibration_fingerprint(reported: JSONView) -> str:
     """``fingerprint(reported, seed=False)`` over the covered settings (no prompt protocol)."""
     return fingerprint(covered_settings(reported), seed=False)

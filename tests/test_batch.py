@@ -224,7 +224,7 @@ def test_read_done_cuts_a_torn_tail_of_bbwd_rows_only(tmp_path):
     row = {"id": 1, "line": 1, "error": None, "fingerprint": "f" * 16, "input_hash": "0" * 16}
     f = tmp_path / "o.jsonl"
     f.write_text(json.dumps(row) + "\n" + json.dumps({**row, "line": 2}) + "\n" + '{"id": 3, "li')
-    assert [r["line"] for r in read_done(f)] == [1, 2]
+    assert [r.line for r in read_done(f)] == [1, 2]
     assert f.read_text().count("\n") == 2 and f.read_text().endswith("}\n")
     assert read_done(tmp_path / "missing.jsonl") == []
 

@@ -106,7 +106,7 @@ def test_settings_and_teachers_stand_alone():
 # never from its own floor's other folders nor from a floor above. The bottom floor's plain modules are shared by
 # every floor and may import one another.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("errors", "checks", "records", "paths", "cpus", "adaptive"),  # plain data and rules
+    ("errors", "checks", "records", "paths", "cpus", "adaptive", "scored_row"),  # plain data and rules
     ("teachers", "measure"),  # the teacher pass; W2 distances to scores
     ("settings",),  # its defaults are the teachers' and the measure's
     ("clients",),  # the samplers

@@ -60,6 +60,7 @@ from blackbox_wd.calibration.metrics import expected_calibration_error
 from blackbox_wd.calibration.model import Calibration, FittedOn, Stage
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.records import JSONObject, JSONView
 from blackbox_wd.settings import calibration_fingerprint, covered_settings, fingerprint
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
@@ -134,7 +135,7 @@ class CalibrationFit:
 
 def fit_calibration(
     labelled: Labelled,
-    settings: Mapping[str, Any],
+    settings: JSONView,
     *,
     source: str = "",
     label: str = "label",
@@ -317,7 +318,7 @@ def fit_heads(
     return general + pooled + [h for h in of_kinds if h is not None]
 
 
-def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, Any]) -> Table:
+def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, list[JSONObject]]) -> Table:
     """The table with the member ``sentence_verdict`` of each row's answer, from its sentences under the sentence
     ``head`` (NaN where it has none)."""
     by_prompt = {g: sentence_verdict(head, x) for g, x in sentences.items()}

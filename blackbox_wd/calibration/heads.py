@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
+from blackbox_wd.records import JSONView
+
 CALIBRATORS = ("isotonic", "platt")
 
 
@@ -85,7 +87,7 @@ class ScoreModel:
         return self.calibrator(self.decision(X))
 
     @classmethod
-    def from_dict(cls, body: dict[str, Any]) -> ScoreModel:
+    def from_dict(cls, body: JSONView) -> ScoreModel:
         """The model from its ``asdict`` form (lists for tuples); KeyError/TypeError when malformed."""
         cal: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in body["calibrator"].items()}
         kinds: dict[str, type[Isotonic] | type[Platt]] = {"isotonic": Isotonic, "platt": Platt}
@@ -131,7 +133,7 @@ class Head:
         return self.model.features
 
     @classmethod
-    def from_dict(cls, body: dict[str, Any]) -> Head:
+    def from_dict(cls, body: JSONView) -> Head:
         """The head from its ``asdict`` form; KeyError/TypeError when malformed."""
         return cls(ScoreModel.from_dict(body["model"]), OperatingPoint(**body["operating_point"]), body.get("kind"))
 

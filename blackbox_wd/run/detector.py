@@ -29,7 +29,7 @@ from blackbox_wd.signals.decompose import decompose
 from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.registry import reference_bandwidth
-from blackbox_wd.teachers.statecache import StateCache
+from blackbox_wd.teachers.statecache import StateCache, StateStore
 
 if TYPE_CHECKING:
     from blackbox_wd.clients.api import APIOptions
@@ -234,7 +234,7 @@ class Detector:
         *,
         logprobs: bool = False,
         failed: str = "scoring failed",
-        cache: Any = None,
+        cache: StateStore | None = None,
     ) -> list[PromptStates | BBWDError]:
         """One shared-prefix teacher pass over the items (``teacher_pass_isolated``); an exception of the pass
         becomes the error ``failed: ...`` of the item that raised it. ``cache``: where forced states are kept
@@ -264,7 +264,7 @@ class Detector:
         entails_each: Sequence[Entails | None] | None = None,
         logprobs: bool = False,
         failed: str = "scoring failed",
-        cache: Any = None,
+        cache: StateStore | None = None,
     ) -> list[PromptStates | Result | BBWDError]:
         """Each item's token states where its verdict reads the teacher (one shared-prefix :meth:`teacher_pass` over
         them, the teacher loaded when first needed); else its result judged from its texts (``texts.texts_or_teacher``),

@@ -27,8 +27,10 @@ from blackbox_wd.clients.sampling import Draw, Sampler, draw_group
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, SampleSet, SamplingParams, TokenStates
 from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
+from blackbox_wd.run.stages import PromptStates
 from blackbox_wd.settings import Settings
 from blackbox_wd.signals.baselines import Entails, exact_match_entails
+from blackbox_wd.teachers.statecache import StateStore
 
 
 class Wiring(Protocol):
@@ -38,17 +40,19 @@ class Wiring(Protocol):
     def settings(self) -> Settings: ...
 
     @property
-    def cache(self) -> Any: ...
+    def cache(self) -> StateStore | None: ...
 
     def forced(
         self,
         items: Sequence[tuple[Messages, SampleSet]],
         *,
         entails_each: Sequence[Entails | None] | None = None,
-        cache: Any = None,
-    ) -> list[Any]: ...
+        cache: StateStore | None = None,
+    ) -> list[PromptStates | Result | BBWDError]: ...
 
-    def outcome(self, ps: Any, *, entails: Entails | None = ...) -> Any: ...
+    def outcome(
+        self, ps: PromptStates | Result | BBWDError, *, entails: Entails | None = ...
+    ) -> Result | BBWDError: ...
 
 
 # Scores prompts' samples as they are, each with its DSE entailment check: the teacher pass, OT, scores and verdict.
@@ -88,7 +92,7 @@ def detector_score(detector: Wiring, kept: KeptStates) -> Score:
 class KeptStates:
     """The token states forced at earlier rounds, in memory (before an optional disk ``StateCache``)."""
 
-    def __init__(self, inner: Any = None) -> None:
+    def __init__(self, inner: StateStore | None = None) -> None:
         self.inner = inner
         self.kept: dict[tuple[tuple[int, ...], tuple[int, ...], bool], TokenStates] = {}
 

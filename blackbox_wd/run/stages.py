@@ -20,7 +20,7 @@ from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.measure.sentences import SentenceScore, score_sentences
 from blackbox_wd.measure.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs
 from blackbox_wd.measure.wd import answer_nll, answer_wd, avg_wd, eigen_wd, median_bandwidth, sentence_wd, unit_states
-from blackbox_wd.records import Messages, Sample, SampleSet, TokenStates
+from blackbox_wd.records import JSONObject, Messages, Sample, SampleSet, TokenStates
 from blackbox_wd.run.result import Result
 from blackbox_wd.settings import Settings
 from blackbox_wd.signals.answers.text import answer_disagreement
@@ -29,7 +29,7 @@ from blackbox_wd.signals.claims import score_claims
 from blackbox_wd.signals.lexical import answer_unigram, unigram_surprise
 from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.forcing import HFTeacher
-from blackbox_wd.teachers.statecache import StateCache
+from blackbox_wd.teachers.statecache import StateStore
 
 
 def token_floor(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> int:
@@ -109,7 +109,7 @@ def teacher_pass(
     *,
     logprobs: bool = False,
     own_ids: bool = False,
-    cache: StateCache | None = None,
+    cache: StateStore | None = None,
 ) -> list[PromptStates | BBWDError]:
     """Teacher-force several prompts' samples in one shared-prefix pass; an unusable prompt gets its BBWDError.
 
@@ -194,7 +194,7 @@ def teacher_pass_isolated(
     own_ids: bool,
     failed: Callable[[Exception], BBWDError],
     logprobs: bool = False,
-    cache: StateCache | None = None,
+    cache: StateStore | None = None,
 ) -> list[PromptStates | BBWDError]:
     """``teacher_pass`` over all items; if the shared pass raises, each item alone, so that an unexpected
     exception becomes ``failed(exc)`` in the slot of the item that raised it and the others keep their states."""
@@ -213,7 +213,7 @@ def teacher_pass_isolated(
 def score_states_isolated(
     ps: PromptStates | BBWDError,
     settings: Settings,
-    reported: dict[str, Any],
+    reported: JSONObject,
     calibration: Calibration | None = None,
     fixed_bandwidth: float | None = None,
     *,
@@ -258,7 +258,7 @@ def transported(states: np.ndarray, norm: str) -> np.ndarray:
 def score_states(
     ps: PromptStates,
     settings: Settings,
-    reported: dict[str, Any],
+    reported: JSONObject,
     calibration: Calibration | None = None,
     fixed_bandwidth: float | None = None,
     *,

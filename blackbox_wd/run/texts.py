@@ -12,7 +12,6 @@ with and without the teacher pass (``Detector.all_scores``), and the fields only
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +20,7 @@ import numpy as np
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.members import ANSWER_MEMBERS, MEMBERS, SENTENCE_MEMBERS, member_value, result_field
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.records import Messages, SampleSet
+from blackbox_wd.records import JSONObject, JSONView, Messages, SampleSet
 from blackbox_wd.run.result import Result
 from blackbox_wd.run.stages import item_pairs, judge_result, scoring_failed, target_logprobs
 from blackbox_wd.settings import Settings
@@ -43,7 +42,7 @@ def text_members(sample_set: SampleSet) -> frozenset[str]:
     return TEXT_MEMBERS | {"lne"} if target_logprobs(sample_set) else TEXT_MEMBERS
 
 
-def stand_in(result: Any, forced_answer: bool, readable: frozenset[str]) -> dict[str, Any]:
+def stand_in(result: Result | JSONView, forced_answer: bool, readable: frozenset[str]) -> dict[str, Any]:
     """A row of the members of a result (or a row) as the calibration reads them (``members.member_value``), with 1.0
     for every member outside ``readable``: one the teacher's run may give (an answer's only with an answer it can
     force)."""
@@ -60,7 +59,9 @@ def stand_in(result: Any, forced_answer: bool, readable: frozenset[str]) -> dict
     return row
 
 
-def reads_teacher(calibration: Calibration | None, result: Any, forced_answer: bool, readable: frozenset[str]) -> bool:
+def reads_teacher(
+    calibration: Calibration | None, result: Result | JSONView, forced_answer: bool, readable: frozenset[str]
+) -> bool:
     """True when the prompt's verdict may read a member only the teacher gives, so that it must be forced.
 
     Parameters
@@ -90,7 +91,7 @@ def reads_teacher(calibration: Calibration | None, result: Any, forced_answer: b
     return not set(head.members) <= readable
 
 
-def row_reads_teacher(calibration: Calibration, row: Mapping[str, Any]) -> bool:
+def row_reads_teacher(calibration: Calibration, row: JSONView) -> bool:
     """True when a row that skipped the teacher pass (``avg_wd`` null) would be forced under ``calibration``: its
     verdict there may read a teacher member (:func:`reads_teacher`), which the row has not.
 
@@ -117,7 +118,7 @@ def text_result(
     messages: Messages,
     sample_set: SampleSet,
     settings: Settings,
-    reported: dict[str, Any],
+    reported: JSONObject,
     *,
     own_ids: bool = False,
 ) -> tuple[Result, bool]:
@@ -176,7 +177,7 @@ def texts_or_teacher(
     teacher: HFTeacher | TeacherCard,
     items: list[tuple[Messages, SampleSet]],
     settings: Settings,
-    reported: dict[str, Any],
+    reported: JSONObject,
     calibration: Calibration | None,
     *,
     own_ids: bool,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,6 +19,7 @@ from blackbox_wd.doors.cli.app import (
     setting_values,
     with_settings,
 )
+from blackbox_wd.records import JSONObject
 
 
 @app.command("eval")
@@ -94,7 +95,7 @@ def eval_command(
     calibration: CalibrationFile = None,
     verdict: Verdict = True,
     samples_from: SamplesFrom = None,
-    options: dict[str, Any] | None = None,
+    options: JSONObject | None = None,
 ) -> None:
     """Score a dataset with AvgWD, EigenWD and the baselines; write results.jsonl, summary.md and plots."""
     from blackbox_wd.doors.eval.main import EvalOptions, execute, plan  # torch and transformers: as score's
