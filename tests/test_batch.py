@@ -215,7 +215,7 @@ def test_parse_line_keeps_ids_and_labels():
     ids=["nan", "infinity", "minus-infinity", "empty-content", "blank-system", "empty-prompt", "deep-nesting"],
 )
 def test_non_json_constants_empty_content_and_deep_nesting_are_whole_one_line_errors(line, error):
-    """#25 item 7: NaN/Infinity anywhere is not JSON (as the README says), empty message content is refused as an
+    """NaN/Infinity anywhere is not JSON (as the README says), empty message content is refused as an
     empty prompt is, and the deep-nesting error is printed whole."""
     assert parse_line(line, 4).error == error
 

@@ -177,8 +177,8 @@ def test_no_module_is_long():
     assert long == set(), {name: lengths[name] for name in long}
 
 
-# imports inside functions, package-wide: each keeps a heavy library off `bbwd --help` (#24), or off a run that does
-# not use it (#71: POT, with the scikit-learn it imports, where a simplex runs; the OpenAI client for a local target;
+# imports inside functions, package-wide: each keeps a heavy library off `bbwd --help`, or off a run that does
+# not use it (POT, with the scikit-learn it imports, where a simplex runs; the OpenAI client for a local target;
 # each local sampler's library where the other draws)
 MAX_INNER_IMPORTS = 17
 MAX_PARAMETERS = 8  # of a function; at most MAX_WIDE functions outside the CLI commands take more

@@ -1,5 +1,5 @@
-"""`bbwd --help` and argument errors start fast: the CLI imports no model, OT, NLP or plotting library (#24); and
-a run imports what it uses, when it uses it (#71): `bbwd score` on the embedded default loads no OpenAI client, no
+"""`bbwd --help` and argument errors start fast: the CLI imports no model, OT, NLP or plotting library; and
+a run imports what it uses, when it uses it: `bbwd score` on the embedded default loads no OpenAI client, no
 math-verify, no transformers sampler, and POT (with the scikit-learn it pulls in) only when the first simplex runs.
 
 Each check runs in a new interpreter, since this one has long imported them all.

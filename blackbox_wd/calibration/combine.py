@@ -121,7 +121,7 @@ def group_folds(y: np.ndarray, groups: np.ndarray, folds: int, seed: int) -> lis
 
     The split is remembered for its inputs (``_FOLDS``): a calibration's heads split the same rows again and again
     (each head's folds, its nested folds, each data set left out), and scikit-learn's greedy assignment of the groups
-    is most of a fit's time on thousands of prompts (bench/RESULTS.md, #53)."""
+    is most of a fit's time on thousands of prompts (bench/RESULTS.md)."""
     key = hashlib.blake2b(b"".join([np.asarray(y).tobytes(), np.asarray(groups).astype(str).tobytes()]), digest_size=16)
     memo = (key.hexdigest(), y.size, folds, seed)
     if memo not in _FOLDS:
