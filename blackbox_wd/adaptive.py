@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-RULE = "settle"  # the one stopping rule (``Settings.stop``)
+RULE: Literal["settle"] = "settle"  # the one stopping rule (``Settings.stop``)
 START = 3  # samples of the first round
 DELTA = 0.05  # of the prompts a round stops, the share whose flag may differ at k_max
 

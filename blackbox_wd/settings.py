@@ -6,7 +6,7 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Literal, Protocol, TypeGuard, get_args
 from urllib.parse import urlsplit, urlunsplit
 
 from blackbox_wd.adaptive import RULE
@@ -16,10 +16,16 @@ from blackbox_wd.measure.wd import DEFAULT_ALPHA, P_NORM
 from blackbox_wd.records import JSONView, SamplingParams
 from blackbox_wd.teachers.registry import EMBEDDED, default_norm
 
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-NORMS = ("auto", "none", "unit")  # the teacher's own, token states as the layer gives them, or each of unit length
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+# the teacher's own norm, token states as the layer gives them, or each of unit length
+Norm = Literal["auto", "none", "unit"]
+Stop = Literal["settle"]  # ``-k auto``'s rule (``adaptive.RULE``)
+ClaimsFrom = Literal["target"]  # who lists a judged answer's claims (``CLAIMS_FROM_TARGET``)
+DTYPES: tuple[Dtype, ...] = get_args(Dtype)
+NORMS: tuple[Norm, ...] = get_args(Norm)
 RECORDED = "recorded"  # the reported target of samples that came with the data
-CLAIMS_FROM_TARGET = "target"  # ``Settings.claims``: the target lists each judged answer's claims (``decompose``)
+# ``Settings.claims``: the target lists each judged answer's claims (``decompose``)
+CLAIMS_FROM_TARGET: ClaimsFrom = "target"
 GROUP_SIZE = 8  # records drawn together and teacher-forced in one shared-prefix pass (batch, eval, Ray)
 
 # What changes the score of a given prompt; ``fingerprint`` hashes exactly these (as run: the
@@ -123,7 +129,7 @@ class Settings:
     teacher: str = EMBEDDED
     target: str | None = None  # None: white-box, sample from the teacher itself
     k: int = 10
-    stop: str | None = None  # "settle": -k auto, up to k samples
+    stop: Stop | None = None  # "settle": -k auto, up to k samples
     temperature: float = 0.5
     top_p: float = 1.0
     max_tokens: int = 128
@@ -131,9 +137,9 @@ class Settings:
     layer: int | None = None  # None: floor(L / 2)
     alpha: float = DEFAULT_ALPHA
     p: float = P_NORM
-    norm: str = "auto"
+    norm: Norm = "auto"
     device: str = "auto"
-    dtype: str = "auto"
+    dtype: Dtype = "auto"
     base_url: str | None = None
     api_key_env: str | None = None
     cache: bool = True
@@ -142,7 +148,7 @@ class Settings:
     token_budget: int = 16384
     retry_budget: float = 300.0  # seconds an API request may spend retrying transient failures
     base_rate: float | None = None  # the user's share of hallucinations, for p (not a score setting)
-    claims: str | None = None  # "target": the target lists each judged answer's claims (not a score setting)
+    claims: ClaimsFrom | None = None  # "target": the target lists each judged answer's claims (not a score setting)
 
     def __post_init__(self) -> None:
         check_settings(self)

@@ -125,7 +125,7 @@ def test_a_target_that_answers_the_same_text_every_time_stops_at_the_first_stage
     target = Fixed(lambda i: "The capital of France is Paris.")
     result = detector_with(smollm_teacher, target).score("What is the capital of France?")
     assert target.calls == [(0, 3)] and len(result.responses) == 3 and result.settled
-    assert [(s["k"], s["settled"]) for s in result.rounds] == [(3, True)]
+    assert [(s.k, s.settled) for s in result.rounds] == [(3, True)]
     assert result.p_hallucination < Calibration.load(LOOP).stages[0].settle.below
 
 
@@ -133,12 +133,12 @@ def test_a_target_whose_answers_all_differ_is_sampled_to_the_maximum(smollm_teac
     target = Fixed(lambda i: DIFFERENT[i])
     result = detector_with(smollm_teacher, target).score("What is the capital of France?")
     assert target.calls == [(0, 3), (3, 2), (5, 5)]  # each stage draws only its new samples, by index
-    assert result.responses == DIFFERENT and [(s["k"], s["settled"]) for s in result.rounds] == [
+    assert result.responses == DIFFERENT and [(s.k, s.settled) for s in result.rounds] == [
         (3, False),
         (5, False),
         (10, True),
     ]
-    assert result.rounds[-1]["p_hallucination"] == result.p_hallucination
+    assert result.rounds[-1].p_hallucination == result.p_hallucination
     assert result.to_dict()["n_samples"] == 10
     shipped = Fixed(lambda i: "The capital of France is Paris.")  # the shipped bands: one answer is settled at 3
     result = detector_with(smollm_teacher, shipped, API).score("What is the capital of France?")

@@ -15,8 +15,31 @@ from typing import Any
 import numpy as np
 
 from blackbox_wd.measure.sentences import SentenceScore, sentence_dicts
-from blackbox_wd.records import Messages, Usage
+from blackbox_wd.records import JSONObject, Messages, Usage
 from blackbox_wd.signals.claims import ClaimScore, claim_dicts
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of ``-k auto`` a result was looked at: its sample count, its verdict, whether the loop stopped
+    there, and its scores (those a calibration reads: ``calibration.members.member_value`` of them gives each
+    member). A row writes it as ``to_dict`` under ``stages``."""
+
+    k: int
+    p_hallucination: float | None
+    flag: bool | None
+    settled: bool
+    scores: JSONObject
+
+    def to_dict(self) -> JSONObject:
+        """``{"k", "p_hallucination", "flag", "settled", "scores"}``, JSON-ready."""
+        return {
+            "k": self.k,
+            "p_hallucination": self.p_hallucination,
+            "flag": self.flag,
+            "settled": self.settled,
+            "scores": self.scores,
+        }
 
 
 @dataclass
@@ -29,7 +52,7 @@ class Result:
     D: np.ndarray | None  # None: judged from the texts alone, not forced (``texts``), as the scores below
     avg_wd: float | None
     eigen_wd: float | None
-    settings: dict[str, Any]
+    settings: JSONObject  # the settings as run (``Detector.reported_settings``), with their fingerprint
     eigen_wd_fixed: float | None = None  # EigenWD with the teacher's reference bandwidth (when it has one)
     usage: Usage = field(default_factory=Usage)
     timings: dict[str, float] = field(default_factory=dict)
@@ -48,7 +71,7 @@ class Result:
     answer_nll: float | None = None  # with a judged answer and the teacher's log-probs: its mean -log p of its tokens
     cocoa: float | None = None  # with answer_nll: answer_nll x answer_wd, confidence times consistency
     settled: bool | None = None  # -k auto, with a calibration: the verdict at these samples stops drawing
-    rounds: list[dict[str, Any]] | None = None  # -k auto: each round looked at (``rounds.round_entry``), as ``stages``
+    rounds: list[Round] | None = None  # -k auto: each round looked at (``rounds.round_entry``), written as ``stages``
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-ready (``result_row`` of EVERY_FIELD)."""
@@ -95,7 +118,7 @@ ROW_FIELDS: dict[str, tuple[Callable[[Result], Any], Any]] = {
     "p_hallucination": (lambda r: r.p_hallucination, None),
     "flag": (lambda r: r.flag, None),
     "settled": (lambda r: r.settled, None),
-    "stages": (lambda r: r.rounds, None),  # -k auto's rounds, by their serialized name
+    "stages": (lambda r: None if r.rounds is None else [x.to_dict() for x in r.rounds], None),  # -k auto's rounds
     "members": (lambda r: (r.calibration or {}).get("members"), None),
     "calibration": (lambda r: r.calibration, None),
     "settings": (lambda r: r.settings, None),

@@ -21,12 +21,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import replace
 from functools import partial
-from typing import Any, Protocol
+from typing import Protocol
 
 from blackbox_wd.clients.sampling import Draw, Sampler, draw_group
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, SampleSet, SamplingParams, TokenStates
-from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
+from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, Round, RowFields, result_row
 from blackbox_wd.run.stages import PromptStates
 from blackbox_wd.settings import Settings
 from blackbox_wd.signals.baselines import Entails, exact_match_entails
@@ -110,13 +110,12 @@ class KeptStates:
             self.inner.put(prompt, response, states)
 
 
-ROUND_VERDICT = RowFields(("k", "p_hallucination", "flag"))  # a round's entry: its sample count and verdict
-ROUND_SCORES = RowFields(  # and its scores (the baselines spread among them)
+ROUND_SCORES = RowFields(  # a round's scores (the baselines spread among them)
     (*SAMPLE_SCORES, *ANSWER_SCORES, "baselines"), spread=frozenset({"baselines"})
 )
 
 
-def round_entry(result: Result, settled: bool) -> dict[str, Any]:
+def round_entry(result: Result, settled: bool) -> Round:
     """What a result says of one round: k, its verdict, whether it settled, and its scores there (those a calibration
     reads: ``calibration.members.member_value`` of it gives each member).
 
@@ -129,10 +128,9 @@ def round_entry(result: Result, settled: bool) -> dict[str, Any]:
 
     Returns
     -------
-    dict
-        ``{"k", "p_hallucination", "flag", "settled", "scores"}``.
+    Round
     """
-    return {**result_row(result, ROUND_VERDICT), "settled": settled, "scores": result_row(result, ROUND_SCORES)}
+    return Round(len(result.responses), result.p_hallucination, result.flag, settled, result_row(result, ROUND_SCORES))
 
 
 def first_k(sample_set: SampleSet, k: int) -> SampleSet:
@@ -197,7 +195,7 @@ async def score_in_rounds(
     from_target = list(drawn) if drawn is not None else [0] * len(items)
     given = [len(s.samples) - d for s, d in zip(pools, from_target, strict=True)]
     final: list[Result | BBWDError | None] = [None] * len(items)
-    looked: list[list[dict[str, Any]]] = [[] for _ in items]
+    looked: list[list[Round]] = [[] for _ in items]
     score = score if score is not None else detector_score(detector, KeptStates(detector.cache))
     params = detector.settings.sampling()
     for s, k in enumerate(ks):

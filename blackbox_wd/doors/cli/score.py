@@ -104,13 +104,13 @@ def verdict_lines(result: Result) -> str:
 
 def cost_line(result: Result) -> str:
     """What the verdict cost: the samples drawn of the most it may draw, the target's tokens, and with -k auto
-    each stage's p and whether it settled."""
+    each round's p and whether it settled."""
     s = result.settings
     line = f"cost: {len(result.responses)} of {s['k']} samples, {result.target_tokens} target tokens"
     if result.rounds:
         looked = ", ".join(
-            f"{st['k']}: p {'-' if st['p_hallucination'] is None else format(st['p_hallucination'], '.2f')}"
-            f" {'settled' if st['settled'] else 'open'}"
+            f"{st.k}: p {'-' if st.p_hallucination is None else format(st.p_hallucination, '.2f')}"
+            f" {'settled' if st.settled else 'open'}"
             for st in result.rounds
         )
         line += f" (-k auto: {looked})"
