@@ -458,7 +458,7 @@ def first_by_prompt(heads: Iterable[tuple[Iterable[str], Iterable[V]]]) -> dict[
 
 
 def heads_on(t: Table, sets: Sequence[Sequence[str]], kind: str | None = None) -> list[tuple[str, ...]]:
-    """``sets`` less the members no row of ``t`` (of the answer ``kind``, when given) has (a ``-k auto`` stage's rows
+    """``sets`` less the members no row of ``t`` (of the answer ``kind``, when given) has (a ``-k auto`` round's rows
     have no ``sentence_verdict``, a passage no short-answer member), each set once and none empty."""
     within = True if kind is None else t.kind == kind
     return [h for h in dict.fromkeys(tuple(m for m in s if (t.rows([m]) & within).any()) for s in sets) if h]

@@ -12,7 +12,7 @@ into every answer head's calibrator (a Platt calibrator stays Platt, exactly; an
 level mapped), so a result is judged by the same head as before and ranked as before. The threshold of the heads
 that judged the labelled rows (those of their K) is chosen on the rows: the smallest whose FPR on them is at most the
 target, printed with its exact binomial interval from the number of correct rows (``combine.fpr_interval``). The
-heads of the other K (``-k auto``'s stages) keep their flags (threshold and band edges mapped by g); the sentence and
+heads of the other K (``-k auto``'s rounds) keep their flags (threshold and band edges mapped by g); the sentence and
 claim heads are kept as they are (the labels are the answers').
 
 ``mode="map"`` first lets the labels choose which members the verdict reads (``choose``): where a candidate ranks the
