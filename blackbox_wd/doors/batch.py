@@ -199,10 +199,27 @@ def output_row(
     settings: JSONObject,
     calibration: str | None = None,
 ) -> ScoredRow:
-    """The JSON object written for one record (with a response: its answer_wd, sentences and sentence_wd); with a
-    calibration (its id), also p_hallucination and flag. ``settings``: the run's reported settings with their
-    fingerprint (``Detector.reported_settings``); every row carries them, so that ``bbwd calibrate`` and a re-judge
-    read rows of batch with nothing beside them."""
+    """The row written for one record, its line of the output (with a response: its answer_wd, sentences and
+    sentence_wd; with a calibration, its id, p_hallucination and flag).
+
+    Parameters
+    ----------
+    rec : LogRecord
+        The record.
+    result : Result, BBWDError or None
+        Its result, or why it has none (None: its line did not parse).
+    save_matrix : bool
+        With D (``--save-matrix``).
+    settings : dict
+        The run's reported settings with their fingerprint (``Detector.reported_settings``); every row carries
+        them, so that ``bbwd calibrate`` and a re-judge read rows of batch with nothing beside them.
+    calibration : str or None
+        The id of the run's calibration.
+
+    Returns
+    -------
+    ScoredRow
+    """
     scored = result if isinstance(result, Result) else None
     return ScoredRow(
         id=rec.id,

@@ -51,7 +51,7 @@ def batch(
             "-k",
             "--k",
             help="Responses per record (default: 10 with --target, else the count of the first record with 2 or "
-            "more), or auto: draw from --target in stages up to --k-max and stop once the verdict is settled.",
+            "more), or auto: draw from --target in rounds up to --k-max and stop once the verdict is settled.",
         ),
     ] = None,
     group_size: Annotated[int, typer.Option("--group-size", help="Records per shared teacher pass.")] = GROUP_SIZE,
