@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from blackbox_wd.errors import BBWDError
 
 Messages = list[dict[str, str]]
+# A JSON object as ``json.loads`` gives it and ``json.dumps`` writes it (a row, a request's body, settings as
+# reported), and one only read
+JSONObject = dict[str, Any]
+JSONView = Mapping[str, Any]
 
 # continuous labels of a passage in [0, 1], higher = more hallucination: WikiBio's human score (mean of 0 / 0.5 / 1
 # over its sentences), the long-form sets' share of unsupported claims
@@ -46,7 +52,7 @@ class SamplingParams:
     """How the K responses are drawn from the target: samples ``start`` to ``start + k - 1`` of the prompt.
 
     Sample i depends on the prompt, the settings, the seed and i only, so that samples 0-2 drawn alone and then
-    3-4 (two stages of ``-k auto``) are samples 0-4 drawn at once (for llama.cpp, up to the rounding of its
+    3-4 (two rounds of ``-k auto``) are samples 0-4 drawn at once (for llama.cpp, up to the rounding of its
     batches: see ``clients.llamacpp``).
     """
 
@@ -55,7 +61,7 @@ class SamplingParams:
     top_p: float = 1.0
     max_tokens: int = 128
     seed: int | None = 0
-    start: int = 0  # the index of the first sample drawn: a stage of ``-k auto`` draws samples start .. start + k - 1
+    start: int = 0  # the index of the first sample drawn: a round of ``-k auto`` draws samples start .. start + k - 1
 
 
 @dataclass

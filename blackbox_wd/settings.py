@@ -5,22 +5,27 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypeGuard, get_args
 from urllib.parse import urlsplit, urlunsplit
 
 from blackbox_wd.adaptive import RULE
-from blackbox_wd.adaptive import stages as adaptive_stages
+from blackbox_wd.adaptive import rounds as adaptive_rounds
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.measure.wd import DEFAULT_ALPHA, P_NORM
-from blackbox_wd.records import SamplingParams
+from blackbox_wd.records import JSONView, SamplingParams
 from blackbox_wd.teachers.registry import EMBEDDED, default_norm
 
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-NORMS = ("auto", "none", "unit")  # the teacher's own, token states as the layer gives them, or each of unit length
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+# the teacher's own norm, token states as the layer gives them, or each of unit length
+Norm = Literal["auto", "none", "unit"]
+Stop = Literal["settle"]  # ``-k auto``'s rule (``adaptive.RULE``)
+ClaimsFrom = Literal["target"]  # who lists a judged answer's claims (``CLAIMS_FROM_TARGET``)
+DTYPES: tuple[Dtype, ...] = get_args(Dtype)
+NORMS: tuple[Norm, ...] = get_args(Norm)
 RECORDED = "recorded"  # the reported target of samples that came with the data
-CLAIMS_FROM_TARGET = "target"  # ``Settings.claims``: the target lists each judged answer's claims (``decompose``)
+# ``Settings.claims``: the target lists each judged answer's claims (``decompose``)
+CLAIMS_FROM_TARGET: ClaimsFrom = "target"
 GROUP_SIZE = 8  # records drawn together and teacher-forced in one shared-prefix pass (batch, eval, Ray)
 
 # What changes the score of a given prompt; ``fingerprint`` hashes exactly these (as run: the
@@ -66,8 +71,8 @@ class Settings:
     k : int, default=10
         Responses sampled per prompt, >= 2; with ``stop``, the most a prompt may draw (``--k-max``).
     stop : str or None, default=None
-        "settle" (``-k auto``): draw in stages of 3, 5, 10, ... samples up to ``k`` and stop once the verdict is
-        settled (``adaptive``; it needs a calibration fitted with stages); None: always K.
+        "settle" (``-k auto``): draw in rounds of 3, 5, 10, ... samples up to ``k`` and stop once the verdict is
+        settled (``adaptive``; it needs a calibration fitted with rounds); None: always K.
     temperature : float, default=0.5
         Sampling temperature, finite and >= 0.
     top_p : float, default=1.0
@@ -124,7 +129,7 @@ class Settings:
     teacher: str = EMBEDDED
     target: str | None = None  # None: white-box, sample from the teacher itself
     k: int = 10
-    stop: str | None = None  # "settle": -k auto, up to k samples
+    stop: Stop | None = None  # "settle": -k auto, up to k samples
     temperature: float = 0.5
     top_p: float = 1.0
     max_tokens: int = 128
@@ -132,9 +137,9 @@ class Settings:
     layer: int | None = None  # None: floor(L / 2)
     alpha: float = DEFAULT_ALPHA
     p: float = P_NORM
-    norm: str = "auto"
+    norm: Norm = "auto"
     device: str = "auto"
-    dtype: str = "auto"
+    dtype: Dtype = "auto"
     base_url: str | None = None
     api_key_env: str | None = None
     cache: bool = True
@@ -143,7 +148,7 @@ class Settings:
     token_budget: int = 16384
     retry_budget: float = 300.0  # seconds an API request may spend retrying transient failures
     base_rate: float | None = None  # the user's share of hallucinations, for p (not a score setting)
-    claims: str | None = None  # "target": the target lists each judged answer's claims (not a score setting)
+    claims: ClaimsFrom | None = None  # "target": the target lists each judged answer's claims (not a score setting)
 
     def __post_init__(self) -> None:
         check_settings(self)
@@ -163,10 +168,10 @@ class Settings:
         return SamplingParams(self.k, self.temperature, self.top_p, self.max_tokens, self.seed)
 
     @property
-    def stages(self) -> tuple[int, ...]:
-        """The sample counts at which a prompt's verdict is looked at: ``adaptive.stages(k)`` with ``stop``, else
+    def rounds(self) -> tuple[int, ...]:
+        """The sample counts at which a prompt's verdict is looked at: ``adaptive.rounds(k)`` with ``stop``, else
         (k,)."""
-        return adaptive_stages(self.k) if self.stop is not None else (self.k,)
+        return adaptive_rounds(self.k) if self.stop is not None else (self.k,)
 
 
 class TeacherShape(Protocol):
@@ -283,18 +288,18 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: object) -> TypeGuard[int]:
     """An int (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_k(k: Any) -> None:
+def check_k(k: object) -> None:
     """Raise BBWDError unless K is an integer >= 2: a distance needs two responses."""
     if not _whole(k) or k < 2:
         raise BBWDError(f"k must be at least 2 (got {k}): a distance needs two responses")
 
 
-def check_group_size(group_size: Any) -> None:
+def check_group_size(group_size: object) -> None:
     """Raise BBWDError unless the group size is an integer >= 1."""
     if not _whole(group_size) or group_size < 1:
         raise BBWDError(f"group_size must be an integer >= 1 (got {group_size})")
@@ -325,7 +330,7 @@ def check_settings(s: Settings) -> None:
             raise BBWDError(f"{name} must be {want} (got {getattr(s, name)})")
 
 
-def fingerprint(reported: Mapping[str, Any], *, seed: bool = True) -> str:
+def fingerprint(reported: JSONView, *, seed: bool = True) -> str:
     """16 hex digits of sha256 over the SCORE_FIELDS of a run's reported settings.
 
     Batch and eval resume, calibration files and served responses all compare this value; a
@@ -355,7 +360,7 @@ assert sorted(MEANING + SAMPLING) == sorted(COVERED)
 TEACHER_SIDE = tuple(name for name in MEANING if name not in PER_K)
 
 
-def covered_settings(reported: Mapping[str, Any]) -> dict[str, Any]:
+def covered_settings(reported: JSONView) -> dict[str, Any]:
     """The settings of a run (``Detector.reported_settings()``) that a calibration must match; a setting added
     later (``settings.LATER_FIELDS``) that they lack has the value that gives the behaviour from before it."""
     out = {name: reported.get(name) for name in COVERED}
@@ -365,6 +370,6 @@ def covered_settings(reported: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def calibration_fingerprint(reported: Mapping[str, Any]) -> str:
+def calibration_fingerprint(reported: JSONView) -> str:
     """``fingerprint(reported, seed=False)`` over the covered settings (no prompt protocol)."""
     return fingerprint(covered_settings(reported), seed=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blackbox_wd.adaptive import Settle, stages, stop_stage
+from blackbox_wd.adaptive import Settle, rounds, stop_round
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.heads import Head, Verdict
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS
@@ -36,10 +36,10 @@ DIFFERENT = [
 ]
 
 
-def test_stages_start_at_three_then_five_then_double_up_to_k_max():
-    assert stages(10) == (3, 5, 10) and stages(20) == (3, 5, 10, 20) and stages(12) == (3, 5, 10, 12)
-    assert stages(3) == (3,) and stages(2) == (2,) and stages(4) == (3, 4) and stages(40)[-2:] == (20, 40)
-    assert Settings(k=20, stop="settle").stages == (3, 5, 10, 20) and Settings(k=7).stages == (7,)
+def test_rounds_start_at_three_then_five_then_double_up_to_k_max():
+    assert rounds(10) == (3, 5, 10) and rounds(20) == (3, 5, 10, 20) and rounds(12) == (3, 5, 10, 12)
+    assert rounds(3) == (3,) and rounds(2) == (2,) and rounds(4) == (3, 4) and rounds(40)[-2:] == (20, 40)
+    assert Settings(k=20, stop="settle").rounds == (3, 5, 10, 20) and Settings(k=7).rounds == (7,)
 
 
 def test_the_band_stops_each_side_while_its_pooled_flip_rate_bound_is_under_delta():
@@ -64,7 +64,7 @@ def test_the_band_stops_each_side_while_its_pooled_flip_rate_bound_is_under_delt
 def test_a_band_is_fitted_on_the_prompts_earlier_stages_left_open_and_replayed_in_order():
     p = np.array([[0.1, 0.5, 0.9, 0.5], [0.1, 0.2, 0.9, 0.5], [0.1, 0.2, 0.9, 0.6]])
     settles = [Settle(0.3, 0.8), Settle(0.3, 1.0)]
-    assert stop_stage(p, settles).tolist() == [0, 1, 0, 2]
+    assert stop_round(p, settles).tolist() == [0, 1, 0, 2]
     flags = p >= 0.5
     assert len(fit_settles(p, flags)) == 2  # one band per stage before the last
 
@@ -109,7 +109,7 @@ class Fixed:
         return SampleSet([Sample(self.texts(params.start + i)) for i in range(params.k)])
 
 
-# the API calibration of #33 (stage 3 stops below 0.639 or above 0.720, stage 5 below 0.675): the loop's tests
+# the API calibration for -k auto (round 3 stops below 0.639 or above 0.720, round 5 below 0.675): the loop's tests
 # below hold its draws to these bands; the shipped file's own bands are tested apart
 LOOP = Path(__file__).resolve().parents[1] / "fixtures" / "calibration-api-auto.json"
 
@@ -125,7 +125,7 @@ def test_a_target_that_answers_the_same_text_every_time_stops_at_the_first_stage
     target = Fixed(lambda i: "The capital of France is Paris.")
     result = detector_with(smollm_teacher, target).score("What is the capital of France?")
     assert target.calls == [(0, 3)] and len(result.responses) == 3 and result.settled
-    assert [(s["k"], s["settled"]) for s in result.stages] == [(3, True)]
+    assert [(s.k, s.settled) for s in result.rounds] == [(3, True)]
     assert result.p_hallucination < Calibration.load(LOOP).stages[0].settle.below
 
 
@@ -133,12 +133,12 @@ def test_a_target_whose_answers_all_differ_is_sampled_to_the_maximum(smollm_teac
     target = Fixed(lambda i: DIFFERENT[i])
     result = detector_with(smollm_teacher, target).score("What is the capital of France?")
     assert target.calls == [(0, 3), (3, 2), (5, 5)]  # each stage draws only its new samples, by index
-    assert result.responses == DIFFERENT and [(s["k"], s["settled"]) for s in result.stages] == [
+    assert result.responses == DIFFERENT and [(s.k, s.settled) for s in result.rounds] == [
         (3, False),
         (5, False),
         (10, True),
     ]
-    assert result.stages[-1]["p_hallucination"] == result.p_hallucination
+    assert result.rounds[-1].p_hallucination == result.p_hallucination
     assert result.to_dict()["n_samples"] == 10
     shipped = Fixed(lambda i: "The capital of France is Paris.")  # the shipped bands: one answer is settled at 3
     result = detector_with(smollm_teacher, shipped, API).score("What is the capital of France?")

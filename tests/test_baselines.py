@@ -25,9 +25,9 @@ from blackbox_wd.signals.baselines import (
     semantic_ids,
 )
 from blackbox_wd.signals.baselines.dse import cluster_entropy
+from blackbox_wd.signals.baselines.entailment import TeacherEntailment, entailment_prompt
 from blackbox_wd.signals.baselines.er import effective_rank_of_spectrum
 from blackbox_wd.signals.baselines.es import embedding_covariance
-from blackbox_wd.signals.baselines.judges import TeacherEntailment, entailment_prompt
 from blackbox_wd.signals.baselines.ls import mean_pairwise_rouge_l
 
 PEERS_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "polygraph_peers.json"  # real samples
@@ -373,7 +373,7 @@ def test_exact_match_judge_on_strings_without_words():
 
 
 def test_teacher_judge_prefetch_matches_one_by_one(tiny_llama):
-    from blackbox_wd.signals.baselines.judges import TeacherEntailment
+    from blackbox_wd.signals.baselines.entailment import TeacherEntailment
     from blackbox_wd.teachers.hf import HFTeacher
 
     teacher = HFTeacher(*tiny_llama)
@@ -390,7 +390,7 @@ def test_teacher_judge_prefetch_matches_one_by_one(tiny_llama):
 
 
 def test_final_answer_judge_clusters_math_solutions():
-    from blackbox_wd.signals.baselines.judges import final_answer_entails
+    from blackbox_wd.signals.baselines.entailment import final_answer_entails
 
     sols = ["so x = \\boxed{\\frac{1}{2}}", "hence \\boxed{0.5}", "the answer is \\boxed{2}", "I am not sure"]
     assert final_answer_entails(sols[0], sols[1]) and not final_answer_entails(sols[0], sols[2])

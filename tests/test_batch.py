@@ -215,7 +215,7 @@ def test_parse_line_keeps_ids_and_labels():
     ids=["nan", "infinity", "minus-infinity", "empty-content", "blank-system", "empty-prompt", "deep-nesting"],
 )
 def test_non_json_constants_empty_content_and_deep_nesting_are_whole_one_line_errors(line, error):
-    """#25 item 7: NaN/Infinity anywhere is not JSON (as the README says), empty message content is refused as an
+    """NaN/Infinity anywhere is not JSON (as the README says), empty message content is refused as an
     empty prompt is, and the deep-nesting error is printed whole."""
     assert parse_line(line, 4).error == error
 
@@ -224,7 +224,7 @@ def test_read_done_cuts_a_torn_tail_of_bbwd_rows_only(tmp_path):
     row = {"id": 1, "line": 1, "error": None, "fingerprint": "f" * 16, "input_hash": "0" * 16}
     f = tmp_path / "o.jsonl"
     f.write_text(json.dumps(row) + "\n" + json.dumps({**row, "line": 2}) + "\n" + '{"id": 3, "li')
-    assert [r["line"] for r in read_done(f)] == [1, 2]
+    assert [r.line for r in read_done(f)] == [1, 2]
     assert f.read_text().count("\n") == 2 and f.read_text().endswith("}\n")
     assert read_done(tmp_path / "missing.jsonl") == []
 

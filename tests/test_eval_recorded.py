@@ -209,9 +209,9 @@ def test_a_records_sentences_are_the_ones_scored_and_come_back_beside_their_labe
     seen = []
     score_many = Detector.score_many
 
-    def spy(self, items, judges=None):
+    def spy(self, items, entails_each=None):
         seen.extend(sample_set for _, sample_set in items)
-        results = score_many(self, items, judges)
+        results = score_many(self, items, entails_each)
         for (_, sample_set), result in zip(items, results, strict=True):
             if result.sentences is None:  # no producer of sentence scores on this branch: stand in for it
                 text, at, result.sentences = sample_set.answer.text, 0, []

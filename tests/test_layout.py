@@ -106,7 +106,7 @@ def test_settings_and_teachers_stand_alone():
 # never from its own floor's other folders nor from a floor above. The bottom floor's plain modules are shared by
 # every floor and may import one another.
 FLOORS: tuple[tuple[str, ...], ...] = (
-    ("errors", "checks", "records", "paths", "cpus", "adaptive"),  # plain data and rules
+    ("errors", "checks", "records", "paths", "cpus", "adaptive", "scored_row"),  # plain data and rules
     ("teachers", "measure"),  # the teacher pass; W2 distances to scores
     ("settings",),  # its defaults are the teachers' and the measure's
     ("clients",),  # the samplers
@@ -185,8 +185,8 @@ def test_the_calibration_model_keeps_to_applying():
     assert lines <= MAX_MODEL_LINES, lines
 
 
-# imports inside functions, package-wide: each keeps a heavy library off `bbwd --help` (#24), or off a run that does
-# not use it (#71: POT, with the scikit-learn it imports, where a simplex runs; the OpenAI client for a local target;
+# imports inside functions, package-wide: each keeps a heavy library off `bbwd --help`, or off a run that does
+# not use it (POT, with the scikit-learn it imports, where a simplex runs; the OpenAI client for a local target;
 # each local sampler's library where the other draws)
 MAX_INNER_IMPORTS = 17
 MAX_PARAMETERS = 8  # of a function; at most MAX_WIDE functions outside the CLI commands take more

@@ -1,5 +1,5 @@
-"""`bbwd --help` and argument errors start fast: the CLI imports no model, OT, NLP or plotting library (#24); and
-a run imports what it uses, when it uses it (#71): `bbwd score` on the embedded default loads no OpenAI client, no
+"""`bbwd --help` and argument errors start fast: the CLI imports no model, OT, NLP or plotting library; and
+a run imports what it uses, when it uses it: `bbwd score` on the embedded default loads no OpenAI client, no
 math-verify, no transformers sampler, and POT (with the scikit-learn it pulls in) only when the first simplex runs.
 
 Each check runs in a new interpreter, since this one has long imported them all.
@@ -171,7 +171,7 @@ def test_score_on_the_embedded_default_loads_what_it_uses_when_it_uses_it() -> N
     loads no scikit-learn, POT, OpenAI client, math-verify nor transformers sampler; scoring a prompt whose responses
     differ in length (so that the simplex runs) then loads POT, with the scikit-learn it pulls in, and nothing else
     of those."""
-    own = ("blackbox_wd.clients.api", "blackbox_wd.clients.local", "blackbox_wd.signals.baselines.judges")
+    own = ("blackbox_wd.clients.api", "blackbox_wd.clients.local", "blackbox_wd.signals.baselines.entailment")
     got = probe(SCORE.format(names=ONLY_WHEN_USED + own), timeout=600)["code"]
     assert got["ok"], got
     assert got["built"] == []

@@ -1,6 +1,6 @@
 """Adaptive K on the recorded dev sets: samples drawn and the verdict's quality beside the fixed-K verdict.
 
-Replays each record's samples in order, as ``-k auto`` draws them (``adaptive.stages``: 3, 5, 10, 20), from one
+Replays each record's samples in order, as ``-k auto`` draws them (``adaptive.rounds``: 3, 5, 10, 20), from one
 ``bbwd eval -k auto`` run, whose rows hold every stage's scores: the shipped white-box calibration's stages, fitted
 on the embedded model's own few-shot SciQ answers.
 Everything is fitted out of fold, 5 folds grouped by prompt: on the training prompts, each stage's answer head
@@ -11,7 +11,7 @@ same folds' last-stage head, so the two are paired.
 
 Per set: samples drawn (mean and count per stage), AUROC (0/1 label) of both verdicts and their paired bootstrap
 difference (1000 prompt resamples), the share of prompts whose flag differs, and the target tokens saved (the
-samples' tokens of the samples not drawn). (#33's replays over recorded SAC3 and WikiBio runs, one per stage, for
+samples' tokens of the samples not drawn). (The first replays over recorded SAC3 and WikiBio runs, one per round, for
 the API calibration: superseded by ``bench.quality.transfer --auto``.)
 
     python -m bench.quality.adaptive --set sciq=R/sciq-wb-auto --k-max 10
@@ -27,7 +27,7 @@ import numpy as np
 
 from bench.common import table
 from bench.verdicts import API_MEMBERS, SEED, members_of, read_rows
-from blackbox_wd.adaptive import DELTA, stages, stop_stage
+from blackbox_wd.adaptive import DELTA, rounds, stop_round
 from blackbox_wd.calibration.combine import (
     COMBINER,
     CrossValidation,
@@ -129,7 +129,7 @@ def replay(
             flags[s, test] = [judged[g][1] for g in te]
         settles = fit_settles(p_train, f_train)
         bands.append(settles)
-        stop[test] = stop_stage(p_all[:, test], settles)
+        stop[test] = stop_round(p_all[:, test], settles)
     return {"p": p_all, "flags": flags, "prompts": prompts}, dict(zip(prompts, stop, strict=True)), bands
 
 
@@ -177,7 +177,7 @@ def main() -> None:
     ap.add_argument("--norm", default="none")
     ap.add_argument("--combiner", default=COMBINER, help=f"the answer heads' combiner (default: {COMBINER})")
     args = ap.parse_args()
-    ks = stages(args.k_max)
+    ks = rounds(args.k_max)
     sets = {}
     for spec in args.set:
         name, run = spec.split("=", 1)

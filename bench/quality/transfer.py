@@ -1,4 +1,4 @@
-"""The verdict on a data set it never saw (#45): leave one recorded set out, fit on the others, measure on it.
+"""The verdict on a data set it never saw: leave one recorded set out, fit on the others, measure on it.
 
 For each set S of the runs given: ``calibration.fit.fit_files`` on the other sets' ``bbwd eval`` runs at every K
 (one run per K), with a combiner; the fitted calibration applied to S's rows at ``--k`` as ``batch`` applies it
@@ -7,7 +7,7 @@ x100 (a passage label: ``human_score``, ``unsupported_share``), ECE, the flag's 
 prints, S's best single member (oriented by the sign of its correlation with the label on the training sets), and
 with ``--auto`` the ``-k auto`` replay (stages 3, 5, K: samples drawn, the metric, flag agreement with fixed K).
 Then the verdict beside each lm-polygraph estimator on the sets of 0/1 labels, and the W2 members each alone beside
-ROUGE-1 on every set (#58: where they earn their place).
+ROUGE-1 on every set (where they earn their place).
 
     python -m bench.quality.transfer --runs RUNS --combiners mean select logistic --auto
 
@@ -39,7 +39,7 @@ from bench.verdicts import (
     training_files,
     with_members,
 )
-from blackbox_wd.adaptive import stages
+from blackbox_wd.adaptive import rounds
 from blackbox_wd.calibration.combine import CrossValidation
 from blackbox_wd.calibration.fit import DESIGN, PHRASE, Design, fit_files
 from blackbox_wd.calibration.members import MEMBERS, SHORT_ONLY, TEACHER_FREE, is_passage, member_value
@@ -48,16 +48,16 @@ from blackbox_wd.signals.answers.text import em_key
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
 SAMPLES = "the recorded dev sets' target models at T=0.7-1.0, recorded in the data"
-# the candidate designs of #58's rules (bench/RESULTS.md, "Ahead of the peers"); ``answer-phrase`` is the shipped
+# the candidate designs of the rules (bench/RESULTS.md, "Ahead of the peers"); ``answer-phrase`` is the shipped
 # ``DESIGN`` (the seventeenth rule), ``peers`` the one shipped before it
-TODAY = DESIGN.other  # every member but the peers: the designs before #58
+TODAY = DESIGN.other  # every member but the peers: the designs before the peers
 LEXSIM = ("lexsim_rouge1", "lexsim_rougel")  # lm-polygraph's LexicalSimilarity, ROUGE-1 and ROUGE-L
 ANSWER = PHRASE  # LEXSIM, the answer's ROUGE-L and its disagreement: the shipped phrase heads' members
 LITE = (*LEXSIM, "eigval_jaccard", "degmat_jaccard", "answer_rougel", "answer_degmat")  # the second rule's
 W2 = (*LEXSIM, "avg_wd", "sentence_wd", "answer_wd")
-# the W2 members, each alone beside ROUGE-1 (#58: where they earn their place)
+# the W2 members, each alone beside ROUGE-1 (where they earn their place)
 W2_ALONE = ("lexsim_rouge1", "avg_wd", "log_eigen_wd", "log_eigen_wd_fixed", "answer_wd", "sentence_wd")
-# shipped from #58's first rule to its seventeenth
+# shipped from the first rule to the seventeenth
 PEERS_DESIGN = Design((*PEERS, *ANSWER_PEERS, "answer_disagreement"), TODAY)
 DESIGNS = {
     "today": Design(TODAY, TODAY),
@@ -138,7 +138,7 @@ def best_peer(rows: Sequence[dict[str, Any]]) -> tuple[str, float]:
 
 def auto_replay(cal: Calibration, runs: dict[int, list[dict[str, Any]]], k_max: int) -> dict[str, Any]:
     """``-k auto`` up to ``k_max`` over the rows of each stage's run: where each prompt stops, and its verdict."""
-    ladder = stages(k_max)
+    ladder = rounds(k_max)
     by_id = {k: {r["id"]: r for r in runs[k]} for k in ladder}
     ids = [r["id"] for r in runs[k_max] if all(r["id"] in by_id[k] for k in ladder)]
     drawn, p, flag = [], [], []
@@ -246,9 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lo = min((op.fpr_range or (op.fpr, op.fpr))[0] for op in ops)
                 hi = max((op.fpr_range or (op.fpr, op.fpr))[1] for op in ops)
                 auto = " | | "
-                if args.auto and all(k in runs[name] for k in stages(args.k)):
+                if args.auto and all(k in runs[name] for k in rounds(args.k)):
                     by_k = {
-                        k: [with_members(r, args.strip) for r in labelled_rows(runs[name][k])] for k in stages(args.k)
+                        k: [with_members(r, args.strip) for r in labelled_rows(runs[name][k])] for k in rounds(args.k)
                     }
                     rep = auto_replay(cal, by_k, args.k)
                     same = {r["id"]: f for r, f in zip(rows, flag, strict=True)}

@@ -7,14 +7,13 @@ members on creation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from blackbox_wd.calibration.members import ANSWER_LOGPROB_MEMBERS, MEMBERS
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
 from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.records import JSONObject, JSONView
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.registry import EMBEDDED
 
@@ -57,7 +56,7 @@ def check_members(calibration: Calibration, computable: set[str]) -> None:
 
 
 def choose_calibration(
-    calibration: Calibration | str | None, reported: dict[str, Any], settings: Settings
+    calibration: Calibration | str | None, reported: JSONObject, settings: Settings
 ) -> tuple[Calibration | None, str | None]:
     """The calibration a run gives its verdict with, and the one line it says of it.
 
@@ -69,12 +68,12 @@ def choose_calibration(
     reported : dict
         The run's reported settings (``ReportedSettings.as_dict``).
     settings : Settings
-        The run's settings (its K, and ``-k auto``'s stages).
+        The run's settings (its K, and ``-k auto``'s rounds).
 
     Returns
     -------
     tuple of (Calibration or None, str or None)
-        The calibration, and its notes joined (fitted on other samples, none ships, a stage below its fitted K,
+        The calibration, and its notes joined (fitted on other samples, none ships, a round below its fitted K,
         ``-k auto`` that cannot settle), None when there is nothing to say.
     """
     chosen: Calibration | None
@@ -89,7 +88,7 @@ def choose_calibration(
     notes = [note]
     if chosen is not None:
         chosen.check(reported)  # a K below every fitted K is refused here, with its reason
-        notes += [chosen.k_note(k) for k in settings.stages]
+        notes += [chosen.k_note(k) for k in settings.rounds]
     if settings.stop is not None and (chosen is None or chosen.k != settings.k):
         why = "no calibration" if chosen is None else f"no stopping band for --k-max {settings.k}"
         how = f"it has bands for --k-max {chosen.k}" if chosen is not None and chosen.stages else ""
@@ -111,7 +110,7 @@ def default_calibration_path(teacher: str, white_box: bool = True) -> Path | Non
 TEXTS_ALONE_FILE = f"{EMBEDDED}.api.json"  # the shipped file whose heads of the texts alone judge any teacher
 
 
-def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
+def embedded_calibration(reported: JSONView) -> tuple[Calibration | None, str | None]:
     """The shipped calibration for the run's teacher and kind (white- or black-box) when its meaning settings match,
     else the heads of the shipped API calibration that read the texts alone (``texts_alone_calibration``).
 
@@ -148,7 +147,7 @@ def embedded_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | Non
     )
 
 
-def texts_alone_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | None, str | None]:
+def texts_alone_calibration(reported: JSONView) -> tuple[Calibration | None, str | None]:
     """The heads of the shipped API calibration that read the texts alone (``Calibration.teacher_free``), for a run
     of a teacher whose own calibration does not ship or does not apply.
 
@@ -169,7 +168,7 @@ def texts_alone_calibration(reported: Mapping[str, Any]) -> tuple[Calibration | 
     return (texts, None) if why is None else (None, why)
 
 
-def _why_not(cal: Calibration, reported: Mapping[str, Any]) -> str | None:
+def _why_not(cal: Calibration, reported: JSONView) -> str | None:
     """Why ``cal`` does not judge the run (its meaning settings, or a K below its fitted K); None when it does."""
     why = cal.mismatch(reported)
     if why is None:

@@ -26,7 +26,7 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from scipy.stats import beta
@@ -440,14 +440,17 @@ def rates_at(y: np.ndarray, flagged: np.ndarray, w: np.ndarray) -> tuple[float, 
     return fpr, tpr
 
 
-def first_by_prompt(heads: Iterable[tuple[Iterable[str], Iterable[Any]]]) -> dict[str, Any]:
+V = TypeVar("V")  # a head's value of a prompt
+
+
+def first_by_prompt(heads: Iterable[tuple[Iterable[str], Iterable[V]]]) -> dict[str, V]:
     """Each prompt's value from the first head that judges it: ``heads`` gives, most members first, each head's
     prompts (one per row it judged; a prompt's rows share a value) and its values for them.
 
     >>> first_by_prompt([(["a", "b"], [1, 2]), (["b", "c"], [3, 4])])
     {'a': 1, 'b': 2, 'c': 4}
     """
-    out: dict[str, Any] = {}
+    out: dict[str, V] = {}
     for groups, values in heads:
         for g, v in zip(groups, values, strict=True):
             out.setdefault(g, v)
@@ -455,7 +458,7 @@ def first_by_prompt(heads: Iterable[tuple[Iterable[str], Iterable[Any]]]) -> dic
 
 
 def heads_on(t: Table, sets: Sequence[Sequence[str]], kind: str | None = None) -> list[tuple[str, ...]]:
-    """``sets`` less the members no row of ``t`` (of the answer ``kind``, when given) has (a ``-k auto`` stage's rows
+    """``sets`` less the members no row of ``t`` (of the answer ``kind``, when given) has (a ``-k auto`` round's rows
     have no ``sentence_verdict``, a passage no short-answer member), each set once and none empty."""
     within = True if kind is None else t.kind == kind
     return [h for h in dict.fromkeys(tuple(m for m in s if (t.rows([m]) & within).any()) for s in sets) if h]

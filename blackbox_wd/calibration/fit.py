@@ -60,6 +60,7 @@ from blackbox_wd.calibration.metrics import expected_calibration_error
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.records import JSONObject, JSONView
 from blackbox_wd.settings import calibration_fingerprint, covered_settings, fingerprint
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
@@ -121,7 +122,7 @@ class CalibrationFit:
 
 def fit_calibration(
     labelled: LabelledRows,
-    settings: Mapping[str, Any],
+    settings: JSONView,
     *,
     source: str = "",
     label: str = "label",
@@ -228,7 +229,7 @@ def fit_calibration(
         claim_base_rate=None if claim is None else float(np.mean(labelled.claims.y)),  # type: ignore[union-attr]
         claim_n=None if claim is None else int(labelled.claims.y.size),  # type: ignore[union-attr]
     )
-    stages = fit_stages(labelled, (sets, by_kind), heads, cv, left_out)
+    rounds = fit_rounds(labelled, (sets, by_kind), heads, cv, left_out)
     calibration = Calibration(
         heads=(replace(applied[0], kind=None), *applied[1:]),  # the first judges every kind
         fingerprint=calibration_fingerprint(settings),
@@ -237,7 +238,7 @@ def fit_calibration(
         bbwd_version=__version__,
         sentence=None if sentence is None else sentence.head,
         claim=None if claim is None else claim.head,
-        stages=stages,
+        stages=rounds,
         short_only=short_only,
     )
     return CalibrationFit(calibration, labelled, heads, sentence, claim, tuple(left_out))
@@ -289,7 +290,7 @@ def fit_heads(
     return general + [h for h in of_kinds if h is not None]
 
 
-def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, Any]) -> Table:
+def with_sentence_verdict(t: Table, head: Head, sentences: Mapping[str, list[JSONObject]]) -> Table:
     """The table with the member ``sentence_verdict`` of each row's answer, from its sentences under the sentence
     ``head`` (NaN where it has none)."""
     by_prompt = {g: sentence_verdict(head, x) for g, x in sentences.items()}
@@ -310,7 +311,7 @@ def verdicts_by_prompt(t: Table, fits: Sequence[HeadFit]) -> dict[str, tuple[flo
     )
 
 
-def fit_stages(
+def fit_rounds(
     labelled: LabelledRows,
     sets: tuple[Sequence[Sequence[str]], Mapping[str, Sequence[Sequence[str]]]],
     final_fits: Sequence[HeadFit],
@@ -320,7 +321,7 @@ def fit_stages(
     """The heads of every other sample count (the same member sets, ``(other, by_kind)`` as in ``fit_heads``, less
     the members no row of it has; fitted on its rows) and, for each below the main K, its ``-k auto`` band
     (``settle.fit_settles`` over each prompt's nested out-of-fold p and flag from the head that judges it, at every
-    stage below K and at K, on the prompts scored at all of them); above K, no band."""
+    round below K and at K, on the prompts scored at all of them); above K, no band."""
     if not labelled.stages:
         return ()
     other, by_kind = sets

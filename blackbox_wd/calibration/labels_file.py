@@ -16,7 +16,7 @@ from typing import Any
 
 from blackbox_wd.calibration.labelled import json_objects
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.records import PASSAGE_LABELS
+from blackbox_wd.records import PASSAGE_LABELS, JSONView
 
 
 @dataclass
@@ -93,7 +93,7 @@ def read_labels(path: Path, ids: set[str], scores: str) -> dict[str, int]:
     return labels
 
 
-def row_id(row: dict[str, Any], line: int) -> str:
+def row_id(row: JSONView, line: int) -> str:
     """A row's id as the page names it: its ``id`` as text, else its line number.
 
     Examples

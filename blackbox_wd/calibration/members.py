@@ -6,7 +6,7 @@ the sentence verdicts aggregated over an answer (``sentence_verdict``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,12 +62,13 @@ PHRASE_TOKENS = 8  # a phrase (a name, a number): the median sample has fewer to
 KINDS = ("phrase", "sentence", "passage")
 
 
-def result_field(result: Any, key: str) -> Any:
-    """``result[key]`` of a mapping, else its attribute ``key``; None when it has none."""
+def result_field(result: object, key: str) -> Any:
+    """``result[key]`` of a mapping (a row), else its attribute ``key`` (a ``Result``, a sentence); None when it has
+    none."""
     return result.get(key) if isinstance(result, Mapping) else getattr(result, key, None)
 
 
-def member_value(result: Any, name: str) -> float | None:
+def member_value(result: object, name: str) -> float | None:
     """The member ``name`` of a ``Result``, a row dict or a sentence (attributes or keys), None when it has none.
 
     A "log_" member is the log of the score after the prefix (None unless that is > 0); a baseline is read from
@@ -82,7 +83,7 @@ def member_value(result: Any, name: str) -> float | None:
     return float(value) if _number(value) else None
 
 
-def is_passage(result: Any, k: int | None = None) -> bool:
+def is_passage(result: object, k: int | None = None) -> bool:
     """True when the median of the token counts of a result's (first ``k``) samples is at least PASSAGE_TOKENS.
 
     >>> is_passage({"token_counts": [90, 130, 140]}), is_passage({"token_counts": [90, 130, 140]}, k=2)
@@ -91,7 +92,7 @@ def is_passage(result: Any, k: int | None = None) -> bool:
     return answer_kind(result, k) == "passage"
 
 
-def median_tokens(result: Any, k: int | None = None) -> float | None:
+def median_tokens(result: object, k: int | None = None) -> float | None:
     """The median token count of a result's (first ``k``) samples (None without one), as ``np.median`` gives it:
     sorted in Python, as a handful of counts sorts faster than numpy starts.
 
@@ -105,7 +106,7 @@ def median_tokens(result: Any, k: int | None = None) -> float | None:
     return float(counts[half]) if len(counts) % 2 else (counts[half - 1] + counts[half]) / 2.0
 
 
-def answer_kind(result: Any, k: int | None = None) -> str:
+def answer_kind(result: object, k: int | None = None) -> str:
     """A result's kind of answer (``KINDS``), by the median token count of its (first ``k``) samples: "passage" (at
     least ``PASSAGE_TOKENS``), "sentence", or "phrase" (fewer than ``PHRASE_TOKENS``: a name, a number).
 
@@ -120,7 +121,7 @@ def answer_kind(result: Any, k: int | None = None) -> str:
     return "sentence" if median is not None and median >= PHRASE_TOKENS else "phrase"
 
 
-def sentence_verdict(head: Head | None, sentences: Any) -> float | None:
+def sentence_verdict(head: Head | None, sentences: Iterable[object] | None) -> float | None:
     """The sentence verdicts aggregated over an answer: the mean, over its sentences that have every member of the
     sentence ``head``, of their combined score z under it (None without a head or such a sentence).
 

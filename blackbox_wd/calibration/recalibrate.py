@@ -12,7 +12,7 @@ into every answer head's calibrator (a Platt calibrator stays Platt, exactly; an
 level mapped), so a result is judged by the same head as before and ranked as before. The threshold of the heads
 that judged the labelled rows (those of their K) is chosen on the rows: the smallest whose FPR on them is at most the
 target, printed with its exact binomial interval from the number of correct rows (``combine.fpr_interval``). The
-heads of the other K (``-k auto``'s stages) keep their flags (threshold and band edges mapped by g); the sentence and
+heads of the other K (``-k auto``'s rounds) keep their flags (threshold and band edges mapped by g); the sentence and
 claim heads are kept as they are (the labels are the answers').
 
 ``mode="map"`` first lets the labels choose which members the verdict reads (``choose``): where a candidate ranks the
@@ -46,6 +46,7 @@ from blackbox_wd.calibration.heads import FittedOn, Head, Isotonic, OperatingPoi
 from blackbox_wd.calibration.members import ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, KINDS, answer_kind, member_value
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.records import JSONView
 from blackbox_wd.settings import calibration_fingerprint, covered_settings
 
 MODES = ("prior", "map")
@@ -113,7 +114,7 @@ def entries(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return of, y, w
 
 
-def row_lacks(base: Calibration, row: Mapping[str, Any], k: int) -> tuple[str, ...]:
+def row_lacks(base: Calibration, row: JSONView, k: int) -> tuple[str, ...]:
     """The members a labelled row lacks that the heads of ``base`` read for a row like it: of the first head (of
     the row's K and kind of answer, as ``Calibration.head_for`` orders them) whose missing members are all ones every
     scored row has, those missing; a row may lack the judged answer's members (it has none), those read as missing
@@ -138,7 +139,7 @@ def row_lacks(base: Calibration, row: Mapping[str, Any], k: int) -> tuple[str, .
     return ()
 
 
-def check_labelled_rows(base: Calibration, rows: Sequence[Mapping[str, Any]], k: int) -> None:
+def check_labelled_rows(base: Calibration, rows: Sequence[JSONView], k: int) -> None:
     """Raise BBWDError naming each member the labelled rows lack (``row_lacks``) and how many rows lack it."""
     counts: dict[str, int] = {}
     for row in rows:
@@ -187,7 +188,7 @@ def chosen_head(members: tuple[str, ...], values: np.ndarray, y: np.ndarray, w: 
     return Head(model, OperatingPoint("target_fpr_labelled", None, 1.0, 0.0, 0.0, 0.0, 0.0))
 
 
-def member_table(base: Calibration, rows: Sequence[Mapping[str, Any]], k: int, names: Sequence[str]) -> dict[str, Any]:
+def member_table(base: Calibration, rows: Sequence[JSONView], k: int, names: Sequence[str]) -> dict[str, Any]:
     """Each member of ``names`` on each row as ``base`` reads it (NaN where absent, and for a member it reads as
     missing on a passage, ``short_only``)."""
     passage = np.array([answer_kind(r, k) == "passage" for r in rows])
@@ -262,7 +263,7 @@ class RefitRows:
         Who drew the rows' samples (default: the settings' ``samples_from``, else the base's).
     """
 
-    rows: Sequence[Mapping[str, Any]]
+    rows: Sequence[JSONView]
     labels: Sequence[float]
     k: int
     source: str = ""
@@ -282,7 +283,7 @@ class Refit:
 def recalibrate(
     base: Calibration,
     labelled: RefitRows,
-    settings: Mapping[str, Any],
+    settings: JSONView,
     *,
     mode: str = "prior",
     target_fpr: float = 0.1,

@@ -1,4 +1,4 @@
-"""Fitting the ``-k auto`` band of each stage (``adaptive``'s rule ``settle``) on a calibration's data."""
+"""Fitting the ``-k auto`` band of each round (``adaptive``'s rule ``settle``) on a calibration's data."""
 
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ def _far_end(p: np.ndarray, flip: np.ndarray, delta: float) -> float | None:
 
 
 def fit_settle(p: np.ndarray, flag: np.ndarray, final: np.ndarray, delta: float = DELTA) -> Settle:
-    """The band outside which a prompt's flag at ``k_max`` differs from this stage's with probability <= ``delta``.
+    """The band outside which a prompt's flag at ``k_max`` differs from this round's with probability <= ``delta``.
 
-    On each side of the stage's threshold (the unflagged prompts, then the flagged ones), the probability that
+    On each side of the round's threshold (the unflagged prompts, then the flagged ones), the probability that
     the flag changes by ``k_max`` is fitted monotone in p, rising toward the threshold (isotonic regression), and
     the prompts far from the threshold stop while their pooled block's rate, counted conservatively as
     (flips + 1) / (n + 1), is at most ``delta``.
@@ -44,11 +44,11 @@ def fit_settle(p: np.ndarray, flag: np.ndarray, final: np.ndarray, delta: float 
     Parameters
     ----------
     p : ndarray of shape (n,)
-        Each prompt's probability at this stage (out-of-fold).
+        Each prompt's probability at this round (out-of-fold).
     flag : ndarray of shape (n,)
-        Each prompt's flag at this stage.
+        Each prompt's flag at this round.
     final : ndarray of shape (n,)
-        Each prompt's flag at the last stage.
+        Each prompt's flag at the last round.
     delta : float, default=DELTA
 
     Returns
@@ -67,18 +67,18 @@ def fit_settle(p: np.ndarray, flag: np.ndarray, final: np.ndarray, delta: float 
 
 
 def fit_settles(p: np.ndarray, flags: np.ndarray, delta: float = DELTA) -> list[Settle]:
-    """Each stage's band but the last's, in order, each fitted on the prompts the stages before left open.
+    """Each round's band but the last's, in order, each fitted on the prompts the rounds before left open.
 
     Parameters
     ----------
-    p, flags : ndarray of shape (stages, prompts)
-        Each prompt's probability (out-of-fold) and flag at each stage; the last row is ``k_max``'s.
+    p, flags : ndarray of shape (rounds, prompts)
+        Each prompt's probability (out-of-fold) and flag at each round; the last row is ``k_max``'s.
     delta : float, default=DELTA
 
     Returns
     -------
     list of Settle
-        One per stage before the last.
+        One per round before the last.
     """
     open_ = np.ones(p.shape[1], dtype=bool)
     out = []

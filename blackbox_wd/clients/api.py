@@ -60,6 +60,8 @@ from blackbox_wd.errors import BBWDError, SamplingError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, Usage
 
 if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletion
+
     from blackbox_wd.settings import Settings
 
 __all__ = ["APIOptions", "APISampler", "api_options", "make_api_sampler"]
@@ -99,7 +101,7 @@ def _choice(raw: Any, share: int) -> Choice | None:
     return Choice(text, lps, raw.finish_reason, len(lps) if lps is not None else share)
 
 
-def parse_choices(response: Any) -> tuple[list[Choice | None], int]:
+def parse_choices(response: ChatCompletion) -> tuple[list[Choice | None], int]:
     """Choices (by index, None where empty) and prompt tokens of a ChatCompletion."""
     choices = sorted(response.choices or [], key=lambda c: c.index or 0)
     usage = response.usage

@@ -11,7 +11,7 @@ shared by K sequences; sequence i draws with seed ``base + i``, where ``base`` i
 (seed, messages) as :func:`~blackbox_wd.clients.seeds.sample_seed` does. Requests go one at a
 time, so a prompt's samples do not depend on what else is drawn with it (llama.cpp's kernels
 round differently by batch size, and one rounding flip changes a sample from there on); drawn
-with another K they can differ that way, so ``-k auto`` draws each stage as the same request every time.
+with another K they can differ that way, so ``-k auto`` draws each round as the same request every time.
 A prompt is never read from what another request left in llama.cpp's cache: a prompt whose start another
 prompt left in a slot would be read from that cached start, computed in another batch, and its samples would
 then depend on what the process drew before it (a resumed run drew other samples than a clean one). Yet a
@@ -54,7 +54,7 @@ from blackbox_wd.clients.sampling import BatchSampler
 from blackbox_wd.clients.seeds import sample_seed
 from blackbox_wd.cpus import cpu_threads
 from blackbox_wd.errors import BBWDError, one_line
-from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams
+from blackbox_wd.records import JSONObject, Messages, Sample, SampleSet, SamplingParams
 
 if TYPE_CHECKING:
     from blackbox_wd.teachers.forcing import HFTeacher
@@ -278,14 +278,14 @@ class LlamaCppSampler(BatchSampler):
                 (self.host.slot_dir / saved.popitem(last=False)[0]).unlink(missing_ok=True)
         self.post(f"/slots/{SLOT}?action=restore", {"filename": name})
 
-    def post(self, path: str, body: dict[str, Any]) -> Any:
+    def post(self, path: str, body: JSONObject) -> Any:
         """The JSON answer of a POST to the server; BBWDError for any other status than 200."""
         reply = self.client.post(path, json=body)
         if reply.status_code != 200:
             raise BBWDError(f"llama.cpp: {one_line(reply.text)}")
         return reply.json()
 
-    def as_sample(self, result: dict[str, Any]) -> Sample:
+    def as_sample(self, result: JSONObject) -> Sample:
         """One llama.cpp completion as a Sample: its token ids (the end-of-turn token dropped), the teacher
         tokenizer's text of them, and their log-probs when llama.cpp reported one for every token.
 

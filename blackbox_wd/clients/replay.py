@@ -48,7 +48,7 @@ def _json_or_text(raw: bytes) -> Any:
         return raw.decode("utf-8", "replace")
 
 
-def canonical(body: Any) -> str:
+def canonical(body: object) -> str:
     """A stable string for a JSON body (sorted keys, no spaces)."""
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

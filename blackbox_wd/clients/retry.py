@@ -27,6 +27,7 @@ from tenacity import RetryCallState, stop_after_attempt, stop_before_delay, wait
 from tenacity.stop import stop_base
 
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.records import JSONObject
 
 RETRY_STATUS = frozenset({408, 409, 429})
 
@@ -116,7 +117,7 @@ def make_stop(policy: RetryPolicy) -> stop_base:
     return stop_before_delay(policy.budget) | stop_after_attempt(max(1, policy.attempts))
 
 
-def gave_up(exc: BaseException, policy: RetryPolicy, stats: dict[str, Any]) -> str:
+def gave_up(exc: BaseException, policy: RetryPolicy, stats: JSONObject) -> str:
     """Why a retryable failure was retried no more: a server wait past the budget, or the tries spent."""
     hinted = retry_after(exc)
     elapsed = float(stats.get("delay_since_first_attempt") or 0.0)

@@ -33,12 +33,12 @@ from typing import Any
 
 from blackbox_wd.clients.sampling import Mode, draw_mode
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.records import SampleSet, Usage
+from blackbox_wd.records import JSONObject, SampleSet, Usage
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.run.groups import (
     detector_samples,
     groups,
-    score_group_in_stages,
+    score_group_in_rounds,
     score_records,
     select_records,
     teacher_group,
@@ -46,11 +46,11 @@ from blackbox_wd.run.groups import (
 from blackbox_wd.run.inputs import LogRecord, line_hash, raw_lines, read_records
 from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
 from blackbox_wd.run.runlog import Emit as RowEmit
-from blackbox_wd.run.runlog import Resume, RunLog, check_output_path
+from blackbox_wd.run.runlog import Resume, Row, RunLog, check_output_path
 from blackbox_wd.run.texts import SKIPPED
+from blackbox_wd.scored_row import ScoredRow, is_scored_row
 from blackbox_wd.settings import Settings
 
-ROW_KEYS = ("id", "line", "error", "fingerprint", "input_hash")  # every output line has these
 # the result's fields every batch row carries (``result.result_row``)
 BATCH_FIELDS = (
     *SAMPLE_SCORES,
@@ -153,13 +153,14 @@ def plan_k(src: Path, k: int | None, sample_missing: bool, default: int = 10) ->
 
 
 def batch_log(dst: Path) -> RunLog:
-    """The run log of a batch output: each line a row of ROW_KEYS, numbered as its input line."""
-    return RunLog(dst, "batch", "a bbwd row", lambda n, row: all(key in row for key in ROW_KEYS) and row["line"] == n)
+    """The run log of a batch output: each line a :class:`ScoredRow` (``scored_row.is_scored_row``), numbered as its
+    input line."""
+    return RunLog(dst, "batch", "a bbwd row", is_scored_row)
 
 
-def read_done(dst: Path) -> list[dict[str, Any]]:
+def read_done(dst: Path) -> list[ScoredRow]:
     """The complete rows of an earlier run, checked to be bbwd output; a torn last line is cut off (``RunLog.read``)."""
-    return batch_log(dst).read()
+    return batch_log(dst).read_scored()
 
 
 def is_scored(path: Path) -> bool:
@@ -176,9 +177,7 @@ def is_scored(path: Path) -> bool:
     return False
 
 
-def check_resume(
-    done: list[dict[str, Any]], fingerprint: str, src: Path, dst: Path, calibration: str | None = None
-) -> None:
+def check_resume(done: list[Row], fingerprint: str, src: Path, dst: Path, calibration: str | None = None) -> None:
     """Raise BBWDError unless every done row has this run's fingerprint, calibration id and its input line's hash."""
     batch_log(dst).check_settings(done, fingerprint, calibration)
     hashes = {n: line_hash(raw) for n, raw in enumerate(islice(raw_lines(src), len(done)), start=1)}
@@ -197,27 +196,43 @@ def output_row(
     rec: LogRecord,
     result: Result | BBWDError | None,
     save_matrix: bool,
-    settings: dict[str, Any],
+    settings: JSONObject,
     calibration: str | None = None,
-) -> dict[str, Any]:
-    """The JSON object written for one record (with a response: its answer_wd, sentences and sentence_wd); with a
-    calibration (its id), also p_hallucination and flag. ``settings``: the run's reported settings with their
-    fingerprint (``Detector.reported_settings``); every row carries them, so that ``bbwd calibrate`` and a re-judge
-    read rows of batch with nothing beside them."""
+) -> ScoredRow:
+    """The row written for one record, its line of the output (with a response: its answer_wd, sentences and
+    sentence_wd; with a calibration, its id, p_hallucination and flag).
+
+    Parameters
+    ----------
+    rec : LogRecord
+        The record.
+    result : Result, BBWDError or None
+        Its result, or why it has none (None: its line did not parse).
+    save_matrix : bool
+        With D (``--save-matrix``).
+    settings : dict
+        The run's reported settings with their fingerprint (``Detector.reported_settings``); every row carries
+        them, so that ``bbwd calibrate`` and a re-judge read rows of batch with nothing beside them.
+    calibration : str or None
+        The id of the run's calibration.
+
+    Returns
+    -------
+    ScoredRow
+    """
     scored = result if isinstance(result, Result) else None
-    row: dict[str, Any] = {
-        "id": rec.id,
-        "line": rec.line,
-        **result_row(scored, batch_fields(save_matrix, calibration is not None)),
-    }
-    if calibration is not None:
-        row["calibration"] = calibration
-    if rec.label is not None:
-        row["label"] = rec.label
-    row["error"] = rec.error or (None if isinstance(result, Result) else f"line {rec.line}: {result}")
-    row["transient"] = bool(rec.error is None and getattr(result, "transient", False))
-    row.update(settings=settings, fingerprint=settings["fingerprint"], input_hash=rec.input_hash)
-    return row
+    return ScoredRow(
+        id=rec.id,
+        line=rec.line,
+        scores=result_row(scored, batch_fields(save_matrix, calibration is not None)),
+        calibration=calibration,
+        label=rec.label,
+        error=rec.error or (None if isinstance(result, Result) else f"line {rec.line}: {result}"),
+        transient=bool(rec.error is None and getattr(result, "transient", False)),
+        settings=settings,
+        fingerprint=settings["fingerprint"],
+        input_hash=rec.input_hash,
+    )
 
 
 # What an engine calls for each record, in input order: the record, its result (or why it has none), its samples.
@@ -301,7 +316,7 @@ class Runner:
         summary.settings = settings
         t0 = time.perf_counter()
 
-        def counted(row: dict[str, Any], sset: SampleSet | BBWDError | None) -> None:
+        def counted(row: Row, sset: object) -> None:
             summary.records += 1
             summary.errors += row["error"] is not None
             summary.skipped += row["error"] is None and row["avg_wd"] is None  # judged from its texts alone
@@ -363,9 +378,9 @@ class BatchRunner(Runner):
             sets = await task
             if ahead:
                 refill()
-            if self.detector.settings.stop is not None:  # -k auto: draws in stages as it scores
+            if self.detector.settings.stop is not None:  # -k auto: draws in rounds as it scores
                 sampler = self.detector.sampler if self.sample_missing else None
-                results = await score_group_in_stages(self.detector, group, sets, sampler)
+                results = await score_group_in_rounds(self.detector, group, sets, sampler)
             else:
                 results = await asyncio.to_thread(self._score_group, group, sets)
             refill()

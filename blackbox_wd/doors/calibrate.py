@@ -34,6 +34,7 @@ from blackbox_wd.calibration.members import KINDS
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.calibration.suggest import suggested_rows
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.records import JSONObject
 
 REFITS = ("auto", "map", "prior", "full")
 FULL_FROM = 200  # labelled prompts from which ``auto`` fits every head (the learning curve)
@@ -250,7 +251,7 @@ def labelled_at_k(results: Sequence[Path], label: str, k: int | None) -> tuple[l
     return rows, labels, int(k or labelled.row_k(rows[0], str(results[0])))
 
 
-def base_calibration(path: Path | None, settings: dict[str, Any], rows: Sequence[dict[str, Any]]) -> Calibration:
+def base_calibration(path: Path | None, settings: JSONObject, rows: Sequence[JSONObject]) -> Calibration:
     """The calibration a map refits: ``path``'s, else the one shipped for the rows' settings (for a teacher without
     one of its own, the shipped heads that read the texts alone: ``choice.embedded_calibration``), when the rows were
     judged by it or by none; BBWDError naming the one that judged them otherwise."""
@@ -292,7 +293,7 @@ def write_suggestion(results: Sequence[Path], n: int, output: Path, seed: int = 
     )
 
 
-def risk_of(row: dict[str, Any]) -> float | None:
+def risk_of(row: JSONObject) -> float | None:
     """A row's p_hallucination, the risk the rows to label are spread over; None with an error or without one."""
     p = row.get("p_hallucination")
     return float(p) if row.get("error") is None and isinstance(p, (int, float)) else None

@@ -59,7 +59,7 @@ from blackbox_wd.clients.sampling import RecordedSamples
 from blackbox_wd.doors.batch import Emit, Runner
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.run.detector import Detector
-from blackbox_wd.run.groups import detector_samples, groups, score_group_in_stages, score_records, teacher_group
+from blackbox_wd.run.groups import detector_samples, groups, score_group_in_rounds, score_records, teacher_group
 from blackbox_wd.run.inputs import LogRecord, line_offsets, read_span
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.card import TeacherCard
@@ -240,12 +240,12 @@ class SampleStage:
 
 class TeacherStage:
     """Teacher-forces each group: the model loads once per actor; a local target samples here first. With
-    ``-k auto`` (``staged``) the actor keeps the driver's calibration and runs the group's stages
-    (``groups.score_group_in_stages``), drawing from the target (an API one through the cluster's slots, ``api``)
+    ``-k auto`` (``adaptive``) the actor keeps the driver's calibration and runs the group's rounds
+    (``groups.score_group_in_rounds``), drawing from the target (an API one through the cluster's slots, ``api``)
     as it goes, and the group leaves scored."""
 
     def __init__(
-        self, driver: Detector, sample_missing: bool, threads: int, staged: bool, api: APIOptions | None
+        self, driver: Detector, sample_missing: bool, threads: int, adaptive: bool, api: APIOptions | None
     ) -> None:
         torch.set_num_threads(threads)  # float reductions round as in a local run with as many threads,
         threadpool_limits(threads)  # and the states' projection (numpy BLAS; Ray set OMP_NUM_THREADS to our CPUs)
@@ -253,23 +253,23 @@ class TeacherStage:
         hf_logging.disable_progress_bar()
         # the teacher, and a local target's sampler (an API target is drawn by the sampling actors, or here with
         # -k auto)
-        sample = staged or target_kind(driver.settings) != "api"
-        self.detector = actor_detector(driver, weights=True, sample=sample, calibrated=staged, api=api)
-        if not staged:  # the driver's calibration and settings as run say which prompts it forces (``Detector.forced``)
+        sample = adaptive or target_kind(driver.settings) != "api"
+        self.detector = actor_detector(driver, weights=True, sample=sample, calibrated=adaptive, api=api)
+        if not adaptive:  # the driver's calibration and settings as run say which it forces (``Detector.forced``)
             self.detector = self.detector.deciding_as(driver)
-        self.staged = staged
+        self.adaptive = adaptive
         self.sample_missing = sample_missing
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Each group with its token states (``groups.detector_samples`` when not sampled yet, then
-        ``groups.teacher_group``); with ``-k auto``, scored stage by stage."""
+        ``groups.teacher_group``); with ``-k auto``, scored round by round."""
         out = unpack(batch)
         d = self.detector
         for g in out:
-            if self.staged:
+            if self.adaptive:
                 g.sets = asyncio.run(detector_samples(d, g.records, self.sample_missing, draw=False))
                 sampler = d.sampler if self.sample_missing else None
-                g.results = asyncio.run(score_group_in_stages(d, g.records, g.sets, sampler))
+                g.results = asyncio.run(score_group_in_rounds(d, g.records, g.sets, sampler))
                 continue
             if g.sets is None:
                 g.sets = asyncio.run(detector_samples(d, g.records, self.sample_missing))
@@ -281,7 +281,7 @@ def score_stage(batch: dict[str, np.ndarray], detector: Detector) -> dict[str, n
     """Each group with its results (``groups.score_records``, with the driver's wiring); the token states stop here."""
     out = unpack(batch)
     for g in out:
-        if g.results is not None:  # -k auto: scored stage by stage in the teacher stage
+        if g.results is not None:  # -k auto: scored round by round in the teacher stage
             continue
         assert g.states is not None and g.sets is not None, "the sample and teacher stages ran before scoring"
         g.results = score_records(detector, g.states, g.sets)
@@ -384,10 +384,10 @@ class RayRunner(Runner):
         ds.context.execution_options.preserve_order = True  # rows leave in input order
         ds.context.enable_progress_bars = False
         ds.context.print_on_execution_start = False
-        staged = self.detector.settings.stop is not None
+        adaptive = self.detector.settings.stop is not None
         # the API options each drawing actor builds its sampler from, its requests through the cluster's slots
         api = self.api.sharing(functools.partial(ClusterSlot, limiter)) if self.api is not None else None
-        if self.api_target and not staged:  # beside the log and the API cache (-k auto: the teacher actors draw)
+        if self.api_target and not adaptive:  # beside the log and the API cache (-k auto: the teacher actors draw)
             ds = ds.map_batches(
                 SampleStage,
                 batch_size=1,
@@ -400,7 +400,7 @@ class RayRunner(Runner):
             TeacherStage,
             batch_size=1,
             compute=ActorPoolStrategy(size=self.teacher_workers),
-            fn_constructor_args=(self.detector, self.sample_missing, self.threads, staged, api if staged else None),
+            fn_constructor_args=(self.detector, self.sample_missing, self.threads, adaptive, api if adaptive else None),
             num_cpus=self.teacher_cpus,
             num_gpus=self.teacher_gpus,
         )

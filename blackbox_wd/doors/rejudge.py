@@ -25,6 +25,7 @@ from blackbox_wd.calibration.choice import embedded_calibration
 from blackbox_wd.calibration.labelled import json_objects
 from blackbox_wd.doors.batch import BATCH_FIELDS, CALIBRATED, OPTIONAL, SCORED, read_done
 from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.records import JSONView
 from blackbox_wd.run.texts import row_reads_teacher
 
 ROW_END = ("label", "error", "transient", "settings", "fingerprint", "input_hash")  # after the verdict, in a row
@@ -55,7 +56,7 @@ def scored_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         yield n, row
 
 
-def judged_row(row: Mapping[str, Any], calibration: Calibration) -> dict[str, Any]:
+def judged_row(row: JSONView, calibration: Calibration) -> dict[str, Any]:
     """The row with the calibration's verdict (``Calibration.verdict`` at its sample count, each sentence's and
     claim's), its fields in the order of a fresh ``batch`` row (``batch.output_row``)."""
     if row.get("error") is not None:

@@ -1,6 +1,6 @@
 """A run's wiring: :class:`Detector`, built once by :meth:`Detector.from_settings` (its parts: ``build``), runs
 the stages of :mod:`blackbox_wd.run.stages` for every door: ``score``, ``batch``'s local and Ray engines, ``eval``,
-the server and the Python API; with ``-k auto`` in stages (:mod:`blackbox_wd.run.rounds`).
+the server and the Python API; with ``-k auto`` in rounds (:mod:`blackbox_wd.run.rounds`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from blackbox_wd.records import Messages, Sample, SampleSet, Usage, as_messages
 from blackbox_wd.run import stages as scoring
 from blackbox_wd.run.build import TeacherLoader, build_parts, run_report
 from blackbox_wd.run.result import Result
-from blackbox_wd.run.rounds import sampler_draw, score_in_stages
+from blackbox_wd.run.rounds import sampler_draw, score_in_rounds
 from blackbox_wd.run.stages import PromptStates, lne_logprobs, scoring_failed
 from blackbox_wd.run.texts import texts_or_teacher
 from blackbox_wd.settings import GROUP_SIZE, ReportedSettings, Settings, check_group_size
@@ -29,7 +29,7 @@ from blackbox_wd.signals.decompose import decompose
 from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.registry import reference_bandwidth
-from blackbox_wd.teachers.statecache import StateCache
+from blackbox_wd.teachers.statecache import StateCache, StateStore
 
 if TYPE_CHECKING:
     from blackbox_wd.clients.api import APIOptions
@@ -234,7 +234,7 @@ class Detector:
         *,
         logprobs: bool = False,
         failed: str = "scoring failed",
-        cache: Any = None,
+        cache: StateStore | None = None,
     ) -> list[PromptStates | BBWDError]:
         """One shared-prefix teacher pass over the items (``teacher_pass_isolated``); an exception of the pass
         becomes the error ``failed: ...`` of the item that raised it. ``cache``: where forced states are kept
@@ -261,18 +261,21 @@ class Detector:
         self,
         items: Sequence[tuple[Messages, SampleSet]],
         *,
-        judges: Sequence[Entails | None] | None = None,
+        entails_each: Sequence[Entails | None] | None = None,
         logprobs: bool = False,
         failed: str = "scoring failed",
-        cache: Any = None,
+        cache: StateStore | None = None,
     ) -> list[PromptStates | Result | BBWDError]:
         """Each item's token states where its verdict reads the teacher (one shared-prefix :meth:`teacher_pass` over
         them, the teacher loaded when first needed); else its result judged from its texts (``texts.texts_or_teacher``),
         or the error its samples would get in the pass. With ``all_scores`` those judged from their texts are forced
         too, in a pass of their own after the first: the first pass holds the same prompts either way, so that their
-        states, and p, are the same to the bit (a pass's batch shapes round its floats). ``judges``: DSE's judge of
-        each (None: equal normalised answers); ``logprobs``, ``failed``, ``cache``: the pass's."""
-        judged: list[Entails | None] = list(judges) if judges is not None else [exact_match_entails] * len(items)
+        states, and p, are the same to the bit (a pass's batch shapes round its floats).
+        ``entails_each``: DSE's entailment check of each (None: equal normalised answers); ``logprobs``, ``failed``,
+        ``cache``: the pass's."""
+        checks: list[Entails | None] = (
+            list(entails_each) if entails_each is not None else [exact_match_entails] * len(items)
+        )
         out: list[PromptStates | Result | BBWDError | None] = list(
             texts_or_teacher(
                 self.teacher,
@@ -281,7 +284,7 @@ class Detector:
                 self.reported.as_dict(),
                 self.calibration,
                 own_ids=self.own_ids,
-                judges=judged,
+                entails_each=checks,
                 verdicts=not self.all_scores,
             )
         )
@@ -295,31 +298,32 @@ class Detector:
         return out  # type: ignore[return-value]  # every None filled by the pass
 
     def outcome(
-        self, ps: PromptStates | Result | BBWDError, *, judge: Entails | None = exact_match_entails
+        self, ps: PromptStates | Result | BBWDError, *, entails: Entails | None = exact_match_entails
     ) -> Result | BBWDError:
         """``stages.score_states`` with errors as values (``stages.score_states_isolated``); a result judged from the
         texts (``forced``) as it is."""
         if isinstance(ps, Result):
             return ps
         return scoring.score_states_isolated(
-            ps, self.settings, self.reported.as_dict(), self.calibration, self.reference_bandwidth, judge=judge
+            ps, self.settings, self.reported.as_dict(), self.calibration, self.reference_bandwidth, entails=entails
         )
 
     def score_many(
-        self, items: list[tuple[Messages, SampleSet]], judges: Sequence[Entails | None] | None = None
+        self, items: list[tuple[Messages, SampleSet]], entails_each: Sequence[Entails | None] | None = None
     ) -> list[Result | BBWDError]:
         """Score several prompts with one shared-prefix teacher pass over all their responses.
 
         A prompt whose input is unusable (fewer than 2 responses, an empty or over-long response),
         or whose part of the pass raised, gets its BBWDError in its slot; the others are scored
         (``score_states``: every signal, and the verdict). With ``lne`` the pass runs the full model where
-        the target gave no log-probs; ``judges`` gives DSE's entailment judge of each prompt, None for no DSE
-        (``judges`` None: equal normalised answers for every prompt). The timings hold ``baselines`` (LNE, LS,
+        the target gave no log-probs; ``entails_each`` gives DSE's entailment check of each prompt, None for no DSE
+        (``entails_each`` None: equal normalised answers for every prompt). The timings hold ``baselines`` (LNE, LS,
         ES, ER) and ``dse`` apart.
         """
-        passed = self.forced(items, judges=judges, logprobs=lne_logprobs(self.lne, [s for _, s in items]))
+        passed = self.forced(items, entails_each=entails_each, logprobs=lne_logprobs(self.lne, [s for _, s in items]))
         return [
-            self.outcome(ps, judge=exact_match_entails if judges is None else judges[n]) for n, ps in enumerate(passed)
+            self.outcome(ps, entails=exact_match_entails if entails_each is None else entails_each[n])
+            for n, ps in enumerate(passed)
         ]
 
     def score(
@@ -332,7 +336,7 @@ class Detector:
         """Sample K responses (unless given), teacher-force them, and score; with ``answer`` (the answer to check)
         also its AnswerWD and its sentences' scores; with ``claims`` (statements about the answer), or with the
         setting ``claims`` "target" the claims the target lists (``decompose``), each claim's score, p and flag;
-        with ``-k auto``, in stages until the verdict is settled (``rounds``). Raises BBWDError when the prompt
+        with ``-k auto``, in rounds until the verdict is settled (``rounds``). Raises BBWDError when the prompt
         cannot be scored.
 
         On recorded samples (``from_settings(..., recorded=True)``) nothing is drawn: the first K ``responses``
@@ -351,12 +355,12 @@ class Detector:
         )
         if self.settings.stop is not None:
             draw = sampler_draw(self.drawing_sampler) if responses is None else None
-            staged = asyncio.run(score_in_stages(self, [(messages, given)], draw))[0]
-            if isinstance(staged, BBWDError):
-                raise staged
-            staged.timings = {"total": time.perf_counter() - t0, **staged.timings}
-            staged.usage.add(listing)
-            return staged
+            adaptive = asyncio.run(score_in_rounds(self, [(messages, given)], draw))[0]
+            if isinstance(adaptive, BBWDError):
+                raise adaptive
+            adaptive.timings = {"total": time.perf_counter() - t0, **adaptive.timings}
+            adaptive.usage.add(listing)
+            return adaptive
         if responses is None:
             drawn = self.drawing_sampler.sample(messages, self.settings.sampling())
             given = replace(drawn, answer=given.answer, claims=given.claims)

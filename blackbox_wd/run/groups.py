@@ -19,7 +19,7 @@ from blackbox_wd.errors import BBWDError, SamplingError
 from blackbox_wd.records import Messages, Sample, SampleSet, SamplingParams, Usage
 from blackbox_wd.run.inputs import LogRecord, read_records
 from blackbox_wd.run.result import Result
-from blackbox_wd.run.rounds import sampler_draw, score_in_stages
+from blackbox_wd.run.rounds import sampler_draw, score_in_rounds
 from blackbox_wd.run.stages import PromptStates
 from blackbox_wd.signals.decompose import list_claims
 
@@ -78,7 +78,7 @@ async def sample_group(
 ) -> list[SampleSet | BBWDError | None]:
     """Each record's given responses (the first K) topped up to K from the target (``sampling.draw_group``:
     one batched draw for a local target, concurrent API calls else); ``draw`` False: the given responses only
-    (``-k auto`` draws in its stages: ``rounds``). With ``ask_claims`` (``Settings.claims`` "target"), the
+    (``-k auto`` draws in its rounds: ``rounds``). With ``ask_claims`` (``Settings.claims`` "target"), the
     target lists the claims of each judged answer that came without claims (``decompose.list_claims``, one
     request per answer, its cost in the record's usage); a failed request is the record's error, as a failed
     draw is."""
@@ -164,14 +164,14 @@ def teacher_group(
     return out
 
 
-async def score_group_in_stages(
+async def score_group_in_rounds(
     detector: Detector, group: list[LogRecord], sets: list[Slot], sampler: Sampler | None
 ) -> list[Result | BBWDError | None]:
-    """``-k auto`` over the group's records that have their given responses (``rounds.score_in_stages``): each drawn
-    from ``sampler`` (when there is a target) in stages until its verdict is settled; errors and None pass through."""
+    """``-k auto`` over the group's records that have their given responses (``rounds.score_in_rounds``): each drawn
+    from ``sampler`` (when there is a target) in rounds until its verdict is settled; errors and None pass through."""
     ready, items = ready_items(group, sets)
     draw = sampler_draw(sampler) if sampler is not None else None
-    scored = await score_in_stages(detector, items, draw) if items else []
+    scored = await score_in_rounds(detector, items, draw) if items else []
     out: list[Result | BBWDError | None] = list(sets)
     for n, res in zip(ready, scored, strict=True):
         if isinstance(res, Result):

@@ -1,7 +1,7 @@
 """A prompt's result and its one serialization: :class:`Result`, and :func:`result_row` of a door's :class:`RowFields`.
 
 Every door writes a result through :func:`result_row`: ``score --json`` (:meth:`Result.to_dict`), ``batch``'s rows,
-``eval``'s rows, the server's ``bbwd`` object and each ``-k auto`` stage's entry (``rounds.stage_entry``). A door
+``eval``'s rows, the server's ``bbwd`` object and each ``-k auto`` round's entry (``rounds.round_entry``). A door
 names its fields once (a :class:`RowFields`: which fields, in which order, which are left out without a value,
 which are spread into the row) and adds only its own keys (ids, labels, errors) around the row.
 """
@@ -15,8 +15,31 @@ from typing import Any
 import numpy as np
 
 from blackbox_wd.measure.sentences import SentenceScore, sentence_dicts
-from blackbox_wd.records import Messages, Usage
+from blackbox_wd.records import JSONObject, Messages, Usage
 from blackbox_wd.signals.claims import ClaimScore, claim_dicts
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of ``-k auto`` a result was looked at: its sample count, its verdict, whether the loop stopped
+    there, and its scores (those a calibration reads: ``calibration.members.member_value`` of them gives each
+    member). A row writes it as ``to_dict`` under ``stages``."""
+
+    k: int
+    p_hallucination: float | None
+    flag: bool | None
+    settled: bool
+    scores: JSONObject
+
+    def to_dict(self) -> JSONObject:
+        """``{"k", "p_hallucination", "flag", "settled", "scores"}``, JSON-ready."""
+        return {
+            "k": self.k,
+            "p_hallucination": self.p_hallucination,
+            "flag": self.flag,
+            "settled": self.settled,
+            "scores": self.scores,
+        }
 
 
 @dataclass
@@ -29,7 +52,7 @@ class Result:
     D: np.ndarray | None  # None: judged from the texts alone, not forced (``texts``), as the scores below
     avg_wd: float | None
     eigen_wd: float | None
-    settings: dict[str, Any]
+    settings: JSONObject  # the settings as run (``Detector.reported_settings``), with their fingerprint
     eigen_wd_fixed: float | None = None  # EigenWD with the teacher's reference bandwidth (when it has one)
     usage: Usage = field(default_factory=Usage)
     timings: dict[str, float] = field(default_factory=dict)
@@ -48,7 +71,7 @@ class Result:
     answer_nll: float | None = None  # with a judged answer and the teacher's log-probs: its mean -log p of its tokens
     cocoa: float | None = None  # with answer_nll: answer_nll x answer_wd, confidence times consistency
     settled: bool | None = None  # -k auto, with a calibration: the verdict at these samples stops drawing
-    stages: list[dict[str, Any]] | None = None  # -k auto: each stage looked at (``rounds.stage_entry``)
+    rounds: list[Round] | None = None  # -k auto: each round looked at (``rounds.round_entry``), written as ``stages``
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, JSON-ready (``result_row`` of EVERY_FIELD)."""
@@ -75,7 +98,7 @@ ROW_FIELDS: dict[str, tuple[Callable[[Result], Any], Any]] = {
     "responses": (lambda r: r.responses, []),
     "token_counts": (lambda r: r.token_counts, []),
     "n_samples": (lambda r: len(r.responses), 0),
-    "k": (lambda r: len(r.responses), 0),  # n_samples, as the server's object and a stage's entry name it
+    "k": (lambda r: len(r.responses), 0),  # n_samples, as the server's object and a round's entry name it
     "target_tokens": (lambda r: r.target_tokens, 0),
     "D": (lambda r: None if r.D is None else r.D.tolist(), None),
     "avg_wd": (lambda r: number(r.avg_wd), None),
@@ -95,7 +118,7 @@ ROW_FIELDS: dict[str, tuple[Callable[[Result], Any], Any]] = {
     "p_hallucination": (lambda r: r.p_hallucination, None),
     "flag": (lambda r: r.flag, None),
     "settled": (lambda r: r.settled, None),
-    "stages": (lambda r: r.stages, None),
+    "stages": (lambda r: None if r.rounds is None else [x.to_dict() for x in r.rounds], None),  # -k auto's rounds
     "members": (lambda r: (r.calibration or {}).get("members"), None),
     "calibration": (lambda r: r.calibration, None),
     "settings": (lambda r: r.settings, None),
@@ -118,7 +141,7 @@ class RowFields:
         written (None or empty for a record without a result).
     spread : frozenset of str
         Fields whose object's items go into the row in the field's place, instead of the object (eval's
-        baseline columns, a stage's scores).
+        baseline columns, a round's scores).
     """
 
     names: tuple[str, ...]
@@ -133,7 +156,10 @@ class RowFields:
 # the run's scores of the samples, and of the judged answer against them: in this order in every door's row
 SAMPLE_SCORES = ("avg_wd", "eigen_wd", "eigen_wd_fixed", "answer_wd")
 ANSWER_SCORES = ("sentence_wd", "answer_unigram", "answer_disagreement", "answer_nll", "cocoa")
-EVERY_FIELD = RowFields((*(f.name for f in fields(Result)), "n_samples", "target_tokens"))  # ``Result.to_dict``
+SERIALIZED = {"rounds": "stages"}  # a field of Result written under another name
+EVERY_FIELD = RowFields(  # ``Result.to_dict``
+    (*(SERIALIZED.get(f.name, f.name) for f in fields(Result)), "n_samples", "target_tokens")
+)
 
 
 def result_row(result: Result | None, selection: RowFields) -> dict[str, Any]:

@@ -1,17 +1,17 @@
-"""The stages of ``-k auto`` over a group of prompts: draw, force, score, judge, and draw more where not settled.
+"""The rounds of ``-k auto`` over a group of prompts: draw, force, score, judge, and draw more where not settled.
 
-:func:`score_in_stages` is the one loop every door runs for an adaptive run (``score``, ``batch``, ``eval``,
-``serve``, Ray's driver and the Python API). At stage k (``Settings.stages``: 3, 5, 10, ... up to K) each prompt
+:func:`score_in_rounds` is the one loop every door runs for an adaptive run (``score``, ``batch``, ``eval``,
+``serve``, Ray's driver and the Python API). At round k (``Settings.rounds``: 3, 5, 10, ... up to K) each prompt
 still open has its first k samples: those it came with, then samples drawn from the target, sample i always
 being the same (``SamplingParams.start``). One shared-prefix teacher pass forces the samples not forced at an
-earlier stage (the states of those are kept: :class:`KeptStates`), and each prompt gets its scores and its
-verdict with the stage's heads (``Calibration.verdict(..., k=)``). A prompt whose verdict is settled
+earlier round (the states of those are kept: :class:`KeptStates`), and each prompt gets its scores and its
+verdict with the round's heads (``Calibration.verdict(..., k=)``). A prompt whose verdict is settled
 (``Calibration.settled``) stops there; the others go on. A run without a calibration cannot settle, and every
 prompt goes to K.
 
-Each result lists the stages it was looked at (``Result.stages``: k, p, flag, whether settled and the scores
-there), so a user sees why it stopped, and ``bbwd eval`` (``every_stage``) scores every stage of every prompt to
-set the adaptive verdict beside the fixed-K one and to fit a calibration's stages.
+Each result lists the rounds it was looked at (``Result.rounds``, a row's ``stages``: k, p, flag, whether settled
+and the scores there), so a user sees why it stopped, and ``bbwd eval`` (``every_round``) scores every round of
+every prompt to set the adaptive verdict beside the fixed-K one and to fit a calibration's rounds.
 """
 
 from __future__ import annotations
@@ -21,14 +21,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import replace
 from functools import partial
-from typing import Any, Protocol
+from typing import Protocol
 
 from blackbox_wd.clients.sampling import Draw, Sampler, draw_group
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, SampleSet, SamplingParams, TokenStates
-from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
+from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, Round, RowFields, result_row
+from blackbox_wd.run.stages import PromptStates
 from blackbox_wd.settings import Settings
 from blackbox_wd.signals.baselines import Entails, exact_match_entails
+from blackbox_wd.teachers.statecache import StateStore
 
 
 class Wiring(Protocol):
@@ -38,20 +40,22 @@ class Wiring(Protocol):
     def settings(self) -> Settings: ...
 
     @property
-    def cache(self) -> Any: ...
+    def cache(self) -> StateStore | None: ...
 
     def forced(
         self,
         items: Sequence[tuple[Messages, SampleSet]],
         *,
-        judges: Sequence[Entails | None] | None = None,
-        cache: Any = None,
-    ) -> list[Any]: ...
+        entails_each: Sequence[Entails | None] | None = None,
+        cache: StateStore | None = None,
+    ) -> list[PromptStates | Result | BBWDError]: ...
 
-    def outcome(self, ps: Any, *, judge: Entails | None = ...) -> Any: ...
+    def outcome(
+        self, ps: PromptStates | Result | BBWDError, *, entails: Entails | None = ...
+    ) -> Result | BBWDError: ...
 
 
-# Scores prompts' samples as they are, each with its DSE judge: the teacher pass, OT, scores and verdict.
+# Scores prompts' samples as they are, each with its DSE entailment check: the teacher pass, OT, scores and verdict.
 Score = Callable[[list[tuple[Messages, SampleSet]], list[Entails | None]], Awaitable[list[Result | BBWDError]]]
 
 
@@ -70,21 +74,25 @@ def detector_score(detector: Wiring, kept: KeptStates) -> Score:
     the teacher (states kept in ``kept``; ``Detector.forced``), then each prompt's outcome, both off the event
     loop."""
 
-    async def score(items: list[tuple[Messages, SampleSet]], judges: list[Entails | None]) -> list[Result | BBWDError]:
+    async def score(
+        items: list[tuple[Messages, SampleSet]], entails_each: list[Entails | None]
+    ) -> list[Result | BBWDError]:
         loop = asyncio.get_running_loop()
-        passed = await loop.run_in_executor(None, partial(detector.forced, items, judges=judges, cache=kept))
+        passed = await loop.run_in_executor(
+            None, partial(detector.forced, items, entails_each=entails_each, cache=kept)
+        )
         return [
-            await loop.run_in_executor(None, partial(detector.outcome, ps, judge=judge))
-            for ps, judge in zip(passed, judges, strict=True)
+            await loop.run_in_executor(None, partial(detector.outcome, ps, entails=entails))
+            for ps, entails in zip(passed, entails_each, strict=True)
         ]
 
     return score
 
 
 class KeptStates:
-    """The token states forced at earlier stages, in memory (before an optional disk ``StateCache``)."""
+    """The token states forced at earlier rounds, in memory (before an optional disk ``StateCache``)."""
 
-    def __init__(self, inner: Any = None) -> None:
+    def __init__(self, inner: StateStore | None = None) -> None:
         self.inner = inner
         self.kept: dict[tuple[tuple[int, ...], tuple[int, ...], bool], TokenStates] = {}
 
@@ -102,29 +110,27 @@ class KeptStates:
             self.inner.put(prompt, response, states)
 
 
-STAGE_VERDICT = RowFields(("k", "p_hallucination", "flag"))  # a stage's entry: its sample count and verdict
-STAGE_SCORES = RowFields(  # and its scores (the baselines spread among them)
+ROUND_SCORES = RowFields(  # a round's scores (the baselines spread among them)
     (*SAMPLE_SCORES, *ANSWER_SCORES, "baselines"), spread=frozenset({"baselines"})
 )
 
 
-def stage_entry(result: Result, settled: bool) -> dict[str, Any]:
-    """What a result says of one stage: k, its verdict, whether it settled, and its scores there (those a calibration
+def round_entry(result: Result, settled: bool) -> Round:
+    """What a result says of one round: k, its verdict, whether it settled, and its scores there (those a calibration
     reads: ``calibration.members.member_value`` of it gives each member).
 
     Parameters
     ----------
     result : Result
-        The result at this stage's samples.
+        The result at this round's samples.
     settled : bool
-        Whether the loop stops at this stage (settled, or the last).
+        Whether the loop stops at this round (settled, or the last).
 
     Returns
     -------
-    dict
-        ``{"k", "p_hallucination", "flag", "settled", "scores"}``.
+    Round
     """
-    return {**result_row(result, STAGE_VERDICT), "settled": settled, "scores": result_row(result, STAGE_SCORES)}
+    return Round(len(result.responses), result.p_hallucination, result.flag, settled, result_row(result, ROUND_SCORES))
 
 
 def first_k(sample_set: SampleSet, k: int) -> SampleSet:
@@ -147,49 +153,49 @@ async def draw_more(
     return out
 
 
-async def score_in_stages(
+async def score_in_rounds(
     detector: Wiring,
     items: Sequence[tuple[Messages, SampleSet]],
     draw: Draw | None = None,
     *,
-    judges: Sequence[Entails | None] | None = None,
-    every_stage: bool = False,
+    entails_each: Sequence[Entails | None] | None = None,
+    every_round: bool = False,
     drawn: Sequence[int] | None = None,
     score: Score | None = None,
 ) -> list[Result | BBWDError]:
-    """Score each prompt at the stages of ``detector.settings`` until its verdict is settled.
+    """Score each prompt at the rounds of ``detector.settings`` until its verdict is settled.
 
     Parameters
     ----------
     detector : Wiring
-        The wiring (a ``detector.Detector``); its settings' ``stages`` and its calibration's stages rule the loop.
+        The wiring (a ``detector.Detector``); its settings' ``rounds`` and its calibration's rounds rule the loop.
     items : sequence of (messages, SampleSet)
         Each prompt with the samples it has (given responses, or all of them), its judged answer and usage.
     draw : Draw or None
-        Draws more samples for a prompt short of a stage's k; None: nothing is drawn (a prompt short of a stage
-        is scored on what it has, at its last stage).
-    judges : sequence of Entails or None, optional
-        DSE's judge of each prompt (None: equal normalised answers).
-    every_stage : bool, default=False
-        Score every stage of every prompt (``bbwd eval``): the result is the last stage's, its ``stages`` say
+        Draws more samples for a prompt short of a round's k; None: nothing is drawn (a prompt short of a round
+        is scored on what it has, at its last round).
+    entails_each : sequence of Entails or None, optional
+        DSE's entailment check of each prompt (None: equal normalised answers).
+    every_round : bool, default=False
+        Score every round of every prompt (``bbwd eval``): the result is the last round's, its ``rounds`` say
         where the rule stopped.
     drawn : sequence of int, optional
         How many of each prompt's samples came from the target (the rest were given); by default, none.
     score : Score, optional
-        How a stage's samples are scored (the server's shared teacher batcher); by default
-        :func:`detector_score`, which keeps the states forced at earlier stages.
+        How a round's samples are scored (the server's shared teacher batcher); by default
+        :func:`detector_score`, which keeps the states forced at earlier rounds.
 
     Returns
     -------
     list of Result or BBWDError
-        The result of the stage each prompt stopped at (the last with ``every_stage``), or its error.
+        The result of the round each prompt stopped at (the last with ``every_round``), or its error.
     """
-    ks = detector.settings.stages
+    ks = detector.settings.rounds
     pools = [s for _, s in items]
     from_target = list(drawn) if drawn is not None else [0] * len(items)
     given = [len(s.samples) - d for s, d in zip(pools, from_target, strict=True)]
     final: list[Result | BBWDError | None] = [None] * len(items)
-    stages: list[list[dict[str, Any]]] = [[] for _ in items]
+    looked: list[list[Round]] = [[] for _ in items]
     score = score if score is not None else detector_score(detector, KeptStates(detector.cache))
     params = detector.settings.sampling()
     for s, k in enumerate(ks):
@@ -212,14 +218,14 @@ async def score_in_stages(
                 pools[n].seconds += got.seconds
         ready = [n for n in open_ if final[n] is None]
         sets = [(items[n][0], first_k(pools[n], k)) for n in ready]
-        scored = await score(sets, [exact_match_entails if judges is None else judges[n] for n in ready])
+        scored = await score(sets, [exact_match_entails if entails_each is None else entails_each[n] for n in ready])
         for n, res in zip(ready, scored, strict=True):
             if isinstance(res, BBWDError):
                 final[n] = res
                 continue
             settled = last or bool(res.settled)
-            stages[n].append(stage_entry(res, settled))
-            res.stages = list(stages[n])
-            if last or (settled and not every_stage):
+            looked[n].append(round_entry(res, settled))
+            res.rounds = list(looked[n])
+            if last or (settled and not every_round):
                 final[n] = res
-    return [r if r is not None else BBWDError("no stage was scored") for r in final]
+    return [r if r is not None else BBWDError("no round was scored") for r in final]

@@ -13,25 +13,37 @@ rewrite their rows in place, then compute from the start of the first group with
 (groups are fixed by input position, so that a resumed run batches exactly as an uninterrupted one)
 and append the rows not written yet. It asks the caller's engine for each computation as a
 :class:`Step` (:meth:`Resume.steps`), so that a synchronous engine (eval: :meth:`Resume.run`) and an
-asynchronous one (batch and Ray: :meth:`Resume.arun`) share it.
+asynchronous one (batch and Ray: :meth:`Resume.arun`) share it. Batch's rows are read and written as
+:class:`~blackbox_wd.scored_row.ScoredRow` (:meth:`RunLog.read_scored`; an engine emits them), eval's as JSON objects.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Generic, TypeVar
 
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.records import JSONObject
+from blackbox_wd.scored_row import ScoredRow
 
-Row = dict[str, Any]
-# A computed row, and what the engine gives beside it (batch: the record's samples, whose API usage it counts).
-Emit = Callable[[Row, Any], None]
+Row = JSONObject  # a row as the log holds it
+K = TypeVar("K", int, str)  # what names a row's input: batch's line, eval's id
+# A computed row (batch: a ScoredRow), and what the engine gives beside it (batch: the record's samples, whose API
+# usage it counts).
+Emit = Callable[[Row | ScoredRow, object], None]
+# Called with each row the log takes (as the log holds it) and what the engine gave beside it.
+Taken = Callable[[Row, object], None]
+
+
+def as_row(row: Row | ScoredRow) -> Row:
+    """The row as the log holds it: a ScoredRow's ``to_dict``."""
+    return row.to_dict() if isinstance(row, ScoredRow) else row
 
 
 def check_output_path(dst: Path) -> None:
@@ -82,7 +94,11 @@ class RunLog:
                 os.fsync(f.fileno())
         return rows
 
-    def check_settings(self, rows: list[Row], fingerprint: str, calibration: str | None = None) -> None:
+    def read_scored(self) -> list[ScoredRow]:
+        """The complete rows of an earlier batch run, as :class:`ScoredRow` (:meth:`read`)."""
+        return [ScoredRow.from_dict(row) for row in self.read()]
+
+    def check_settings(self, rows: Sequence[Row], fingerprint: str, calibration: str | None = None) -> None:
         """Raise BBWDError unless every row has this run's fingerprint and calibration id."""
         for row in rows:
             if row["fingerprint"] != fingerprint:
@@ -99,12 +115,12 @@ class RunLog:
                 )
 
     @staticmethod
-    def transient(rows: list[Row]) -> list[Row]:
+    def transient(rows: Sequence[Row]) -> list[Row]:
         """The rows whose error was transient (network, 5xx, 429): a resume recomputes them in place."""
         return [row for row in rows if row.get("error") is not None and row.get("transient")]
 
     @staticmethod
-    def other_input(rows: list[Row], key: str, hashes: Mapping[Any, str]) -> tuple[int, Row] | None:
+    def other_input(rows: Sequence[Row], key: str, hashes: Mapping[K, str]) -> tuple[int, Row] | None:
         """The first row (with its line number) whose ``input_hash`` is not that of its input ``hashes[row[key]]``."""
         return next(
             ((n, row) for n, row in enumerate(rows, start=1) if hashes.get(row[key]) != row["input_hash"]), None
@@ -133,17 +149,17 @@ class RunLog:
 
 
 @dataclass(frozen=True)
-class Step:
+class Step(Generic[K]):
     """One computation a resume asks of its engine: the inputs after the first ``skip``, only those of ``only``
     when given, in consecutive groups of the run's group size among them; each one's row goes to ``emit``, in
     input order."""
 
     skip: int
-    only: frozenset[Any] | None
+    only: frozenset[K] | None
     emit: Emit
 
 
-def resume_point(keys: Iterable[Any], done: set[Any], group_size: int) -> int:
+def resume_point(keys: Iterable[K], done: set[K], group_size: int) -> int:
     """How many inputs come before the first group with an input not ``done``.
 
     Parameters
@@ -197,8 +213,8 @@ class Resume:
         self.retry = frozenset(row[key] for row in RunLog.transient(self.rows))
 
     def steps(
-        self, keys: Iterable[Any], group_size: int, retried: Emit | None = None, appended: Emit | None = None
-    ) -> Generator[Step, None, None]:
+        self, keys: Iterable[K], group_size: int, retried: Taken | None = None, appended: Taken | None = None
+    ) -> Generator[Step[K], None, None]:
         """The computations that finish the run, in order; the caller's engine runs each before the next is taken.
 
         First the inputs of :attr:`retry`, in groups of their own: their rows replace the earlier ones in place
@@ -222,9 +238,10 @@ class Resume:
         """
         key = self.key
         if self.retry:
-            redone: dict[Any, Row] = {}
+            redone: dict[K, Row] = {}
 
-            def again(row: Row, extra: Any) -> None:
+            def again(computed: Row | ScoredRow, extra: object) -> None:
+                row = as_row(computed)
                 redone[row[key]] = row
                 if retried is not None:
                     retried(row, extra)
@@ -236,7 +253,8 @@ class Resume:
         skip = resume_point(keys, done, group_size)
         with self.log.appending() as write:
 
-            def append(row: Row, extra: Any) -> None:
+            def append(computed: Row | ScoredRow, extra: object) -> None:
+                row = as_row(computed)
                 if row[key] in done:  # done already: its group is computed again from its start
                     return
                 write(row)
@@ -246,7 +264,7 @@ class Resume:
             yield Step(skip, None, append)
 
     @staticmethod
-    def run(compute: Callable[[int, frozenset[Any] | None, Emit], None], steps: Generator[Step, None, None]) -> None:
+    def run(compute: Callable[[int, frozenset[K] | None, Emit], None], steps: Generator[Step[K], None, None]) -> None:
         """:meth:`steps` run by a synchronous engine: ``compute(skip, only, emit)`` for each :class:`Step`."""
         with closing(steps):
             for step in steps:
@@ -254,7 +272,7 @@ class Resume:
 
     @staticmethod
     async def arun(
-        compute: Callable[[int, frozenset[Any] | None, Emit], Awaitable[None]], steps: Generator[Step, None, None]
+        compute: Callable[[int, frozenset[K] | None, Emit], Awaitable[None]], steps: Generator[Step[K], None, None]
     ) -> None:
         """:meth:`steps` run by an asynchronous engine: ``await compute(skip, only, emit)`` for each :class:`Step`."""
         with closing(steps):

@@ -20,7 +20,7 @@ from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.measure.sentences import SentenceScore, score_sentences
 from blackbox_wd.measure.transport import pairwise_w2, token_costs_to_each, w2_from_token_costs
 from blackbox_wd.measure.wd import answer_nll, answer_wd, avg_wd, eigen_wd, median_bandwidth, sentence_wd, unit_states
-from blackbox_wd.records import Messages, Sample, SampleSet, TokenStates
+from blackbox_wd.records import JSONObject, Messages, Sample, SampleSet, TokenStates
 from blackbox_wd.run.result import Result
 from blackbox_wd.settings import Settings
 from blackbox_wd.signals.answers.text import answer_disagreement
@@ -29,7 +29,7 @@ from blackbox_wd.signals.claims import score_claims
 from blackbox_wd.signals.lexical import answer_unigram, unigram_surprise
 from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.forcing import HFTeacher
-from blackbox_wd.teachers.statecache import StateCache
+from blackbox_wd.teachers.statecache import StateStore
 
 
 def token_floor(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> int:
@@ -109,7 +109,7 @@ def teacher_pass(
     *,
     logprobs: bool = False,
     own_ids: bool = False,
-    cache: StateCache | None = None,
+    cache: StateStore | None = None,
 ) -> list[PromptStates | BBWDError]:
     """Teacher-force several prompts' samples in one shared-prefix pass; an unusable prompt gets its BBWDError.
 
@@ -194,7 +194,7 @@ def teacher_pass_isolated(
     own_ids: bool,
     failed: Callable[[Exception], BBWDError],
     logprobs: bool = False,
-    cache: StateCache | None = None,
+    cache: StateStore | None = None,
 ) -> list[PromptStates | BBWDError]:
     """``teacher_pass`` over all items; if the shared pass raises, each item alone, so that an unexpected
     exception becomes ``failed(exc)`` in the slot of the item that raised it and the others keep their states."""
@@ -213,18 +213,18 @@ def teacher_pass_isolated(
 def score_states_isolated(
     ps: PromptStates | BBWDError,
     settings: Settings,
-    reported: dict[str, Any],
+    reported: JSONObject,
     calibration: Calibration | None = None,
     fixed_bandwidth: float | None = None,
     *,
-    judge: Entails | None = exact_match_entails,
+    entails: Entails | None = exact_match_entails,
 ) -> Result | BBWDError:
     """:func:`score_states` with errors as values: a BBWDError (the pass's, or scores the calibration cannot map) as
     it is, another exception as ``scoring failed: ...``, so that the other prompts keep their results."""
     if isinstance(ps, BBWDError):
         return ps
     try:
-        return score_states(ps, settings, reported, calibration, fixed_bandwidth, judge=judge)
+        return score_states(ps, settings, reported, calibration, fixed_bandwidth, entails=entails)
     except BBWDError as exc:  # e.g. scores the calibration cannot map
         return exc
     except Exception as exc:  # noqa: BLE001 - this prompt's error; the others keep their results
@@ -258,16 +258,16 @@ def transported(states: np.ndarray, norm: str) -> np.ndarray:
 def score_states(
     ps: PromptStates,
     settings: Settings,
-    reported: dict[str, Any],
+    reported: JSONObject,
     calibration: Calibration | None = None,
     fixed_bandwidth: float | None = None,
     *,
-    judge: Entails | None = exact_match_entails,
+    entails: Entails | None = exact_match_entails,
 ) -> Result:
     """Every signal of one prompt's token states, and with a calibration its verdict.
 
     D, AvgWD, EigenWD (the paper's per-prompt bandwidth) and EigenWD with the teacher's fixed bandwidth (when it
-    has one); the baselines LS, ES, ER, DSE (with ``judge``, by default equal normalised answers) and LNE (from
+    has one); the baselines LS, ES, ER, DSE (with ``entails``, by default equal normalised answers) and LNE (from
     the target's log-probs, else from the teacher's when the pass computed them: ``Detector.lne``), timed apart;
     with a judged answer its AnswerWD, its sentences' OT scores and lexical surprises, and their means.
 
@@ -284,8 +284,8 @@ def score_states(
         own (with a sentence head); scores it cannot map raise BBWDError.
     fixed_bandwidth : float or None
         The teacher's reference EigenWD bandwidth (``Detector.reference_bandwidth``), or None.
-    judge : Entails or None
-        DSE's entailment judge; None: no DSE.
+    entails : Entails or None
+        DSE's entailment check; None: no DSE.
 
     Returns
     -------
@@ -343,9 +343,9 @@ def score_states(
     )
     result.lne_source = "target" if target else "teacher" if teacher else None
     timings["baselines"] = time.perf_counter() - t1
-    if judge is not None:
+    if entails is not None:
         t2 = time.perf_counter()
-        result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
+        result.baselines["dse"] = discrete_semantic_entropy(result.responses, entails)
         timings["dse"] = time.perf_counter() - t2
     if calibration is not None:
         judge_result(result, calibration, settings.base_rate, k_max=settings.k if settings.stop is not None else None)

@@ -12,7 +12,6 @@ with and without the teacher pass (``Detector.all_scores``), and the fields only
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -21,7 +20,7 @@ import numpy as np
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.members import ANSWER_MEMBERS, MEMBERS, SENTENCE_MEMBERS, member_value, result_field
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.records import Messages, SampleSet
+from blackbox_wd.records import JSONObject, JSONView, Messages, SampleSet
 from blackbox_wd.run.result import Result
 from blackbox_wd.run.stages import item_pairs, judge_result, scoring_failed, target_logprobs
 from blackbox_wd.settings import Settings
@@ -43,7 +42,7 @@ def text_members(sample_set: SampleSet) -> frozenset[str]:
     return TEXT_MEMBERS | {"lne"} if target_logprobs(sample_set) else TEXT_MEMBERS
 
 
-def stand_in(result: Any, forced_answer: bool, readable: frozenset[str]) -> dict[str, Any]:
+def stand_in(result: Result | JSONView, forced_answer: bool, readable: frozenset[str]) -> dict[str, Any]:
     """A row of the members of a result (or a row) as the calibration reads them (``members.member_value``), with 1.0
     for every member outside ``readable``: one the teacher's run may give (an answer's only with an answer it can
     force)."""
@@ -60,7 +59,9 @@ def stand_in(result: Any, forced_answer: bool, readable: frozenset[str]) -> dict
     return row
 
 
-def reads_teacher(calibration: Calibration | None, result: Any, forced_answer: bool, readable: frozenset[str]) -> bool:
+def reads_teacher(
+    calibration: Calibration | None, result: Result | JSONView, forced_answer: bool, readable: frozenset[str]
+) -> bool:
     """True when the prompt's verdict may read a member only the teacher gives, so that it must be forced.
 
     Parameters
@@ -90,7 +91,7 @@ def reads_teacher(calibration: Calibration | None, result: Any, forced_answer: b
     return not set(head.members) <= readable
 
 
-def row_reads_teacher(calibration: Calibration, row: Mapping[str, Any]) -> bool:
+def row_reads_teacher(calibration: Calibration, row: JSONView) -> bool:
     """True when a row that skipped the teacher pass (``avg_wd`` null) would be forced under ``calibration``: its
     verdict there may read a teacher member (:func:`reads_teacher`), which the row has not.
 
@@ -117,7 +118,7 @@ def text_result(
     messages: Messages,
     sample_set: SampleSet,
     settings: Settings,
-    reported: dict[str, Any],
+    reported: JSONObject,
     *,
     own_ids: bool = False,
 ) -> tuple[Result, bool]:
@@ -176,11 +177,11 @@ def texts_or_teacher(
     teacher: HFTeacher | TeacherCard,
     items: list[tuple[Messages, SampleSet]],
     settings: Settings,
-    reported: dict[str, Any],
+    reported: JSONObject,
     calibration: Calibration | None,
     *,
     own_ids: bool,
-    judges: list[Entails | None],
+    entails_each: list[Entails | None],
     verdicts: bool = True,
 ) -> list[Result | BBWDError | None]:
     """Each prompt's verdict from its texts where it reads no teacher member (:func:`reads_teacher`), its error
@@ -198,8 +199,9 @@ def texts_or_teacher(
         The run's.
     own_ids : bool
         The samples' own token ids count (``Detector.own_ids``).
-    judges : list of Entails or None
-        DSE's judge of each prompt (a judge gives DSE a value: there for the decision, computed only for a verdict).
+    entails_each : list of Entails or None
+        DSE's entailment check of each prompt (a check gives DSE a value: there for the decision, computed only for
+        a verdict).
     verdicts : bool
         Give those judged from their texts their DSE and verdict; False: only decide (``Detector.all_scores`` forces
         them after the others), their Result without.
@@ -211,20 +213,20 @@ def texts_or_teacher(
     """
     out: list[Result | BBWDError | None] = []
     k_max = settings.k if settings.stop is not None else None
-    for (messages, sample_set), judge in zip(items, judges, strict=True):
+    for (messages, sample_set), entails in zip(items, entails_each, strict=True):
         if calibration is None:
             out.append(None)
             continue
         try:
             result, forced_answer = text_result(teacher, messages, sample_set, settings, reported, own_ids=own_ids)
-            dse = {"dse": 0.0} if judge is not None else {}  # a judge's DSE is a number: there, whatever its value
+            dse = {"dse": 0.0} if entails is not None else {}  # a check's DSE is a number: there, whatever its value
             decided = replace(result, baselines={**result.baselines, **dse})
             if reads_teacher(calibration, decided, forced_answer, text_members(sample_set)):
                 out.append(None)
                 continue
-            if verdicts and judge is not None:
+            if verdicts and entails is not None:
                 t0 = time.perf_counter()
-                result.baselines["dse"] = discrete_semantic_entropy(result.responses, judge)
+                result.baselines["dse"] = discrete_semantic_entropy(result.responses, entails)
                 result.timings["dse"] = time.perf_counter() - t0
             if verdicts:
                 judge_result(result, calibration, settings.base_rate, k_max=k_max)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from jinja2 import TemplateError
@@ -19,7 +19,7 @@ from tokenizers import Tokenizer, models
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from blackbox_wd.errors import BBWDError, PromptTooLong, one_line
-from blackbox_wd.records import Messages
+from blackbox_wd.records import JSONObject, Messages
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def plain_tokenizer(tokenizer: PreTrainedTokenizerBase) -> Tokenizer | None:
     return plain
 
 
-def lengthens_only(normalizer: dict[str, Any] | None) -> bool:
+def lengthens_only(normalizer: JSONObject | None) -> bool:
     """Whether a tokenizer's normalizer (its JSON) never makes a text shorter: none, Prepend, or Replace of a
     string by one at least as long (SentencePiece's space to "\u2581"); Unicode forms, stripping and the rest may."""
     if normalizer is None:

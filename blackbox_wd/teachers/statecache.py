@@ -15,7 +15,7 @@ import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import diskcache
 import numpy as np
@@ -24,6 +24,7 @@ import transformers
 
 from blackbox_wd.paths import cache_dir
 from blackbox_wd.records import TokenStates
+from blackbox_wd.teachers.forcing import HFTeacher
 
 SIZE_LIMIT = 8 * 2**30  # bytes; least recently stored entries go first beyond it
 
@@ -40,7 +41,7 @@ def weights_stamp(path: str) -> list[Any]:
     return [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files]
 
 
-def teacher_identity(teacher: Any) -> str:
+def teacher_identity(teacher: HFTeacher) -> str:
     """sha256 of everything about a teacher that changes its states (see the module docstring)."""
     config = teacher.model.config
     source = str(getattr(config, "_name_or_path", ""))
@@ -59,6 +60,15 @@ def teacher_identity(teacher: Any) -> str:
         transformers.__version__,
     ]
     return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+
+
+class StateStore(Protocol):
+    """Where forced states are kept by (prompt ids, response ids): a :class:`StateCache`, or the states of earlier
+    rounds in memory (``rounds.KeptStates``)."""
+
+    def get(self, prompt: Sequence[int], response: Sequence[int], logprobs: bool) -> TokenStates | None: ...
+
+    def put(self, prompt: Sequence[int], response: Sequence[int], states: TokenStates, /) -> None: ...
 
 
 class StateCache:

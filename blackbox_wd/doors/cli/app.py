@@ -17,9 +17,11 @@ import typer
 
 from blackbox_wd.adaptive import RULE
 from blackbox_wd.errors import BBWDError, one_line
+from blackbox_wd.records import JSONObject
 from blackbox_wd.settings import Settings
 
 if TYPE_CHECKING:
+    from blackbox_wd.calibration import Calibration
     from blackbox_wd.run.detector import Detector
 
 app = typer.Typer(
@@ -120,7 +122,7 @@ SamplesFrom = Annotated[
 ]
 
 
-def calibration_choice(path: Path | None, verdict: bool) -> Any:
+def calibration_choice(path: Path | None, verdict: bool) -> Calibration | str | None:
     """The wiring's calibration (``Detector.from_settings``): a file's, "auto" (the shipped one) or None (no
     verdict)."""
     if path is not None and not verdict:
@@ -134,7 +136,7 @@ def calibration_choice(path: Path | None, verdict: bool) -> Any:
     return Calibration.load(path)
 
 
-def detector_from(settings: Settings, choice: Any, **options: Any) -> Detector:
+def detector_from(settings: Settings, choice: Calibration | str | None, **options: Any) -> Detector:
     """``Detector.from_settings``: the one builder, imported when a command scores."""
     from blackbox_wd.run.detector import Detector  # torch and transformers: seconds more on `bbwd --help`
 
@@ -205,20 +207,20 @@ def quiet_libraries() -> None:
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # a timed-out answer is simply not equivalent
 
 
-def settings_from(options: dict[str, Any], **own: Any) -> Settings:
+def settings_from(options: JSONObject, **own: Any) -> Settings:
     """The Settings named by a command's shared options and its own (``own``); checked."""
     return Settings(**setting_values({**options, **own}))
 
 
-def setting_values(options: dict[str, Any]) -> dict[str, Any]:
+def setting_values(options: JSONObject) -> dict[str, Any]:
     """The Settings fields of a command's options: ``-k``/``--k-max`` become k and stop (``parse_k``)."""
     values = dict(options)
     values.update(parse_k(values.pop("k", SETTING_DEFAULTS["k"]), values.pop("k_max", None)))
     return values
 
 
-def parse_k(k: Any, k_max: int | None) -> dict[str, Any]:
-    """``-k N`` (always N samples) or ``-k auto`` (stages up to ``--k-max``) as the Settings fields k and stop."""
+def parse_k(k: str | int, k_max: int | None) -> dict[str, Any]:
+    """``-k N`` (always N samples) or ``-k auto`` (rounds up to ``--k-max``) as the Settings fields k and stop."""
     if str(k).strip().lower() == "auto":
         return {"k": K_MAX if k_max is None else k_max, "stop": RULE}
     if k_max is not None:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -28,6 +28,7 @@ from blackbox_wd.doors.cli.app import (
     with_settings,
 )
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.records import JSONObject
 from blackbox_wd.run.runlog import check_output_path
 from blackbox_wd.settings import GROUP_SIZE, check_group_size
 
@@ -50,7 +51,7 @@ def batch(
             "-k",
             "--k",
             help="Responses per record (default: 10 with --target, else the count of the first record with 2 or "
-            "more), or auto: draw from --target in stages up to --k-max and stop once the verdict is settled.",
+            "more), or auto: draw from --target in rounds up to --k-max and stop once the verdict is settled.",
         ),
     ] = None,
     group_size: Annotated[int, typer.Option("--group-size", help="Records per shared teacher pass.")] = GROUP_SIZE,
@@ -70,7 +71,7 @@ def batch(
     ] = None,
     samples_from: SamplesFrom = None,
     all_scores: AllScores = False,
-    options: dict[str, Any] | None = None,
+    options: JSONObject | None = None,
 ) -> None:
     """Score a JSONL log, one output line per input line. With --target, records with fewer than K responses are
     topped up from it; without, the responses are recorded samples (target "recorded"), the first K of each
@@ -156,7 +157,7 @@ def batch(
 
 
 def rejudge_scored(
-    scored: Path, output: Path, k: str | None, options: dict[str, Any], calibration: Path | None, verdict: bool
+    scored: Path, output: Path, k: str | None, options: JSONObject, calibration: Path | None, verdict: bool
 ) -> None:
     """``bbwd batch`` on rows it wrote: each judged again with the calibration (``rejudge``), nothing scored."""
     from blackbox_wd.doors.rejudge import rejudge  # torch: as score's
@@ -177,6 +178,7 @@ def rejudge_scored(
     if output.resolve() == scored.resolve():
         raise BBWDError(f"-o {output} is the input: write the judged rows to another file")
     choice = calibration_choice(calibration, verdict)
+    assert choice is not None, "--no-verdict is refused above"
     summary = rejudge(scored, output, choice, base_rate=options.get("base_rate"))
     for note in summary.notes:
         say_note(note)

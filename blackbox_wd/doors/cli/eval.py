@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,6 +19,7 @@ from blackbox_wd.doors.cli.app import (
     setting_values,
     with_settings,
 )
+from blackbox_wd.records import JSONObject
 
 
 @app.command("eval")
@@ -77,14 +78,14 @@ def eval_command(
             "--max-tokens", help="Max new tokens per response (default 128; 512 when the data has MATH items)."
         ),
     ] = None,
-    judge: Annotated[
+    labeller: Annotated[
         str | None,
         typer.Option("--judge", help="Also label with an LLM judge: API preset or model name (with --judge-base-url)."),
     ] = None,
-    judge_base_url: Annotated[
+    labeller_base_url: Annotated[
         str | None, typer.Option("--judge-base-url", help="OpenAI-compatible endpoint of the judge.")
     ] = None,
-    judge_api_key_env: Annotated[
+    labeller_api_key_env: Annotated[
         str | None, typer.Option("--judge-api-key-env", help="Environment variable with the judge's API key.")
     ] = None,
     lne: Annotated[
@@ -98,7 +99,7 @@ def eval_command(
     calibration: CalibrationFile = None,
     verdict: Verdict = True,
     samples_from: SamplesFrom = None,
-    options: dict[str, Any] | None = None,
+    options: JSONObject | None = None,
 ) -> None:
     """Score a dataset with AvgWD, EigenWD and the baselines; write results.jsonl, summary.md and plots."""
     from blackbox_wd.doors.eval.main import EvalOptions, execute, plan  # torch and transformers: as score's
@@ -116,9 +117,9 @@ def eval_command(
             nli=nli,
             require_context=require_context,
             max_tokens=max_tokens,
-            judge=judge,
-            judge_base_url=judge_base_url,
-            judge_api_key_env=judge_api_key_env,
+            labeller=labeller,
+            labeller_base_url=labeller_base_url,
+            labeller_api_key_env=labeller_api_key_env,
             lne=lne,
             calibration=calibration_choice(calibration, verdict),
             samples_from=samples_from,

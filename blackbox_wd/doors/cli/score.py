@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -24,7 +24,7 @@ from blackbox_wd.doors.cli.app import (
     with_settings,
 )
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.records import as_messages
+from blackbox_wd.records import JSONObject, as_messages
 from blackbox_wd.signals.names import PEER_SHORT_NAMES
 
 if TYPE_CHECKING:
@@ -104,14 +104,14 @@ def verdict_lines(result: Result) -> str:
 
 def cost_line(result: Result) -> str:
     """What the verdict cost: the samples drawn of the most it may draw, the target's tokens, and with -k auto
-    each stage's p and whether it settled."""
+    each round's p and whether it settled."""
     s = result.settings
     line = f"cost: {len(result.responses)} of {s['k']} samples, {result.target_tokens} target tokens"
-    if result.stages:
+    if result.rounds:
         looked = ", ".join(
-            f"{st['k']}: p {'-' if st['p_hallucination'] is None else format(st['p_hallucination'], '.2f')}"
-            f" {'settled' if st['settled'] else 'open'}"
-            for st in result.stages
+            f"{st.k}: p {'-' if st.p_hallucination is None else format(st.p_hallucination, '.2f')}"
+            f" {'settled' if st.settled else 'open'}"
+            for st in result.rounds
         )
         line += f" (-k auto: {looked})"
     return line
@@ -206,7 +206,7 @@ def score(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     calibration: CalibrationFile = None,
     verdict: Verdict = True,
-    options: dict[str, Any] | None = None,
+    options: JSONObject | None = None,
 ) -> None:
     """Score one prompt: sample K responses, teacher-force them, print D, AvgWD, EigenWD and, calibrated, the risk;
     with --response, that answer's AnswerWD and its sentences' scores."""

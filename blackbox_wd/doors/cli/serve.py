@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -17,6 +17,7 @@ from blackbox_wd.doors.cli.app import (
     with_settings,
 )
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.records import JSONObject
 
 SERVE_MODULES = {"fastapi", "starlette", "uvicorn", "prometheus_client", "pydantic"}
 
@@ -44,7 +45,7 @@ def serve(
         typer.Option("--batch-wait-ms", help="How long a lone request waits for others to share its teacher pass."),
     ] = 5.0,
     all_scores: AllScores = False,
-    options: dict[str, Any] | None = None,
+    options: JSONObject | None = None,
 ) -> None:
     """Serve an OpenAI-compatible /v1/chat/completions that answers every call and adds its bbwd verdict."""
     try:

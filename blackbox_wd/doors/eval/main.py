@@ -13,7 +13,7 @@ from typing import Any
 
 from blackbox_wd.clients.api import make_api_sampler
 from blackbox_wd.doors.eval.data import Dataset, load
-from blackbox_wd.doors.eval.judge import LLMJudge
+from blackbox_wd.doors.eval.labeller import LLMLabeller
 from blackbox_wd.doors.eval.report import write_report
 from blackbox_wd.doors.eval.run import default_max_tokens, evaluate, protocol, run_fingerprint
 from blackbox_wd.errors import BBWDError
@@ -34,9 +34,9 @@ class EvalOptions:
     nli: str | None = None
     require_context: bool = False
     max_tokens: int | None = None  # None: ``default_max_tokens`` of the data
-    judge: str | None = None
-    judge_base_url: str | None = None
-    judge_api_key_env: str | None = None
+    labeller: str | None = None  # --judge
+    labeller_base_url: str | None = None
+    labeller_api_key_env: str | None = None
     lne: bool = True
     calibration: Any = "auto"  # the wiring's: a Calibration, "auto" (the shipped one when it applies) or None
     samples_from: str | None = None  # recorded data: who drew its samples (reported as ``samples_from``)
@@ -105,12 +105,12 @@ def plan(data: str, output: Path, settings: dict[str, Any], options: EvalOptions
 def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] | None = None) -> str:
     """Load the models, score and label every item (resuming results.jsonl), write the report; what was written."""
     o = p.options
-    llm_judge = None
-    if o.judge:
-        llm_judge = LLMJudge(
+    labeller = None
+    if o.labeller:
+        labeller = LLMLabeller(
             make_api_sampler(
                 dataclasses.replace(
-                    p.settings, target=o.judge, base_url=o.judge_base_url, api_key_env=o.judge_api_key_env
+                    p.settings, target=o.labeller, base_url=o.labeller_base_url, api_key_env=o.labeller_api_key_env
                 )
             )
         )
@@ -135,7 +135,7 @@ def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] 
         label_from=p.label_from,
         dse=o.dse,
         nli=nli_model,
-        judge=llm_judge,
+        labeller=labeller,
         progress=progress,
     )
     scored = [r for r in rows if "error" not in r]
@@ -146,7 +146,7 @@ def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] 
         "protocol": p.described,
         "prompts": len(scored),
         "errors": len(rows) - len(scored),
-        "label_judge": o.judge or "none",
+        "label_judge": o.labeller or "none",
     }
     if not scored:
         raise BBWDError(f"every prompt failed, see {p.output / 'results.jsonl'}")

@@ -6,7 +6,7 @@ the label judges (as INSIDE and LM-Polygraph do). With ``label_from="first"`` th
 the judged answer. Labels, 1 = hallucination (``eval.labels``): ``label`` / ``label_em`` of the
 judged answer; with greedy also ``label_first`` / ``label_em_first`` of the first sample.
 
-DSE clusters the K samples with the judge ``dse`` names: ``answer`` (QA: equal ``em_key``, the
+DSE clusters the K samples with the entailment check ``dse`` names: ``answer`` (QA: equal ``em_key``, the
 exact-match normalisation; MATH: equivalent final answers; passages: not computed, since no two
 passages are equal answers), ``nli`` (an NLI model), ``teacher`` (the teacher LM's yes/no logits) or
 ``none``.
@@ -24,7 +24,7 @@ dataset's order, each drawn by the sampling stage batch uses (``sampling.draw_gr
 one shared-prefix teacher pass. Rows go to results.jsonl through the run log batch uses
 (``runlog.RunLog``: appended, flushed and fsynced), each with the verdict when the wiring has a
 calibration. The fingerprint covers the detector's settings and the protocol (prompts, exemplar ids,
-label source, DSE judge); a rerun resumes through the driver batch uses (``runlog.Resume``, keyed by
+label source, DSE entailment); a rerun resumes through the driver batch uses (``runlog.Resume``, keyed by
 item id): it keeps the rows of the same fingerprint, calibration and input (``eval_resume``),
 recomputes the rows whose error was transient in place and computes the rest, an unfinished group
 again from its start, so that it ends with the rows of an uninterrupted run. ``settings.json`` beside
@@ -42,22 +42,22 @@ from typing import Any
 
 from blackbox_wd.clients.sampling import Drawn, draw_group
 from blackbox_wd.doors.eval.data import Dataset, Item
-from blackbox_wd.doors.eval.judge import LLMJudge
+from blackbox_wd.doors.eval.labeller import LLMLabeller
 from blackbox_wd.doors.eval.labels import prompt_labels
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Sample, SampleSet, SamplingParams
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.run.groups import groups
 from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, RowFields, result_row
-from blackbox_wd.run.rounds import score_in_stages
+from blackbox_wd.run.rounds import score_in_rounds
 from blackbox_wd.run.runlog import Emit, Resume, RunLog
 from blackbox_wd.settings import RECORDED, fingerprint
 from blackbox_wd.signals.baselines import Entails, exact_match_entails
-from blackbox_wd.signals.baselines.judges import TeacherEntailment, final_answer_entails
+from blackbox_wd.signals.baselines.entailment import TeacherEntailment, final_answer_entails
 from blackbox_wd.signals.baselines.nli import NLIEntailment, NLIModel
 
 LABEL_SOURCES = ("greedy", "first")
-DSE_JUDGES = ("answer", "nli", "teacher", "none")
+DSE_CHOICES = ("answer", "nli", "teacher", "none")
 MAX_TOKENS = {"qa": 128, "math": 512}  # default --max-tokens: the largest over the kinds in the data
 
 
@@ -67,14 +67,14 @@ def default_max_tokens(items: Sequence[Item]) -> int:
 
 
 def protocol(dataset: Dataset, label_from: str, dse: str, nli: str | None = None, lne: bool = True) -> dict[str, Any]:
-    """What changes a row beyond the detector's settings: prompts and exemplars, label source, DSE judge,
+    """What changes a row beyond the detector's settings: prompts and exemplars, label source, DSE entailment,
     and LNE when it is not run."""
     if dataset.recorded:
         label_from = RECORDED  # the record's response is judged, with the file's labels
     elif label_from not in LABEL_SOURCES:
         raise BBWDError(f"unknown label source '{label_from}': use one of {', '.join(LABEL_SOURCES)}")
-    if dse not in DSE_JUDGES:
-        raise BBWDError(f"unknown DSE judge '{dse}': use one of {', '.join(DSE_JUDGES)}")
+    if dse not in DSE_CHOICES:
+        raise BBWDError(f"unknown DSE judge '{dse}': use one of {', '.join(DSE_CHOICES)}")
     if (dse == "nli") != (nli is not None):
         raise BBWDError("--dse nli needs --nli MODEL, and --nli is used only with --dse nli")
     return {
@@ -90,8 +90,8 @@ def run_fingerprint(detector: Detector, described: dict[str, Any]) -> str:
     return fingerprint({**detector.reported_settings(), "protocol": described})
 
 
-def dse_judge(item: Item, dse: str, detector: Detector, nli: NLIModel | None = None) -> tuple[Entails | None, str]:
-    """The judge DSE clusters this item's samples with, and its name in the row."""
+def dse_entails(item: Item, dse: str, detector: Detector, nli: NLIModel | None = None) -> tuple[Entails | None, str]:
+    """The entailment check DSE clusters this item's samples with, and its name in the row."""
     if dse == "answer":
         if item.kind == "passage":  # no two passages are the same answer: answer equivalence does not apply
             return None, "none (passage)"
@@ -230,7 +230,7 @@ def score_items(
     label_from: str,
     dse: str,
     nli: NLIModel | None,
-    judge: LLMJudge | None,
+    labeller: LLMLabeller | None,
     loop: asyncio.AbstractEventLoop,
 ) -> list[dict[str, Any]]:
     """Draw, score and label a group of items: one draw, one shared-prefix teacher pass; a row each
@@ -248,25 +248,25 @@ def score_items(
         if isinstance(d.samples, SampleSet) and not isinstance(d.answer, BBWDError):
             d.samples.answer = d.answer  # the judged answer is forced with its samples, for AnswerWD
             ready[n] = d.samples
-    judges = [dse_judge(items[n], dse, detector, nli) for n in ready]
+    checks = [dse_entails(items[n], dse, detector, nli) for n in ready]
     pairs = [(items[n].messages, sset) for n, sset in ready.items()]
-    entails = [entails for entails, _ in judges]
+    entails = [entails for entails, _ in checks]
     results: list[Result | BBWDError] = []
-    if pairs and detector.settings.stop is not None:  # every stage of the samples drawn, replayed in order
-        results = loop.run_until_complete(score_in_stages(detector, pairs, judges=entails, every_stage=True))
+    if pairs and detector.settings.stop is not None:  # every round of the samples drawn, replayed in order
+        results = loop.run_until_complete(score_in_rounds(detector, pairs, entails_each=entails, every_round=True))
     elif pairs:
-        results = detector.score_many(pairs, judges=entails)
+        results = detector.score_many(pairs, entails_each=entails)
     out: list[dict[str, Any]] = []
-    scored = dict(zip(ready, zip(results, judges, strict=True), strict=True))
+    scored = dict(zip(ready, zip(results, checks, strict=True), strict=True))
     for n, (item, d) in enumerate(zip(items, drawn, strict=True)):
-        result, (_, judge_name) = scored.get(n, (None, (None, "")))
+        result, (_, dse_name) = scored.get(n, (None, (None, "")))
         failure = next((x for x in (d.samples, d.answer, result) if isinstance(x, BBWDError)), None)
         if failure is not None:
             out.append({"id": item.id, "source": item.source, "error": str(failure), "transient": failure.transient})
             continue
         assert isinstance(result, Result), "an item whose draw did not fail is scored"
         result.timings = {**d.timings, **result.timings}
-        out.append(item_row(item, result, ready[n], label_from, judge_name, judge, calibration_id(detector)))
+        out.append(item_row(item, result, ready[n], label_from, dse_name, labeller, calibration_id(detector)))
     return out
 
 
@@ -280,8 +280,8 @@ def item_row(
     result: Result,
     sset: SampleSet,
     label_from: str,
-    judge_name: str,
-    judge: LLMJudge | None,
+    dse_name: str,
+    labeller: LLMLabeller | None,
     calibration: str | None = None,
 ) -> dict[str, Any]:
     """The labelled row of a scored item, from its samples and the judged answer forced with them (if any)."""
@@ -293,7 +293,7 @@ def item_row(
         "answer": judged.text,
         "answer_finish_reason": judged.finish_reason,
         "finish_reasons": [s.finish_reason for s in samples],
-        "dse_judge": judge_name,
+        "dse_judge": dse_name,
     }
     if item.recorded:  # the record's sentences come back scored, in the row's ``sentences``
         extra.update({key: value for key, value in item.labels.items() if key not in ("sentences", "claims")})
@@ -303,8 +303,8 @@ def item_row(
     extra.update(prompt_labels(item.kind, judged.text, item.answers))
     if answer is not None:
         extra.update(prompt_labels(item.kind, samples[0].text, item.answers, "_first"))
-    if judge is not None:
-        extra["label_judge"] = judge.label(item.question, item.answers, judged.text)
+    if labeller is not None:
+        extra["label_judge"] = labeller.label(item.question, item.answers, judged.text)
     return eval_row(item, result, extra, calibration)
 
 
@@ -314,12 +314,12 @@ def score_item(
     label_from: str,
     dse: str,
     nli: NLIModel | None = None,
-    judge: LLMJudge | None = None,
+    labeller: LLMLabeller | None = None,
 ) -> dict[str, Any]:
     """Sample, score and label one item (a group of one); its row."""
     loop = asyncio.new_event_loop()
     try:
-        return score_items(detector, [item], label_from, dse, nli, judge, loop)[0]
+        return score_items(detector, [item], label_from, dse, nli, labeller, loop)[0]
     finally:
         loop.close()
 
@@ -332,7 +332,7 @@ def evaluate(
     label_from: str = "greedy",
     dse: str = "answer",
     nli: NLIModel | None = None,
-    judge: LLMJudge | None = None,
+    labeller: LLMLabeller | None = None,
     progress: Callable[[int, dict[str, Any] | None], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Score and label every item of the dataset, ``detector.group_size`` at a time; return all rows of
@@ -360,7 +360,9 @@ def evaluate(
         """Score the items after the first ``skip`` (only those of ``only`` when given) in groups, a row each."""
         chosen = [it for it in dataset.items[skip:] if only is None or it.id in only]
         for group in groups(chosen, detector.group_size):
-            for item, row in zip(group, score_items(detector, group, label_from, dse, nli, judge, loop), strict=True):
+            for item, row in zip(
+                group, score_items(detector, group, label_from, dse, nli, labeller, loop), strict=True
+            ):
                 row.update(fingerprint=fp, input_hash=item.input_hash)
                 emit(row, item)
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
-from blackbox_wd.records import Messages
+from blackbox_wd.records import JSONObject, Messages
 from blackbox_wd.run.inputs import strict_loads
 from blackbox_wd.run.result import Result, RowFields, result_row
 
@@ -184,17 +184,17 @@ def scoring_messages(request: ChatRequest) -> Messages:
     return out
 
 
-def data_line(data: dict[str, Any]) -> str:
+def data_line(data: JSONObject) -> str:
     """The ``data:`` line of a server-sent event carrying a JSON object."""
     return "data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
 
-def sse(data: dict[str, Any]) -> bytes:
+def sse(data: JSONObject) -> bytes:
     """One server-sent event carrying a JSON object."""
     return f"{data_line(data)}\n\n".encode()
 
 
-def answer_text(body: Any) -> str | None:
+def answer_text(body: JSONObject) -> str | None:
     """The text of a chat completion's first choice (None without one: tool calls only, an empty answer)."""
     try:
         content = body["choices"][0]["message"]["content"]

@@ -42,7 +42,7 @@ from blackbox_wd.errors import BBWDError, PromptTooLong, SamplingError
 from blackbox_wd.records import Messages, Sample, SampleSet
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.run.result import Result
-from blackbox_wd.run.rounds import sampler_draw, score_in_stages
+from blackbox_wd.run.rounds import sampler_draw, score_in_rounds
 from blackbox_wd.settings import Settings
 from blackbox_wd.signals.decompose import list_claims
 
@@ -164,9 +164,9 @@ class Service:
         self.target.admit(request, prompt_tokens)
 
     async def samples(self, messages: Messages) -> SampleSet:
-        """The K scoring samples for the messages, with the detector's settings (``-k auto``: its first stage's)."""
+        """The K scoring samples for the messages, with the detector's settings (``-k auto``: its first round's)."""
         settings = self.detector.settings
-        params = replace(settings.sampling(), k=settings.stages[0])
+        params = replace(settings.sampling(), k=settings.rounds[0])
         drawn = (
             await draw_group(self.detector.drawing_sampler, [(messages, params.k)], params, executor=self.model_pool)
         )[0]
@@ -175,12 +175,14 @@ class Service:
         return drawn.samples
 
     async def score(self, messages: Messages, samples: SampleSet) -> Result:
-        """The Result of the samples, through the shared teacher batcher; with ``-k auto``, stage by stage
-        (``rounds.score_in_stages``) until its verdict is settled, drawing more as it goes."""
+        """The Result of the samples, through the shared teacher batcher; with ``-k auto``, round by round
+        (``rounds.score_in_rounds``) until its verdict is settled, drawing more as it goes."""
         if self.detector.settings.stop is None:
             return await self.batcher.score(messages, samples)
 
-        async def batched(items: list[tuple[Messages, SampleSet]], _judges: list[Any]) -> list[Result | BBWDError]:
+        async def batched(
+            items: list[tuple[Messages, SampleSet]], _entails_each: list[Any]
+        ) -> list[Result | BBWDError]:
             out: list[Result | BBWDError] = []
             for m, s in items:
                 try:
@@ -189,10 +191,10 @@ class Service:
                     out.append(exc)
             return out
 
-        done = await score_in_stages(
+        done = await score_in_rounds(
             self.detector,
             [(messages, samples)],
-            sampler_draw(self.detector.drawing_sampler, self.model_pool),  # later stages, drawn as the first is
+            sampler_draw(self.detector.drawing_sampler, self.model_pool),  # later rounds, drawn as the first is
             drawn=[len(samples.samples)],
             score=batched,
         )
@@ -221,7 +223,7 @@ class Service:
         samples.claims = claims
         try:
             result = await self.score(messages, samples)
-        except SamplingError as exc:  # a later stage's draw (-k auto)
+        except SamplingError as exc:  # a later round's draw (-k auto)
             raise sampling_failed(exc) from None
         except BBWDError as exc:
             raise _scoring_failed(exc) from None

@@ -7,10 +7,11 @@ key           function                                 input
 ``ls``        :func:`ls.lexical_similarity`            K response strings
 ``es``        :func:`es.eigenscore`                    (K, d) sentence embeddings
 ``er``        :func:`er.effective_rank`                (K, d) sentence embeddings
-``dse``       :func:`dse.discrete_semantic_entropy`    K strings + ``entails`` judge
+``dse``       :func:`dse.discrete_semantic_entropy`    K strings + ``entails`` check
 ============  ======================================  =====================================
 
-DSE's NLI judge is ``nli``, its math and teacher judges ``judges`` (math-verify, torch: neither is imported here).
+DSE's NLI entailment check is ``nli``, its math and teacher checks ``entailment`` (math-verify, torch: neither is
+imported here).
 Beside them the **peers** (:mod:`peers`): lm-polygraph's model-free estimators over the K strings (``PEERS``), and
 with a judged answer their per-answer variants (``ANSWER_PEERS``).
 
@@ -62,7 +63,7 @@ def compute_baselines(
     """All baselines computable from what is given, keyed lne/ls/es/er/dse and the peers.
 
     ``ls`` and the peers (``PEERS``) always; ``lne`` when ``logprobs`` is given; ``es`` and ``er`` when
-    ``embeddings`` (the K ``TokenStates.last`` vectors) are; ``dse`` when an ``entails`` judge is; the answer's
+    ``embeddings`` (the K ``TokenStates.last`` vectors) are; ``dse`` when an ``entails`` check is; the answer's
     peers (``ANSWER_PEERS``) when the judged ``answer`` is.
     """
     out: dict[str, float] = {}

@@ -8,26 +8,26 @@ Pinned variant:
    response i opens a new cluster, and every later unassigned response j joins it when
    ``entails(y_i, y_j) and entails(y_j, y_i)`` (the cluster is represented by its first member,
    as in the reference code; we skip j that already have a cluster, which is the same whenever
-   the judge is transitive and saves calls). Two responses that are equal after ``str.strip()``
-   are equivalent without asking the judge.
+   the check is transitive and saves calls). Two responses that are equal after ``str.strip()``
+   are equivalent without asking the check.
 2. DSE = -sum_c p_c ln p_c with p_c = |cluster c| / K (natural log). 0 when all K responses share
    one meaning, ln K when all differ. Higher = more likely hallucination.
 
-Entailment judge: a callable ``entails(premise, hypothesis) -> bool`` passed in by the caller
+Entailment check: a callable ``entails(premise, hypothesis) -> bool`` passed in by the caller
 (``bbwd eval --dse``); one with a ``prefetch(pairs)`` method is asked for each cluster's pairs in
 one batch:
 
 * ``exact_match_entails`` (``answer``, short answers): equal after SQuAD normalisation
   (``answers.text.em_key``, the exact-match label's normalisation); no model calls.
-* ``judges.final_answer_entails`` (``answer`` for MATH): equivalent final answers (math-verify).
+* ``entailment.final_answer_entails`` (``answer`` for MATH): equivalent final answers (math-verify).
 * ``nli.NLIEntailment`` (``nli``): a sequence-classification NLI model, the reference's choice
   (DeBERTa-large-MNLI), for longer answers.
-* ``judges.TeacherEntailment(teacher, question)`` (``teacher``): the teacher LM itself is asked (chat
+* ``entailment.TeacherEntailment(teacher, question)`` (``teacher``): the teacher LM itself is asked (chat
   template, one user turn) whether answer A entails answer B given the question, and says yes
   when logsumexp of the logits of its "yes" tokens beats that of its "no" tokens at the first
   position of the reply (Farquhar et al. also use LLM judges with the question in the prompt).
 
-This module needs numpy only; the judges that need torch or math-verify are in ``judges``, imported by the doors
+This module needs numpy only; the checks that need torch or math-verify are in ``entailment``, imported by the doors
 that use them (``bbwd score`` and the calibration's members import this one).
 """
 
@@ -46,7 +46,7 @@ def semantic_ids(responses: Sequence[str], entails: Entails) -> list[int]:
     """Greedy cluster ids (0, 1, ... in order of first appearance) by bidirectional entailment."""
     ids = [-1] * len(responses)
     next_id = 0
-    prefetch = getattr(entails, "prefetch", None)  # a model judge answers a batch of pairs at once
+    prefetch = getattr(entails, "prefetch", None)  # a model's check answers a batch of pairs at once
     for i, a in enumerate(responses):
         if ids[i] != -1:
             continue
@@ -82,5 +82,5 @@ def discrete_semantic_entropy(responses: Sequence[str], entails: Entails) -> flo
 
 
 def exact_match_entails(premise: str, hypothesis: str) -> bool:
-    """Answer-equivalence judge: equal after SQuAD normalisation (lowercase, no punctuation/articles)."""
+    """Answer-equivalence check: equal after SQuAD normalisation (lowercase, no punctuation/articles)."""
     return em_key(premise) == em_key(hypothesis)

@@ -1,4 +1,4 @@
-"""NLI entailment judge for DSE: any Hugging Face sequence-classification NLI model.
+"""NLI entailment check for DSE: any Hugging Face sequence-classification NLI model.
 
 The reference is ``microsoft/deberta-large-mnli`` (Farquhar et al. 2024, jlko/semantic_uncertainty
 ``EntailmentDeberta``): the (premise, hypothesis) pair is encoded as one sequence pair, and the

@@ -1,4 +1,4 @@
-"""The optional LLM-judge label, through the API client against a real llama.cpp server on loopback."""
+"""The optional LLM label (``--judge``), through the API client against a real llama.cpp server on loopback."""
 
 import json
 import subprocess
@@ -10,7 +10,7 @@ from bench.common import LlamaCppServer
 from blackbox_wd.clients.api import APISampler
 from blackbox_wd.clients.cache import SampleCache
 from blackbox_wd.clients.presets import Endpoint
-from blackbox_wd.doors.eval.judge import JUDGE_PARAMS, JUDGE_PROMPT, LLMJudge, parse_verdict
+from blackbox_wd.doors.eval.labeller import LABEL_PARAMS, LABEL_PROMPT, LLMLabeller, parse_label
 
 
 @pytest.mark.parametrize(
@@ -25,24 +25,24 @@ from blackbox_wd.doors.eval.judge import JUDGE_PARAMS, JUDGE_PROMPT, LLMJudge, p
         ("", None),
     ],
 )
-def test_parse_verdict(reply, label):
-    assert parse_verdict(reply) == label
+def test_parse_label(reply, label):
+    assert parse_label(reply) == label
 
 
 @pytest.mark.slow
-def test_judge_label_is_the_servers_verdict_and_cached(tmp_path):
+def test_llm_label_is_the_servers_reply_and_cached(tmp_path):
     from blackbox_wd.teachers.embedded import ensure_gguf
 
     with LlamaCppServer(ensure_gguf(), n_parallel=2, n_threads=1) as server:
         sampler = APISampler(
             Endpoint(server.model, server.base_url, "sk-none", None), cache=SampleCache(tmp_path / "c")
         )
-        judge = LLMJudge(sampler)
-        label = judge.label("What is the capital of France?", ["Paris"], "Paris")
-        prompt = JUDGE_PROMPT.format(question="What is the capital of France?", answers="Paris", response="Paris")
-        again = sampler.sample([{"role": "user", "content": prompt}], JUDGE_PARAMS)
-        assert again.usage.requests == 0 and again.usage.cache_hits == 1  # the judge's own call was cached
-        assert label == parse_verdict(again.samples[0].text)
+        labeller = LLMLabeller(sampler)
+        label = labeller.label("What is the capital of France?", ["Paris"], "Paris")
+        prompt = LABEL_PROMPT.format(question="What is the capital of France?", answers="Paris", response="Paris")
+        again = sampler.sample([{"role": "user", "content": prompt}], LABEL_PARAMS)
+        assert again.usage.requests == 0 and again.usage.cache_hits == 1  # the labeller's own call was cached
+        assert label == parse_label(again.samples[0].text)
         sampler.close()
 
         out = tmp_path / "report"

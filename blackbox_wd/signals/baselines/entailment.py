@@ -1,6 +1,6 @@
-"""The DSE judges that run a model or a solver: ``final_answer_entails`` (math-verify) and ``TeacherEntailment``
-(the teacher LM, torch). Apart from ``dse`` so that a run that judges by exact match (``bbwd score``, the
-calibration's members) imports neither (``tests/test_startup.py``).
+"""DSE's entailment checks that run a model or a solver: ``final_answer_entails`` (math-verify) and
+``TeacherEntailment`` (the teacher LM, torch). Apart from ``dse`` so that a run that checks by exact match
+(``bbwd score``, the calibration's members) imports neither (``tests/test_startup.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ NO_WORDS = ("no", "No", " no", " No", "NO")
 
 
 def final_answer_entails(premise: str, hypothesis: str) -> bool:
-    """Judge for math: two solutions mean the same when their final answers are equivalent.
+    """Entailment for math: two solutions mean the same when their final answers are equivalent.
 
     The final answer is the last ``\\boxed{}`` first (math-verify's extraction), compared by
     ``answers.mathcheck.same_final_answer``; a solution without one means the same only as an equal string.
@@ -37,14 +37,14 @@ def entailment_prompt(premise: str, hypothesis: str, question: str | None = None
 
 
 class TeacherEntailment:
-    """Entailment judge from a causal LM teacher (``HFTeacher``: ``.model``, ``.tokenizer``,
+    """Entailment check by a causal LM teacher (``HFTeacher``: ``.model``, ``.tokenizer``,
     ``.prompt_ids(messages)``): yes when the yes-token logits beat the no-token logits.
 
-    Results are cached per (premise, hypothesis); make one judge per question. ``threshold``
-    (default 0: yes more likely than no) is the margin above which the judge says yes. Only
+    Results are cached per (premise, hypothesis); make one per question. ``threshold``
+    (default 0: yes more likely than no) is the margin above which it says yes. Only
     yes/no spellings that are a single token of the teacher's tokenizer are used.
 
-    A judge is only as good as its LM: the embedded SmolLM2-135M answers "no" to nearly every
+    It is only as good as its LM: the embedded SmolLM2-135M answers "no" to nearly every
     pair (margin about -0.8 even for "Paris" vs "Paris"), so DSE with it degenerates towards ln K;
     use an instruction-tuned teacher of a few billion parameters for a meaningful DSE.
     """
