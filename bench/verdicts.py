@@ -17,9 +17,9 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from blackbox_wd.calibration.combine import Table, table_from
+from blackbox_wd.calibration.evaluation.reliability import expected_calibration_error
 from blackbox_wd.calibration.labelled import row_label
 from blackbox_wd.calibration.members import MEMBERS, member_value
-from blackbox_wd.calibration.metrics import expected_calibration_error
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.measure.wd import eigen_wd
 from blackbox_wd.signals.answers.text import answer_disagreement

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blackbox_wd.calibration.metrics import auroc
+from blackbox_wd.calibration.evaluation.metrics import auroc
 from blackbox_wd.signals.baselines import PEERS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -29,8 +29,8 @@ import numpy as np
 
 from bench.common import command, table
 from bench.verdicts import labelled_rows, with_members
+from blackbox_wd.calibration.evaluation.metrics import auc_pr
 from blackbox_wd.calibration.members import member_value
-from blackbox_wd.calibration.metrics import auc_pr
 from blackbox_wd.doors.eval.data import data_dir, load
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings

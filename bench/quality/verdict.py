@@ -41,7 +41,7 @@ from bench.verdicts import (
     sentence_table,
 )
 from blackbox_wd.calibration.combine import CrossValidation, fit_head
-from blackbox_wd.calibration.metrics import auroc_with_ci, correlation_with_ci, sentence_auc_pr
+from blackbox_wd.calibration.evaluation.metrics import auroc_with_ci, correlation_with_ci, sentence_auc_pr
 
 
 def members_section(sac3: list[dict], wiki: list[dict], bandwidth: float) -> list[str]:

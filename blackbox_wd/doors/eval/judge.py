@@ -3,7 +3,7 @@
 The judge sees the question, the reference answers and the response, and is asked for yes/no at
 temperature 0 (one sample, through the same client layer: cache, retries, record/replay). A reply
 starting with "yes" labels the prompt 0 (correct), "no" labels it 1 (hallucination); anything
-else leaves the label missing, and the report counts only prompts the judge labelled.
+else leaves the label missing, and summary.md counts only prompts the judge labelled.
 """
 
 from __future__ import annotations
