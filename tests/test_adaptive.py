@@ -109,8 +109,8 @@ class Fixed:
         return SampleSet([Sample(self.texts(params.start + i)) for i in range(params.k)])
 
 
-# the API calibration of #33 (stage 3 stops below 0.639 or above 0.720, stage 5 below 0.675): the loop's tests
-# below hold its draws to these bands; the shipped file's own bands are tested apart
+# the first API calibration with stages (stage 3 stops below 0.639 or above 0.720, stage 5 below 0.675): the loop's
+# tests below hold its draws to these bands; the shipped file's own bands are tested apart
 LOOP = Path(__file__).resolve().parents[1] / "fixtures" / "calibration-api-auto.json"
 
 

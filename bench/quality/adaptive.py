@@ -11,7 +11,7 @@ same folds' last-stage head, so the two are paired.
 
 Per set: samples drawn (mean and count per stage), AUROC (0/1 label) of both verdicts and their paired bootstrap
 difference (1000 prompt resamples), the share of prompts whose flag differs, and the target tokens saved (the
-samples' tokens of the samples not drawn). (#33's replays over recorded SAC3 and WikiBio runs, one per stage, for
+samples' tokens of the samples not drawn). (The first replays over recorded SAC3 and WikiBio runs, one per stage, for
 the API calibration: superseded by ``bench.quality.transfer --auto``.)
 
     python -m bench.quality.adaptive --set sciq=R/sciq-wb-auto --k-max 10

@@ -16,7 +16,7 @@ from D with the bandwidth given or measured here.
 
 (The answer verdict of every combiner, its head with the sentence verdicts aggregated (``--aggregate``), and the
 studies of heads per kind, scales per kind, fold seeds and short-answer members on passages, designs not shipped
-since #53: ``docs/results-notebook.md``, "The combined verdict".)
+since: ``docs/results-notebook.md``, "The combined verdict".)
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 # verdict": the mean of its NonFact and Factual AUC-PR); the answer heads' is ``combine.COMBINER``
 SENTENCE_COMBINER = "mean"
 CV = CrossValidation()  # the calibration's: combine.COMBINER, 5 folds, seed 0, target FPR 0.1
-# the claim head's: rule 2 of bench/RESULTS.md, "Claim scores (#47)", the standardised mean of CLAIM_MEMBERS
+# the claim head's: rule 2 of bench/RESULTS.md, "Claim scores", the standardised mean of CLAIM_MEMBERS
 CLAIM_COMBINER = "mean"
 # members a result may lack, each group at once; the heads that keep the most come first (``head_sets``), so a
 # result with a judged answer but no teacher log-probs is judged by a head with the answer's other members
@@ -106,7 +106,7 @@ class Design:
         return self.short if kind in SHORT_KINDS else self.other
 
 
-# #58: phrases read lm-polygraph's LexicalSimilarity ROUGE-1 and ROUGE-L, the answer's ROUGE-L and its disagreement
+# Phrases read lm-polygraph's LexicalSimilarity ROUGE-1 and ROUGE-L, the answer's ROUGE-L and its disagreement
 # (``PHRASE``); sentences the five peers (``baselines.peers``), the answer's three and its disagreement; the others
 # every member but the peers. Chosen by model left out and tested on the kk sets' records 501-1,400
 # (bench/RESULTS.md, "Ahead of the peers": the seventeenth rule)
