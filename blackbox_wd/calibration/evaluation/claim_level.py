@@ -48,8 +48,18 @@ class ClaimLevel:
 
 
 def claim_columns(results: Rows) -> dict[str, np.ndarray]:
-    """One entry per labelled claim: ``y`` (1 = unsupported), ``answer`` (its row), ``score``, ``p`` (NaN where
-    there is none) and each author score present in every labelled row (negated: higher = unsupported)."""
+    """The labelled claims (``supported`` or ``unsupported``) of the rows as columns.
+
+    Parameters
+    ----------
+    results : Rows
+
+    Returns
+    -------
+    dict of str to ndarray
+        One entry per labelled claim: ``y`` (1 = unsupported), ``answer`` (its row), ``score``, ``p`` (NaN where
+        there is none) and each author score present in every labelled row (negated: higher = unsupported).
+    """
     cols: dict[str, list[float]] = {"y": [], "answer": [], "score": [], "p": []}
     labelled = [r for r in results if r.get("claim_labels")]
     present = [k for k in AUTHOR_SCORES if labelled and all(k in (r.get("claim_scores") or {}) for r in labelled)]

@@ -48,7 +48,20 @@ class MethodSummary:
 
 
 def get_score(result: Mapping[str, Any], method: str) -> float:
-    """The method's score in a result dict (top level, then 'baselines', then 'scores'); NaN if absent."""
+    """The method's score in a result dict (top level, then 'baselines', then 'scores').
+
+    Parameters
+    ----------
+    result : mapping
+        A scored row.
+    method : str
+        A method's key (``METHODS``).
+
+    Returns
+    -------
+    float
+        NaN when the row has none (or a list or an object there).
+    """
     for where in (result, result.get("baselines") or {}, result.get("scores") or {}):
         value = where.get(method)
         if value is not None and not isinstance(value, (dict, list)):
@@ -57,12 +70,34 @@ def get_score(result: Mapping[str, Any], method: str) -> float:
 
 
 def score_array(results: Rows, method: str) -> np.ndarray:
-    """Scores of one method over all results (NaN where missing)."""
+    """Scores of one method over all results.
+
+    Parameters
+    ----------
+    results : Rows
+    method : str
+
+    Returns
+    -------
+    ndarray of float
+        One per row (``get_score``), NaN where missing.
+    """
     return np.array([get_score(r, method) for r in results], dtype=float)
 
 
 def finite_scores(results: Rows, methods: Sequence[str]) -> Iterator[tuple[str, np.ndarray]]:
-    """Each method with at least one finite score, and its :func:`score_array`."""
+    """Each method with at least one finite score, and its :func:`score_array`.
+
+    Parameters
+    ----------
+    results : Rows
+    methods : sequence of str
+
+    Returns
+    -------
+    iterator of (str, ndarray)
+        In the order of ``methods``.
+    """
     for m in methods:
         s = score_array(results, m)
         if np.isfinite(s).any():
@@ -70,7 +105,17 @@ def finite_scores(results: Rows, methods: Sequence[str]) -> Iterator[tuple[str, 
 
 
 def shown(results: Rows, methods: Sequence[str]) -> list[str]:
-    """The methods to tabulate: all given, one of ``SHOWN_IF_SCORED`` only when a result has a finite score of it."""
+    """The methods to tabulate: all given, one of ``SHOWN_IF_SCORED`` only when a result has a finite score of it.
+
+    Parameters
+    ----------
+    results : Rows
+    methods : sequence of str
+
+    Returns
+    -------
+    list of str
+    """
     return [m for m in methods if m not in SHOWN_IF_SCORED or np.isfinite(score_array(results, m)).any()]
 
 
@@ -106,7 +151,18 @@ def method_table(
 
 
 def best_baseline(table: Mapping[str, MethodSummary]) -> str | None:
-    """The baseline or peer with the highest AUROC (None when none has one)."""
+    """The baseline or peer with the highest AUROC.
+
+    Parameters
+    ----------
+    table : mapping of str to MethodSummary
+        A :func:`method_table`.
+
+    Returns
+    -------
+    str or None
+        None when no baseline nor peer has a finite AUROC.
+    """
     scored = [m for m in (*BASELINES, *PEERS, *ANSWER_PEERS) if m in table and math.isfinite(table[m].auroc)]
     return max(scored, key=lambda m: table[m].auroc, default=None)
 
@@ -114,7 +170,21 @@ def best_baseline(table: Mapping[str, MethodSummary]) -> str | None:
 def compare(
     results: Rows, method: str, baseline: str, label_key: str = "label", n_boot: int = N_BOOTSTRAP, seed: int = SEED
 ) -> PairedDiff:
-    """AUROC(method) - AUROC(baseline) with its paired bootstrap CI, on the prompts where both are finite."""
+    """AUROC(method) - AUROC(baseline) with its paired bootstrap CI, on the prompts where both are finite.
+
+    Parameters
+    ----------
+    results : Rows
+        Rows that all carry ``label_key``.
+    method, baseline : str
+    label_key : str, default="label"
+    n_boot : int, default=N_BOOTSTRAP
+    seed : int, default=SEED
+
+    Returns
+    -------
+    PairedDiff
+    """
     return paired_auroc_diff(
         label_array(results, label_key),
         score_array(results, method),
@@ -131,7 +201,22 @@ def correlations(
     n_boot: int = N_BOOTSTRAP,
     seed: int = SEED,
 ) -> dict[str, tuple[CorrelationResult, CorrelationResult]]:
-    """(Pearson, Spearman) with bootstrap CIs of every method that has a finite score, against label ``key``."""
+    """(Pearson, Spearman) with bootstrap CIs of every method that has a finite score, against label ``key``.
+
+    Parameters
+    ----------
+    results : Rows
+        Rows that all carry ``key``.
+    methods : sequence of str, default=METHODS
+    key : str, default="human_score"
+        A continuous label (``labels.CONTINUOUS_KEYS``).
+    n_boot : int, default=N_BOOTSTRAP
+    seed : int, default=SEED
+
+    Returns
+    -------
+    dict of str to (CorrelationResult, CorrelationResult)
+    """
     y = np.array([float(r[key]) for r in results], dtype=float)
     out: dict[str, tuple[CorrelationResult, CorrelationResult]] = {}
     for m, s in finite_scores(results, methods):

@@ -56,7 +56,18 @@ class Replay:
 
 
 def stop_of(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The stage where ``-k auto`` stopped a row (its first settled one), None for a row without stages."""
+    """The stage where ``-k auto`` stopped a row: its first settled one.
+
+    Parameters
+    ----------
+    row : mapping
+        A scored row, with ``stages`` or without.
+
+    Returns
+    -------
+    mapping or None
+        None for a row without a settled stage.
+    """
     return next((s for s in row.get("stages") or [] if s["settled"]), None)
 
 
