@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from blackbox_wd.calibration.combine import Table, table_from
+from blackbox_wd.calibration.evaluation.labels import NONFACT
 from blackbox_wd.calibration.members import (
     CLAIM_MEMBERS,
     FEATURES,
@@ -29,7 +30,6 @@ from blackbox_wd.records import PASSAGE_LABELS
 from blackbox_wd.settings import COVERED, LATER_FIELDS, fingerprint
 
 MAIN_SHARE = 0.9  # the main K: the largest with at least this share of the labelled prompts of the K with the most
-NONFACT = ("minor_inaccurate", "major_inaccurate")
 
 
 @dataclass

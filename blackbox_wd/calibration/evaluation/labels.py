@@ -34,6 +34,7 @@ CONTINUOUS_NAMES = {
 }
 SENTENCE_LABELS = ("accurate", "minor_inaccurate", "major_inaccurate")
 SEVERITY = {label: n for n, label in enumerate(SENTENCE_LABELS)}  # metrics' ACCURATE, MINOR, MAJOR
+NONFACT = SENTENCE_LABELS[1:]  # a sentence minor or major inaccurate: not factual
 TASK_NAMES = {"nonfact": "NonFact", "nonfact_star": "NonFact*", "factual": "Factual"}  # metrics.SENTENCE_TASKS
 CLAIM_LABELS = ("supported", "unsupported", "other")  # of the judged answer's claims; other: not evaluable
 
