@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from blackbox_wd.calibration.evaluation.metrics import LEVEL  # the printed intervals
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
 RESAMPLES = 2000  # bootstrap resamples of the labelled prompts
 GAIN_QUANTILE = 0.05  # switch when this quantile of the paired gain is above zero (one-sided 95%)
-LEVEL = 0.95  # the printed intervals
 SHIPPED = "shipped"  # the heads that judged the rows, as they are
 
 
