@@ -17,15 +17,15 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from blackbox_wd.calibration.combine import Table, table_from
+from blackbox_wd.calibration.evaluation.labels import SEVERITY
+from blackbox_wd.calibration.evaluation.reliability import expected_calibration_error
 from blackbox_wd.calibration.labelled import row_label
 from blackbox_wd.calibration.members import MEMBERS, member_value
-from blackbox_wd.calibration.metrics import expected_calibration_error
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.measure.wd import eigen_wd
 from blackbox_wd.signals.answers.text import answer_disagreement
 from blackbox_wd.signals.baselines.peers import PEERS, peer_scores
 
-SEVERITY = {"accurate": 0, "minor_inaccurate": 1, "major_inaccurate": 2}
 API_MEMBERS = tuple(m for m in MEMBERS if m not in ("lne", "dse"))  # what every API row of both sets has
 N_BOOT, SEED = 1000, 0
 

@@ -314,7 +314,7 @@ def killed_and_resumed(cmd: list[str], tmp_path: Path, n: int) -> list[dict]:
 def test_the_paired_pearson_difference_is_scipys_and_zero_for_one_score():
     from scipy.stats import pearsonr
 
-    from blackbox_wd.calibration.metrics import paired_pearson_diff
+    from blackbox_wd.calibration.evaluation.metrics import paired_pearson_diff
 
     rng = np.random.default_rng(0)
     h = rng.random(120)

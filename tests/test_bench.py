@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from blackbox_wd.calibration.metrics import auroc
+from blackbox_wd.calibration.evaluation.metrics import auroc
 from blackbox_wd.signals.baselines import PEERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,7 +228,7 @@ def test_score_bench_quick_times_score_against_llamacpps_own_request() -> None:
 @pytest.mark.slow
 def test_verdict_cost_bench_quick_bounds_what_the_verdict_adds() -> None:
     """The verdict's members and heads after the teacher pass, against the scores before them, on real recorded
-    rows: #32's goal is at most 0.20 on the full run; the quick run on a loaded CPU stays far inside 1 (a verdict
+    rows: the goal is at most 0.20 on the full run; the quick run on a loaded CPU stays far inside 1 (a verdict
     that re-read its calibration or rebuilt ROUGE's pure-Python LCS per pair would pass it on passages)."""
     out = bench("speed.verdict_cost", "--quick", timeout=600)
     ratios = {m.group(1): float(m.group(2)) for m in re.finditer(r"\|\s*(\w+)\s*\|(?:[^|]*\|){4}\s*([\d.]+)\s*\|", out)}
@@ -239,8 +239,8 @@ def test_verdict_cost_bench_quick_bounds_what_the_verdict_adds() -> None:
 @smoke("speed.all_scores")
 @pytest.mark.slow
 def test_all_scores_bench_quick_skips_the_teacher_on_short_answers_with_the_same_verdict() -> None:
-    """#71's bench on the fixture's first 8 records (short answers): every row skips the teacher by default, p and
-    the flag are those of --all-scores, whose rows carry AvgWD and EigenWD (no speed figure is asserted: the
+    """The all-scores bench on the fixture's first 8 records (short answers): every row skips the teacher by default,
+    p and the flag are those of --all-scores, whose rows carry AvgWD and EigenWD (no speed figure is asserted: the
     machine is shared)."""
     out = bench("speed.all_scores", "--quick", timeout=600)
     (row,) = table_rows(out)
@@ -499,7 +499,7 @@ def test_your_labels_bench_calibrates_through_the_door_and_judges_the_rest() -> 
 def test_door_bench_reads_batch_outputs_as_the_report_does(tmp_path: Path) -> None:
     """A real batch output (fixtures/report_scores.jsonl: 19 labelled rows with a verdict and the peers), given as the
     K run and as its own ``-k auto`` run: the verdict's and each estimator's AUROC are ``metrics.auroc`` of the rows,
-    the margin is to the best estimator, the flags agree on every row, and #58's two conditions are judged from them;
+    the margin is to the best estimator, the flags agree on every row, and the two conditions are judged from them;
     a file with no labels is refused, naming it."""
     fixture = ROOT / "fixtures" / "report_scores.jsonl"
     rows = [json.loads(line) for line in fixture.read_text().splitlines()]

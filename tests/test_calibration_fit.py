@@ -20,11 +20,12 @@ from blackbox_wd.calibration.combine import (
     per_source_auroc,
     table_from,
 )
+from blackbox_wd.calibration.evaluation.metrics import paired_auroc_diff
+from blackbox_wd.calibration.evaluation.reliability import expected_calibration_error
 from blackbox_wd.calibration.fit import CV, fit_calibration
 from blackbox_wd.calibration.heads import Isotonic, Platt
 from blackbox_wd.calibration.labelled import prompt_of, read_labelled, read_settings
 from blackbox_wd.calibration.members import FEATURES
-from blackbox_wd.calibration.metrics import expected_calibration_error, paired_auroc_diff
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import fingerprint
 

@@ -11,10 +11,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from blackbox_wd.calibration.evaluation.claim_level import claim_columns
 from blackbox_wd.calibration.heads import Head, OperatingPoint, Platt, ScoreModel
 from blackbox_wd.calibration.labelled import claim_table
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
-from blackbox_wd.doors.eval.claim_level import claim_columns, claim_lines
+from blackbox_wd.doors.eval.claim_level import claim_lines
 from blackbox_wd.doors.serve.protocol import ServeError, forwarded, parse_request
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.run.inputs import parse_line

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from blackbox_wd.calibration.metrics import auroc, auroc_with_ci, bootstrap_ci
+from blackbox_wd.calibration.evaluation.metrics import auroc, auroc_with_ci, bootstrap_ci
 
 
 def test_hand_cases():
@@ -72,7 +72,7 @@ def test_length_and_label_checks():
 
 
 def test_rank_auroc_equals_sklearn_with_ties():
-    from blackbox_wd.calibration.metrics import rank_auroc
+    from blackbox_wd.calibration.evaluation.metrics import rank_auroc
 
     rng = np.random.default_rng(7)
     y = rng.integers(0, 2, (50, 30))
@@ -84,7 +84,7 @@ def test_rank_auroc_equals_sklearn_with_ties():
 
 
 def test_auprc_by_hand():
-    from blackbox_wd.calibration.metrics import auprc
+    from blackbox_wd.calibration.evaluation.metrics import auprc
 
     # ranked by score: 0.8 (hallucination), 0.35 (correct), 0.3 (hallucination), 0.1 (correct);
     # AP = sum over hallucinations of the recall step 1/2 times the precision there: 1/2 * 1 + 1/2 * 2/3 = 5/6
@@ -95,7 +95,7 @@ def test_auprc_by_hand():
 
 
 def test_prr_by_hand():
-    from blackbox_wd.calibration.metrics import prr, rejection_area
+    from blackbox_wd.calibration.evaluation.metrics import prr, rejection_area
 
     # quality q = 1 - label. Perfect order (correct first): prefix means 1, 1, 2/3, 1/2 -> PRA = 19/24 = oracle;
     # random = mean(q) = 1/2, so PRR = 1. Reversed: prefix means 0, 0, 1/3, 1/2 -> PRA = 5/24 ->
@@ -115,7 +115,7 @@ def test_prr_by_hand():
 
 
 def test_paired_difference_of_identical_methods_is_zero():
-    from blackbox_wd.calibration.metrics import paired_auroc_diff
+    from blackbox_wd.calibration.evaluation.metrics import paired_auroc_diff
 
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, 200)
@@ -125,7 +125,7 @@ def test_paired_difference_of_identical_methods_is_zero():
 
 
 def test_paired_difference_perfect_against_random():
-    from blackbox_wd.calibration.metrics import auroc, paired_auroc_diff
+    from blackbox_wd.calibration.evaluation.metrics import auroc, paired_auroc_diff
 
     rng = np.random.default_rng(1)
     y = rng.integers(0, 2, 100)
@@ -141,7 +141,7 @@ def test_paired_difference_perfect_against_random():
 
 
 def test_paired_difference_uses_prompts_where_both_are_finite():
-    from blackbox_wd.calibration.metrics import paired_auroc_diff
+    from blackbox_wd.calibration.evaluation.metrics import paired_auroc_diff
 
     y = [0, 1, 0, 1, 1]
     d = paired_auroc_diff(y, [0.1, 0.9, 0.2, 0.8, np.nan], [0.2, 0.1, 0.3, np.nan, 0.4], n_boot=200)
@@ -154,7 +154,7 @@ def test_paired_difference_uses_prompts_where_both_are_finite():
 def test_correlation_equals_scipy_and_its_ci_holds_it(method):
     from scipy.stats import pearsonr, spearmanr
 
-    from blackbox_wd.calibration.metrics import correlation_with_ci
+    from blackbox_wd.calibration.evaluation.metrics import correlation_with_ci
 
     rng = np.random.default_rng(3)
     human = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=80)  # tied, like WikiBio's human_score
@@ -171,7 +171,7 @@ def test_correlation_equals_scipy_and_its_ci_holds_it(method):
 
 
 def test_correlation_of_a_constant_score_is_nan():
-    from blackbox_wd.calibration.metrics import correlation_with_ci
+    from blackbox_wd.calibration.evaluation.metrics import correlation_with_ci
 
     res = correlation_with_ci([0.1, 0.5, 0.9, 0.3], [1.0, 1.0, 1.0, 1.0])
     assert math.isnan(res.r) and res.n_boot == 0
@@ -182,7 +182,7 @@ def test_correlation_of_a_constant_score_is_nan():
 def test_auc_pr_by_hand_is_the_trapezoid_not_average_precision():
     from sklearn.metrics import auc, precision_recall_curve
 
-    from blackbox_wd.calibration.metrics import auc_pr, auprc
+    from blackbox_wd.calibration.evaluation.metrics import auc_pr, auprc
 
     # ranked: 0.9 (+), 0.8 (-), 0.7 (+), 0.3 (+), 0.1 (-); (recall, precision) from (0, 1):
     # (1/3, 1), (1/3, 1/2), (2/3, 2/3), (1, 3/4), (1, 3/5) -> trapezoids 1/3 + 0 + 7/36 + 17/72 + 0 = 55/72
@@ -200,7 +200,7 @@ def test_auc_pr_by_hand_is_the_trapezoid_not_average_precision():
 
 
 def test_weighted_auc_pr_equals_sklearn_on_the_resampled_sentences():
-    from blackbox_wd.calibration.metrics import auc_pr, passage_weights, weighted_auc_pr
+    from blackbox_wd.calibration.evaluation.metrics import auc_pr, passage_weights, weighted_auc_pr
 
     rng = np.random.default_rng(1)
     passage = np.sort(rng.integers(0, 40, 300))
@@ -225,7 +225,7 @@ PASSAGE = [0, 0, 1, 1, 1, 2, 2]
 
 
 def test_sentence_auc_pr_by_hand():
-    from blackbox_wd.calibration.metrics import sentence_auc_pr
+    from blackbox_wd.calibration.evaluation.metrics import sentence_auc_pr
 
     r = sentence_auc_pr(SEVERITY, SCORES, PASSAGE, n_boot=200)
     # NonFact (minor or major): ranked 0.9 +, 0.8 +, 0.2 -, 0.15 +, 0.1 -, 0.05 +: (recall, precision)
@@ -250,14 +250,14 @@ def test_sentence_auc_pr_by_hand():
     # -> (0, 0), (1/2, 1/2), (1/2, 1/3), (1, 1/2), ... -> 1/8 + 5/24 = 1/3; the plain score would give 59/240
     assert r.factual.auc_pr == pytest.approx(1 / 3, abs=1e-12)
     assert r.factual.random == pytest.approx(2 / 6) and r.factual.n_pos == 2
-    from blackbox_wd.calibration.metrics import auc_pr
+    from blackbox_wd.calibration.evaluation.metrics import auc_pr
 
     plain = auc_pr([0, 0, 1, 0, 0, 1], [0.9, 0.8, 0.1, 0.15, 0.05, 0.2])
     assert plain == pytest.approx(59 / 240, abs=1e-12) and plain != pytest.approx(r.factual.auc_pr)
 
 
 def test_nonfact_star_keeps_only_passages_not_wholly_major():
-    from blackbox_wd.calibration.metrics import sentence_task
+    from blackbox_wd.calibration.evaluation.metrics import sentence_task
 
     y, s, p = sentence_task(np.array(SEVERITY), np.array(SCORES), np.array(PASSAGE), "nonfact_star")
     assert p.tolist() == [1, 1, 1, 2, 2] and y.tolist() == [0, 1, 0, 0, 0]
@@ -268,7 +268,7 @@ def test_nonfact_star_keeps_only_passages_not_wholly_major():
 
 
 def test_sentence_auc_pr_ci_over_passages():
-    from blackbox_wd.calibration.metrics import sentence_auc_pr
+    from blackbox_wd.calibration.evaluation.metrics import sentence_auc_pr
 
     rng = np.random.default_rng(4)
     passage = np.repeat(np.arange(60), 8)

@@ -157,9 +157,9 @@ def test_passages_get_pearson_and_spearman_and_no_answer_dse(teacher, tmp_path):
     rows = evaluate(Detector(teacher, RecordedSamples(), Settings(k=3)), load(path), tmp_path / "out")
     assert {r["dse_judge"] for r in rows} == {"none (passage)"} and all("dse" not in r for r in rows)
     assert [r["human_score"] for r in rows] == [0.0, 1 / 3, 2 / 3, 1.0]
-    from blackbox_wd.doors.eval.report import write_report
+    from blackbox_wd.doors.eval.outputs import write_outputs
 
-    paths = write_report(rows, tmp_path / "out", n_boot=50)
+    paths = write_outputs(rows, tmp_path / "out", n_boot=50)
     text = paths["summary"].read_text()
     assert "## Label `human_score` (continuous)" in text and "| AnswerWD |" in text and "roc" not in paths
 
@@ -203,7 +203,7 @@ def _bio(tmp_path, records=None):
 
 
 def test_a_records_sentences_are_the_ones_scored_and_come_back_beside_their_labels(teacher, tmp_path, monkeypatch):
-    from blackbox_wd.doors.eval.report import write_report
+    from blackbox_wd.doors.eval.outputs import write_outputs
     from blackbox_wd.measure.sentences import SentenceScore
 
     seen = []
@@ -232,7 +232,7 @@ def test_a_records_sentences_are_the_ones_scored_and_come_back_beside_their_labe
         assert row["sentence_wd"] == pytest.approx(np.mean(scores))
     saved = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
     assert [r["sentences"] for r in saved] == [r["sentences"] for r in rows]  # the scored ones, not the file's
-    paths = write_report(rows, tmp_path / "out", n_boot=50)
+    paths = write_outputs(rows, tmp_path / "out", n_boot=50)
     text = paths["summary"].read_text()
     assert "## Sentence level" in text and paths["sentence_pr"].exists()
     assert "| sentences scored (passages) | 9 (3) | 5 (2) | 9 (3) |" in text  # NonFact* leaves out w2 (wholly major)

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from blackbox_wd.calibration.metrics import auroc, expected_calibration_error
+from blackbox_wd.calibration.evaluation.metrics import auroc
+from blackbox_wd.calibration.evaluation.reliability import expected_calibration_error
+from blackbox_wd.calibration.evaluation.verdicts import risks
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
-from blackbox_wd.doors.report.page import Limits, payload, risks, script_json, summarize, write_report
+from blackbox_wd.doors.report.page import Limits, page_summary, payload, script_json, write_report
 from blackbox_wd.doors.report.rows import answer_from_sentences, read_rows
 from blackbox_wd.signals.baselines import ANSWER_PEERS, PEERS
 from tests.cli_support import jsonl, run_cli
@@ -128,7 +130,7 @@ def test_a_log_line_that_changed_is_named(tmp_path):
 
 def test_the_header_states_the_shipped_calibration_and_sums(scored):
     read = read_rows(SCORES, LOG)
-    summary = summarize(read.rows, read.skipped)
+    summary = page_summary(read.rows, read.skipped)
     shipped = Calibration.load(PACKAGE_CALIBRATIONS / "smollm2-135m.api.json")
     assert scored[0]["calibration"] == shipped.id
     promise = summary.promise
@@ -150,7 +152,7 @@ def test_the_header_states_the_shipped_calibration_and_sums(scored):
 def test_another_calibration_file_is_stated_with_a_note(tmp_path):
     read = read_rows(SCORES)
     other = PACKAGE_CALIBRATIONS / "smollm2-135m.json"
-    summary = summarize(read.rows, [], other)
+    summary = page_summary(read.rows, [], other)
     assert summary.promise is not None
     assert summary.promise.id == Calibration.load(other).id
     assert summary.promise.note == (
@@ -160,7 +162,7 @@ def test_another_calibration_file_is_stated_with_a_note(tmp_path):
 
 def test_labels_give_auroc_reliability_and_the_seen_rates(scored):
     read = read_rows(SCORES)
-    summary = summarize(read.rows, [])
+    summary = page_summary(read.rows, [])
     lab = summary.labelled
     done = [r for r in scored if r["error"] is None]
     assert lab is not None and lab.n == len(done) == 19
@@ -170,12 +172,13 @@ def test_labels_give_auroc_reliability_and_the_seen_rates(scored):
     positives = [r["flag"] for r in done if r["label"] == 1]
     assert lab.fpr_seen == pytest.approx(sum(negatives) / len(negatives))
     assert lab.tpr_seen == pytest.approx(sum(positives) / len(positives))
-    assert sum(b["n"] for b in lab.reliability) == 19
-    for b in lab.reliability:
-        inside = [r for r in done if b["x"] - 0.05 <= r["p_hallucination"] < b["x"] + 0.05]
-        assert b["n"] == len(inside)
+    assert sum(b.n for b in lab.reliability) == 19
+    for b in lab.reliability:  # (lo, hi], the first also holding 0
+        lo, hi = b.x - 0.05, b.x + 0.05
+        inside = [r for r in done if lo < r["p_hallucination"] <= hi or r["p_hallucination"] == lo == 0]
+        assert b.n == len(inside)
         if inside:
-            assert b["rate"] == pytest.approx(sum(r["label"] for r in inside) / len(inside))
+            assert b.rate == pytest.approx(sum(r["label"] for r in inside) / len(inside))
     y = [r["label"] for r in done]
     assert lab.ece == pytest.approx(expected_calibration_error(y, [r["p_hallucination"] for r in done]))
     assert 0.0 < lab.ece < 1.0
@@ -186,7 +189,7 @@ def test_labels_put_lm_polygraphs_estimators_beside_on_the_same_rows(scored):
     fixture's real rows have all eight, and their AUROCs are not all one number."""
     done = [r for r in scored if r["error"] is None]
     y = [r["label"] for r in done]
-    lab = summarize(read_rows(SCORES).rows, []).labelled
+    lab = page_summary(read_rows(SCORES).rows, []).labelled
     assert lab is not None
     assert [b.key for b in lab.beside] == [*PEERS, *ANSWER_PEERS]
     for b in lab.beside:
@@ -202,7 +205,7 @@ def test_an_estimator_some_labelled_row_lacks_is_not_beside(scored, tmp_path):
     rows[done]["baselines"] = {k: v for k, v in rows[done]["baselines"].items() if k != "ecc_jaccard"}
     path = tmp_path / "scores.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    lab = summarize(read_rows(path).rows, []).labelled
+    lab = page_summary(read_rows(path).rows, []).labelled
     assert lab is not None
     assert "ecc_jaccard" not in [b.key for b in lab.beside]
     assert [b.key for b in lab.beside] == [k for k in (*PEERS, *ANSWER_PEERS) if k != "ecc_jaccard"]
@@ -217,7 +220,7 @@ def test_rows_without_a_verdict_are_ranked_by_avg_wd(tmp_path, scored):
     assert source == "avg_wd rank"
     top = max(range(19), key=lambda i: scored[i]["avg_wd"])
     assert risk[top] == max(r for r in risk if r is not None) and risk[19] is None
-    summary = summarize(read.rows, [])
+    summary = page_summary(read.rows, [])
     assert summary.promise is None
     assert summary.labelled is not None and summary.labelled.auroc is not None
     assert summary.labelled.ece is None  # a rank is not a probability
@@ -246,7 +249,7 @@ def test_eval_rows_bring_their_prompt_samples_and_answer(tmp_path):
     path.write_text(json.dumps(row | {"fingerprint": "2a809f4c08f064d8"}) + "\n", encoding="utf-8")
     (r,) = read_rows(path).rows
     assert r.settings == settings
-    assert summarize([r], []).settings == {"teacher": "smollm2-135m", "target": "recorded", "k": "2"}
+    assert page_summary([r], []).settings == {"teacher": "smollm2-135m", "target": "recorded", "k": "2"}
 
 
 def test_the_data_block_cannot_close_its_script():
@@ -292,7 +295,7 @@ def test_the_labels_box_names_the_members_the_verdict_read(scored, tmp_path):
     from collections import Counter
 
     done = [r for r in scored if r["error"] is None and r["label"] is not None]
-    lab = summarize(read_rows(SCORES).rows, []).labelled
+    lab = page_summary(read_rows(SCORES).rows, []).labelled
     assert lab is not None
     want = Counter(", ".join(r["members"]) for r in done).most_common(3)
     assert lab.reads == want and sum(n for _, n in want) <= 19 and want[0][1] >= 10

@@ -101,12 +101,12 @@ def test_opens_with_every_row_and_no_console_error(page):
 
 
 def test_the_labels_box_shows_ece_and_lm_polygraphs_estimators_beside(page):
-    """The page shows the summary's ECE and each peer's AUROC on the labelled rows, as ``summarize`` gives them."""
-    from blackbox_wd.doors.report.page import summarize
+    """The page shows the summary's ECE and each peer's AUROC on the labelled rows, as ``page_summary`` gives them."""
+    from blackbox_wd.doors.report.page import page_summary
     from blackbox_wd.doors.report.rows import read_rows
 
     scores = Path(page.url.removeprefix("file://")).with_name("scores.jsonl")
-    lab = summarize(read_rows(scores).rows, []).labelled
+    lab = page_summary(read_rows(scores).rows, []).labelled
     assert lab is not None and lab.ece is not None
     assert page.text_content("#ece") == f"{lab.ece:.3f}"
     assert page.text_content("#beside") == "lm-polygraph, same rowsAUROC"

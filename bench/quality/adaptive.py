@@ -38,11 +38,11 @@ from blackbox_wd.calibration.combine import (
     heads_on,
     table_from,
 )
+from blackbox_wd.calibration.evaluation.metrics import auroc_with_ci, paired_auroc_diff
 from blackbox_wd.calibration.fit import verdicts_by_prompt
 from blackbox_wd.calibration.heads import Head
 from blackbox_wd.calibration.labelled import leave_out, short_only_members
 from blackbox_wd.calibration.members import MEMBERS, SHORT_ONLY, is_passage
-from blackbox_wd.calibration.metrics import auroc_with_ci, paired_auroc_diff
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.teachers.registry import reference_bandwidth
 

@@ -1,12 +1,13 @@
-"""The verdict through ``bbwd batch`` on labelled logs, beside lm-polygraph's model-free estimators (#58's measure).
+"""The verdict through ``bbwd batch`` on labelled logs, beside lm-polygraph's model-free estimators.
 
 Reads ``bbwd batch`` outputs whose rows carry a 0/1 ``label`` (batch copies it from the log) and lm-polygraph's
 estimators in their ``baselines``. For each file, as ``bbwd report``'s labels box shows it
-(``doors.report.page.summarize``): the verdict's AUROC, each estimator's (``baselines.PEERS``) on the same rows, the
-margin to the best of them, the ECE of p and the flag's FPR and TPR seen. Then the mean over the files and #58's two
-conditions: (a) every file's margin at least -0.015; (b) the verdict's mean at least every estimator's mean. With
-``--auto``, the ``-k auto`` outputs of the same logs, in the same order: their mean samples, their AUROC, and the
-share of rows (matched by id) whose flag agrees with the K run's.
+(``calibration.evaluation.verdicts.labelled_verdicts``): the verdict's AUROC, each estimator's
+(``baselines.PEERS``) on the same rows, the margin to the best of them, the ECE of p and the flag's FPR and TPR
+seen. Then the mean over the files and the two conditions the verdict is held to: (a) every file's margin at least
+-0.015; (b) the verdict's mean at least every estimator's mean. With ``--auto``, the ``-k auto`` outputs of the same
+logs, in the same order: their mean samples, their AUROC, and the share of rows (matched by id) whose flag agrees
+with the K run's.
 
     bbwd batch log.jsonl -o out.jsonl && bbwd batch log.jsonl -k auto -o auto.jsonl      # per labelled log
     python -m bench.quality.door out-a.jsonl out-b.jsonl [--auto auto-a.jsonl auto-b.jsonl]
@@ -20,22 +21,22 @@ from pathlib import Path
 import numpy as np
 
 from bench.common import command, table
-from blackbox_wd.calibration.metrics import auroc
-from blackbox_wd.doors.report.page import Labelled, summarize
+from blackbox_wd.calibration.evaluation.metrics import auroc
+from blackbox_wd.calibration.evaluation.verdicts import LabelledVerdicts, labelled_verdicts, risks
 from blackbox_wd.doors.report.rows import ReportRow, read_rows
 from blackbox_wd.signals.baselines import PEERS
 from blackbox_wd.signals.names import PEER_SHORT_NAMES
 
-MARGIN = -0.015  # #58's (a): the verdict's AUROC at least every estimator's less 0.015
+MARGIN = -0.015  # condition (a): the verdict's AUROC at least every estimator's less 0.015
 
 
-def labelled_of(path: Path) -> tuple[list[ReportRow], Labelled, float]:
+def labelled_of(path: Path) -> tuple[list[ReportRow], LabelledVerdicts, float]:
     """A batch output's rows, its labels box and the verdict's AUROC; SystemExit naming the file when it has no
     labelled verdicts of both classes."""
     read = read_rows(path)
-    summary = summarize(read.rows, read.skipped)
-    lab = summary.labelled
-    if lab is None or lab.auroc is None or summary.risk_from != "p_hallucination":
+    risk, risk_from = risks(read.rows)
+    lab = labelled_verdicts(read.rows, risk, risk_from == "p_hallucination")
+    if lab is None or lab.auroc is None or risk_from != "p_hallucination":
         raise SystemExit(f"{path}: no rows with a p_hallucination and a 0/1 label of both classes")
     missing = [k for k in PEERS if k not in {b.key for b in lab.beside}]
     if missing:

@@ -29,15 +29,15 @@ import numpy as np
 
 from bench.common import command, data_dir, table
 from bench.verdicts import labelled_rows, with_members
+from blackbox_wd.calibration.evaluation.labels import NONFACT
+from blackbox_wd.calibration.evaluation.metrics import auc_pr
 from blackbox_wd.calibration.members import member_value
-from blackbox_wd.calibration.metrics import auc_pr
 from blackbox_wd.doors.eval.data import load
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.forcing import HFTeacher
 
 BESIDE = ("lexsim_rouge1", "sentence_wd", "avg_wd", "answer_unigram")
-NONFACT = ("minor_inaccurate", "major_inaccurate")
 
 
 def support(teacher: HFTeacher, messages: list[dict[str, str]], ids: list[int], samples: list[str]) -> np.ndarray:

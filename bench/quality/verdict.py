@@ -16,7 +16,7 @@ from D with the bandwidth given or measured here.
 
 (The answer verdict of every combiner, its head with the sentence verdicts aggregated (``--aggregate``), and the
 studies of heads per kind, scales per kind, fold seeds and short-answer members on passages, designs not shipped
-since #53: ``docs/results-notebook.md``, "The combined verdict".)
+since: ``docs/results-notebook.md``, "The combined verdict".)
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from bench.verdicts import (
     sentence_table,
 )
 from blackbox_wd.calibration.combine import CrossValidation, fit_head
-from blackbox_wd.calibration.metrics import auroc_with_ci, correlation_with_ci, sentence_auc_pr
+from blackbox_wd.calibration.evaluation.metrics import auroc_with_ci, correlation_with_ci, sentence_auc_pr
 
 
 def members_section(sac3: list[dict], wiki: list[dict], bandwidth: float) -> list[str]:

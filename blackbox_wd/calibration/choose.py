@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from blackbox_wd.calibration.evaluation.metrics import LEVEL  # the printed intervals
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
 
 RESAMPLES = 2000  # bootstrap resamples of the labelled prompts
 GAIN_QUANTILE = 0.05  # switch when this quantile of the paired gain is above zero (one-sided 95%)
-INTERVAL_LEVEL = 0.95  # the printed intervals
 SHIPPED = "shipped"  # the heads that judged the rows, as they are
 
 
@@ -50,7 +50,7 @@ CANDIDATES: tuple[Candidate, ...] = (
 
 @dataclass(frozen=True)
 class Rated:
-    """A candidate's labelled AUROC and its bootstrap interval (``INTERVAL_LEVEL``)."""
+    """A candidate's labelled AUROC and its bootstrap interval (``LEVEL``)."""
 
     name: str
     members: tuple[str, ...]
@@ -127,7 +127,7 @@ def aurocs(scores: np.ndarray, y: np.ndarray, w: np.ndarray, counts: np.ndarray)
 
 def rate(name: str, members: tuple[str, ...], draws: np.ndarray) -> Rated:
     """A candidate rated from its AUROC under each resample (the first: the rows themselves)."""
-    tail = (1 - INTERVAL_LEVEL) / 2
+    tail = (1 - LEVEL) / 2
     lo, hi = np.quantile(draws[1:], [tail, 1 - tail])
     return Rated(name, members, float(draws[0]), (float(lo), float(hi)))
 

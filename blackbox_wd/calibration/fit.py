@@ -44,6 +44,7 @@ from blackbox_wd.calibration.combine import (
     heads_on,
     kinds_to_fit,
 )
+from blackbox_wd.calibration.evaluation.reliability import expected_calibration_error
 from blackbox_wd.calibration.heads import FittedOn, Head, Stage
 from blackbox_wd.calibration.labelled import LabelledRows, read_labelled, read_settings
 from blackbox_wd.calibration.members import (
@@ -56,7 +57,6 @@ from blackbox_wd.calibration.members import (
     TEACHER_FREE,
     sentence_verdict,
 )
-from blackbox_wd.calibration.metrics import expected_calibration_error
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.calibration.settle import fit_settles
 from blackbox_wd.errors import BBWDError
@@ -110,7 +110,7 @@ SHORT_KINDS = ("phrase", "sentence")
 
 @dataclass
 class CalibrationFit:
-    """A fitted calibration with the cross-validated fits its report is made from."""
+    """A fitted calibration with the cross-validated fits its summary is made from."""
 
     calibration: Calibration
     labelled: LabelledRows
@@ -159,7 +159,7 @@ def fit_calibration(
     Returns
     -------
     fit : CalibrationFit
-        ``fit.calibration`` (the :class:`Calibration` to save) and the fits its report is drawn from.
+        ``fit.calibration`` (the :class:`Calibration` to save) and the fits its summary is drawn from.
 
     Raises
     ------
@@ -181,7 +181,7 @@ def fit_calibration(
     claim = None
     if labelled.claims is not None:
         claim = fit_head(labelled.claims, CLAIM_MEMBERS, replace(cv, combiner=CLAIM_COMBINER))
-    if sentence is not None:  # the fit's report reads the member from the tables
+    if sentence is not None:  # the fit's summary reads the member from the tables
         labelled = replace(
             labelled,
             answers=with_sentence_verdict(labelled.answers, sentence.head, labelled.answer_sentences.get(None, {})),

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from blackbox_wd.calibration.combine import Table, table_from
+from blackbox_wd.calibration.evaluation.labels import NONFACT
 from blackbox_wd.calibration.members import (
     CLAIM_MEMBERS,
     FEATURES,
@@ -29,7 +30,6 @@ from blackbox_wd.records import PASSAGE_LABELS
 from blackbox_wd.settings import COVERED, LATER_FIELDS, fingerprint
 
 MAIN_SHARE = 0.9  # the main K: the largest with at least this share of the labelled prompts of the K with the most
-NONFACT = ("minor_inaccurate", "major_inaccurate")
 
 
 @dataclass
@@ -71,7 +71,7 @@ def json_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield n, row
 
 
-def read_rows(paths: Sequence[Path]) -> list[tuple[str, int, dict[str, Any]]]:
+def file_rows(paths: Sequence[Path]) -> list[tuple[str, int, dict[str, Any]]]:
     """(file, line, row) of every JSON object of the files (``json_objects``)."""
     return [(str(path), n, row) for path in paths for n, row in json_objects(path)]
 
@@ -113,7 +113,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> LabelledRows:
     """
     by_k: dict[int, list[tuple[str, int, dict[str, Any], float]]] = {}
     errors = unlabelled = teacherless = 0
-    for path, n, row in read_rows(paths):
+    for path, n, row in file_rows(paths):
         where = f"{path} line {n}"
         if row.get("error") is not None:
             errors += 1

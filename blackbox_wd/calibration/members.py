@@ -1,6 +1,7 @@
 """The members a calibration's heads read: their names, the groups a result may lack, and how each is read from a
-``Result``, a row dict or a sentence (``member_value``); the kinds of answer heads are fitted for (``answer_kind``);
-the sentence verdicts aggregated over an answer (``sentence_verdict``).
+``Result``, a row dict or a sentence (``member_value``); what tables and pages call them (``MEMBER_NAMES``); the kinds
+of answer heads are fitted for (``answer_kind``); the sentence verdicts aggregated over an answer
+(``sentence_verdict``).
 """
 
 from __future__ import annotations
@@ -60,6 +61,39 @@ PASSAGE_TOKENS = 128  # a passage: the median sample has at least this many toke
 PHRASE_TOKENS = 8  # a phrase (a name, a number): the median sample has fewer tokens than this
 # The kinds of answer a calibration may have heads of its own for (``answer_kind``)
 KINDS = ("phrase", "sentence", "passage")
+# What tables, plots and pages call the members and the scores (``bbwd eval``'s methods, ``bbwd calibrate``'s heads'
+# members, the report's estimators): the one table of display names (lm-polygraph's short names, for a line or a
+# box: ``signals.names.PEER_SHORT_NAMES``)
+MEMBER_NAMES = {
+    "avg_wd": "AvgWD",
+    "eigen_wd": "EigenWD",
+    "log_eigen_wd": "EigenWD (log)",
+    "log_eigen_wd_fixed": "EigenWD, fixed bandwidth (log)",
+    "answer_wd": "AnswerWD",
+    "sentence_wd": "SentenceWD",
+    "answer_unigram": "lexical surprise (answer)",
+    "answer_disagreement": "answer disagreement (1 - SC)",
+    "sentence_verdict": "sentence verdicts (answer)",
+    "answer_nll": "teacher's NLL of the answer",
+    "cocoa": "CoCoA (NLL x AnswerWD)",
+    "lne": "LNE",
+    "ls": "LS",
+    "es": "ES",
+    "er": "ER",
+    "dse": "DSE",
+    "lexsim_rouge1": "LexSim ROUGE-1",
+    "lexsim_rougel": "LexSim ROUGE-L",
+    "eigval_jaccard": "EigValLaplacian (Jaccard)",
+    "degmat_jaccard": "DegMat (Jaccard)",
+    "ecc_jaccard": "Eccentricity (Jaccard)",
+    "answer_rougel": "answer's ROUGE-L to the samples",
+    "answer_degmat": "answer's degree (Jaccard)",
+    "answer_ecc": "answer's eccentricity (Jaccard)",
+    "score": "OT score (sentence)",  # a sentence's (a claim's: ``CLAIM_NAMES``)
+    "unigram": "lexical surprise (sentence)",
+}
+# a claim's own member, ``score`` (``claims.score_claims``), beside its answer's AvgWD
+CLAIM_NAMES = {**MEMBER_NAMES, "score": "claim score (share of samples lacking a key word)"}
 
 
 def result_field(result: object, key: str) -> Any:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from blackbox_wd.calibration import combine, fit, labelled, labels_file, recalibrate, report
+from blackbox_wd.calibration import combine, fit, fit_summary, labelled, labels_file, recalibrate
 from blackbox_wd.calibration.choice import embedded_calibration
 from blackbox_wd.calibration.choose import labels_to_settle
 from blackbox_wd.calibration.heads import OperatingPoint
@@ -65,7 +65,7 @@ def calibrate(
     results : sequence of Path
         JSONL files of scored rows, some with a label.
     output : Path
-        The calibration file (a full fit writes its report beside it).
+        The calibration file (a full fit writes its summary beside it).
     label, settings_from, samples, combiner, folds, target_fpr
         As ``bbwd calibrate``'s options (``fit.fit_files``).
     refit : {"auto", "map", "prior", "full"}
@@ -114,11 +114,11 @@ def calibrate(
         )
         forced = refuse_worse(fitted.calibration, "full fit", force)
         fitted.calibration.save(output)
-        paths = report.write_report(fitted, output)
+        paths = fit_summary.write_fit_summary(fitted, output)
         point = fitted.calibration.operating_point
         return (
-            f"wrote {output}, {paths['report']}, {paths['reliability']}: full fit on {skipped}; "
-            f"{report.summary_line(fitted)}; {interval_line(point, rows.answers.y, rows.answers.w)}{forced}"
+            f"wrote {output}, {paths['summary']}, {paths['reliability']}: full fit on {skipped}; "
+            f"{fit_summary.summary_line(fitted)}; {interval_line(point, rows.answers.y, rows.answers.w)}{forced}"
         )
     if rows.stages:
         raise BBWDError(
@@ -240,7 +240,7 @@ def interval_line(point: OperatingPoint, y: np.ndarray, w: np.ndarray) -> str:
 def labelled_at_k(results: Sequence[Path], label: str, k: int | None) -> tuple[list[dict[str, Any]], list[float], int]:
     """The labelled rows of ``results`` scored on ``k`` samples (no error), their labels, and that K."""
     rows, labels = [], []
-    for path, n, row in labelled.read_rows(results):
+    for path, n, row in labelled.file_rows(results):
         where = f"{path} line {n}"
         if row.get("error") is not None or (k is not None and labelled.row_k(row, where) not in (k, 0)):
             continue
@@ -279,7 +279,7 @@ def base_calibration(path: Path | None, settings: JSONObject, rows: Sequence[JSO
 def write_suggestion(results: Sequence[Path], n: int, output: Path, seed: int = 0) -> str:
     """Write ``n`` rows of ``results`` to label (``suggest.suggested_rows``: the rows ``bbwd report --suggest N``
     puts first), in input order; return the line to print."""
-    rows = [row for _, _, row in labelled.read_rows(results)]
+    rows = [row for _, _, row in labelled.file_rows(results)]
     risk = [risk_of(row) for row in rows]
     try:
         picks = suggested_rows(risk, n, seed)

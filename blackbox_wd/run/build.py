@@ -1,5 +1,6 @@
 """What ``Detector.from_settings`` builds from the settings (:func:`build_parts`): the teacher (its weights, or its
-card) on its device, the target's sampler, and the settings as run (:func:`run_report`, which every result carries).
+card) on its device, the target's sampler, and the settings as run (:func:`settings_as_run`, which every result
+carries).
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def build_sampler(
     return None
 
 
-def run_report(
+def settings_as_run(
     settings: Settings, teacher: HFTeacher | TeacherCard, sampler: Sampler | None, device: str
 ) -> ReportedSettings:
     """The settings as run: the resolved layer and projection, the device, the API endpoint's host and the local

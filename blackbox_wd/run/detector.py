@@ -18,7 +18,7 @@ from blackbox_wd.clients.sampling import RecordedSamples, Sampler, shares_model
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import Messages, Sample, SampleSet, Usage, as_messages
 from blackbox_wd.run import stages as scoring
-from blackbox_wd.run.build import TeacherLoader, build_parts, run_report
+from blackbox_wd.run.build import TeacherLoader, build_parts, settings_as_run
 from blackbox_wd.run.result import Result
 from blackbox_wd.run.rounds import sampler_draw, score_in_rounds
 from blackbox_wd.run.stages import PromptStates, lne_logprobs, scoring_failed
@@ -193,11 +193,11 @@ class Detector:
 
     @cached_property
     def reported(self) -> ReportedSettings:
-        """The settings as run (``build.run_report``: resolved layer and projection, device, API endpoint host,
+        """The settings as run (``build.settings_as_run``: resolved layer and projection, device, API endpoint host,
         local sampler); ``reported_as`` where given."""
         if self.reported_as is not None:
             return self.reported_as
-        return run_report(self.settings, self.teacher, self.sampler, self.resolved_device)
+        return settings_as_run(self.settings, self.teacher, self.sampler, self.resolved_device)
 
     @property
     def resolved_device(self) -> str:

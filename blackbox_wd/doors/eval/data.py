@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from blackbox_wd.calibration.evaluation.labels import CLAIM_LABELS, SENTENCE_LABELS
 from blackbox_wd.checks import is_finite_number
 from blackbox_wd.records import PASSAGE_LABELS
 from blackbox_wd.run.inputs import line_hash
@@ -65,8 +66,6 @@ DATASETS = {
 PROTOCOLS = ("few-shot", "zero-shot")
 N_SHOTS = 5
 QA_STYLES = ("closed-book", "reading")
-SENTENCE_LABELS = ("accurate", "minor_inaccurate", "major_inaccurate")
-CLAIM_LABELS = ("supported", "unsupported", "other")  # of the judged answer's claims; other: not evaluable
 
 QA_CONTEXT_PROMPT = "Answer the question using the context.\nContext: {context}\nQuestion: {question}\nAnswer briefly."
 QA_PROMPT = "Answer the question briefly.\nQuestion: {question}"

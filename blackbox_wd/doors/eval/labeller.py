@@ -4,7 +4,7 @@
 The labeller sees the question, the reference answers and the response, and is asked for yes/no at
 temperature 0 (one sample, through the same client layer: cache, retries, record/replay). A reply
 starting with "yes" labels the prompt 0 (correct), "no" labels it 1 (hallucination); anything
-else leaves the label missing, and the report counts only prompts the labeller labelled.
+else leaves the label missing, and summary.md counts only prompts the labeller labelled.
 """
 
 from __future__ import annotations

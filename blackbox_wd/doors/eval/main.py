@@ -1,4 +1,4 @@
-"""``bbwd eval`` end to end: check the request before any model loads, run it, write the report.
+"""``bbwd eval`` end to end: check the request before any model loads, run it, write its outputs.
 
 The CLI parses the options and shows progress; :func:`plan` and :func:`execute` do the rest.
 """
@@ -14,7 +14,7 @@ from typing import Any
 from blackbox_wd.clients.api import make_api_sampler
 from blackbox_wd.doors.eval.data import Dataset, load
 from blackbox_wd.doors.eval.labeller import LLMLabeller
-from blackbox_wd.doors.eval.report import write_report
+from blackbox_wd.doors.eval.outputs import write_outputs
 from blackbox_wd.doors.eval.run import default_max_tokens, evaluate, protocol, run_fingerprint
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.run.detector import Detector
@@ -63,7 +63,7 @@ def plan(data: str, output: Path, settings: dict[str, Any], options: EvalOptions
     data : str
         The dataset: a JSONL file or a short name.
     output : Path
-        The report folder.
+        The output folder.
     settings : dict of str to Any
         The Settings fields given (``max_tokens`` is the plan's).
     options : EvalOptions or None, default=None
@@ -103,7 +103,7 @@ def plan(data: str, output: Path, settings: dict[str, Any], options: EvalOptions
 
 
 def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] | None = None) -> str:
-    """Load the models, score and label every item (resuming results.jsonl), write the report; what was written."""
+    """Load the models, score and label every item (resuming results.jsonl), write the outputs; what was written."""
     o = p.options
     labeller = None
     if o.labeller:
@@ -150,7 +150,7 @@ def execute(p: EvalPlan, progress: Callable[[int, dict[str, Any] | None], None] 
     }
     if not scored:
         raise BBWDError(f"every prompt failed, see {p.output / 'results.jsonl'}")
-    paths = write_report(scored, p.output, settings=reported, title=f"Hallucination detection on {Path(p.data).name}")
+    paths = write_outputs(scored, p.output, settings=reported, title=f"Hallucination detection on {Path(p.data).name}")
     note = f"{detector.calibration_note}\n" if detector.calibration_note else ""
     return (
         f"{note}wrote {p.output / 'results.jsonl'} ({len(scored)} prompts scored, {len(rows) - len(scored)} "

@@ -1,4 +1,5 @@
-"""``bbwd report``: one self-contained HTML page of a scored log (the rows of ``rows.py``, summed and charted).
+"""``bbwd report``: one self-contained HTML page of a scored log (the rows of ``rows.py``, their numbers from
+``calibration.evaluation.verdicts``, charted).
 
 The page inlines everything it loads (its data as JSON, its script and style, and the vendored Tabulator and uPlot
 files in ``assets/``, their versions and licences in ``assets/README.md``), so it opens offline. Text from the log
@@ -9,9 +10,7 @@ text into the page with ``textContent`` only.
 from __future__ import annotations
 
 import json
-import math
 import time
-from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -20,20 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import numpy as np
 from markupsafe import Markup
 
-from blackbox_wd.calibration.metrics import auroc, expected_calibration_error
+from blackbox_wd.calibration.evaluation.verdicts import LabelledVerdicts, histogram, labelled_verdicts, risks
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
 from blackbox_wd.doors.report.labelling import Labelling, labelling
 from blackbox_wd.doors.report.rows import ReportRow, read_rows
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.signals.baselines import ANSWER_PEERS, PEERS
-from blackbox_wd.signals.names import PEER_NAMES, PEER_SHORT_NAMES
 
 MAX_BYTES = 55_000_000  # the page's data is cut to fit this (its goal: at most 60 MB with 100,000 rows)
-BINS = 20  # the risk histogram's bins over [0, 1]
-RELIABILITY_BINS = 10
 ASSETS = (
     "tabulator.min.css",
     "uPlot.min.css",
@@ -76,31 +70,6 @@ class Promise:
 
 
 @dataclass
-class Beside:
-    """One of lm-polygraph's model-free estimators, ranked against the same labels on the same rows."""
-
-    key: str  # its field in a row's ``baselines``
-    name: str  # its short name (``signals.names.PEER_SHORT_NAMES``)
-    title: str  # its name in full (``signals.names.PEER_NAMES``)
-    auroc: float
-
-
-@dataclass
-class Labelled:
-    """With labels on the rows: how the verdicts did against them, and the estimators beside on the same rows."""
-
-    n: int
-    positives: int
-    auroc: float | None
-    fpr_seen: float | None  # flagged share of label 0
-    tpr_seen: float | None  # flagged share of label 1
-    reliability: list[dict[str, float | int | None]]  # per p bin: its centre, mean p, share of label 1, count
-    ece: float | None = None  # of p (None where the risk is not a probability)
-    beside: list[Beside] = field(default_factory=list)  # each estimator that every labelled row has
-    reads: list[tuple[str, int]] = field(default_factory=list)  # the members the verdict read, and on how many rows
-
-
-@dataclass
 class Summary:
     """The page's header, charts and labels section."""
 
@@ -114,7 +83,7 @@ class Summary:
     samples: int
     target_tokens: int
     histogram: dict[str, list[float | int]]
-    labelled: Labelled | None
+    labelled: LabelledVerdicts | None
     cut: Limits = field(default_factory=Limits)
     cut_note: str | None = None
 
@@ -178,31 +147,6 @@ def promise_of(rows: list[ReportRow], calibration: Path | None = None) -> Promis
     )
 
 
-def risks(rows: list[ReportRow]) -> tuple[list[float | None], str]:
-    """Each row's risk: its p_hallucination, or where no row has one its AvgWD's rank in [0, 1].
-
-    Parameters
-    ----------
-    rows : list of ReportRow
-
-    Returns
-    -------
-    tuple of (list of float or None, str)
-        The risks, in the rows' order (None for a row without one), and what they are: "p_hallucination" or
-        "avg_wd rank".
-    """
-    if any(r.p is not None for r in rows):
-        return [r.p for r in rows], "p_hallucination"
-    known = sorted(r.avg_wd for r in rows if r.avg_wd is not None)
-    if not known:
-        return [None] * len(rows), "p_hallucination"
-
-    def rank(v: float) -> float:
-        return (bisect_left(known, v) + bisect_right(known, v)) / 2 / len(known)
-
-    return [None if r.avg_wd is None else rank(r.avg_wd) for r in rows], "avg_wd rank"
-
-
 def _settings(rows: list[ReportRow]) -> dict[str, str]:
     """The teacher, target and K the rows were scored with (several values joined; 'recorded' samples as such)."""
     out = {}
@@ -215,93 +159,7 @@ def _settings(rows: list[ReportRow]) -> dict[str, str]:
     return out
 
 
-def _histogram(risk: list[float | None], rows: list[ReportRow]) -> dict[str, list[float | int]]:
-    all_: list[float | int] = [0] * BINS
-    flagged: list[float | int] = [0] * BINS
-    for p, r in zip(risk, rows, strict=True):
-        if p is None:
-            continue
-        b = min(BINS - 1, max(0, int(p * BINS)))
-        all_[b] += 1
-        flagged[b] += bool(r.flag)
-    return {"x": [(b + 0.5) / BINS for b in range(BINS)], "all": all_, "flagged": flagged}
-
-
-def beside(rows: list[ReportRow], y: list[int]) -> list[Beside]:
-    """lm-polygraph's estimators (``baselines.PEERS``, then ``ANSWER_PEERS``) ranked against the labels ``y`` of
-    ``rows``: each that every one of the rows has and whose AUROC is defined, in that order.
-
-    Parameters
-    ----------
-    rows : list of ReportRow
-    y : list of int
-        The rows' labels, 1 = hallucination.
-
-    Returns
-    -------
-    list of Beside
-    """
-    found = []
-    for key in (*PEERS, *ANSWER_PEERS):
-        if rows and all(key in r.peers for r in rows):
-            area = auroc(y, [r.peers[key] for r in rows])
-            if not math.isnan(area):
-                found.append(Beside(key, PEER_SHORT_NAMES[key], PEER_NAMES[key], area))
-    return found
-
-
-def labelled(rows: list[ReportRow], risk: list[float | None], probability: bool = True) -> Labelled | None:
-    """AUROC, ECE, the reliability bins and the seen FPR and TPR of the flag, over the rows with a label and a risk,
-    and lm-polygraph's estimators on the same rows (``beside``).
-
-    Parameters
-    ----------
-    rows : list of ReportRow
-    risk : list of float or None
-        Each row's risk (``risks``).
-    probability : bool, default=True
-        Whether the risk is p_hallucination (else it has no ECE).
-
-    Returns
-    -------
-    Labelled or None
-        None when no row has both.
-    """
-    kept = [(r.label, p, r) for r, p in zip(rows, risk, strict=True) if r.label is not None and p is not None]
-    if not kept:
-        return None
-    y = [int(label) for label, _, _ in kept]
-    ps = [p for _, p, _ in kept]
-    area = auroc(y, ps)
-    bins: list[list[tuple[int, float]]] = [[] for _ in range(RELIABILITY_BINS)]
-    for label, p, _ in kept:
-        bins[min(RELIABILITY_BINS - 1, int(p * RELIABILITY_BINS))].append((label, p))
-    reliability = [
-        {
-            "x": (b + 0.5) / RELIABILITY_BINS,
-            "p": sum(p for _, p in cell) / len(cell) if cell else None,
-            "rate": sum(lab for lab, _ in cell) / len(cell) if cell else None,
-            "n": len(cell),
-        }
-        for b, cell in enumerate(bins)
-    ]
-    flags = [(label, r.flag) for label, _, r in kept if r.flag is not None]
-    neg = [bool(f) for lab, f in flags if lab == 0]
-    pos = [bool(f) for lab, f in flags if lab == 1]
-    return Labelled(
-        n=len(kept),
-        positives=sum(y),
-        auroc=None if math.isnan(area) else area,
-        fpr_seen=sum(neg) / len(neg) if neg else None,
-        tpr_seen=sum(pos) / len(pos) if pos else None,
-        reliability=reliability,
-        ece=expected_calibration_error(np.array(y), np.array(ps)) if probability else None,
-        beside=beside([r for _, _, r in kept], y),
-        reads=Counter(", ".join(r.members) for _, _, r in kept if r.members).most_common(3),
-    )
-
-
-def summarize(rows: list[ReportRow], skipped: list[str], calibration: Path | None = None) -> Summary:
+def page_summary(rows: list[ReportRow], skipped: list[str], calibration: Path | None = None) -> Summary:
     """The page's header figures, histogram and labelled section of the rows.
 
     Parameters
@@ -327,8 +185,8 @@ def summarize(rows: list[ReportRow], skipped: list[str], calibration: Path | Non
         settings=_settings(rows),
         samples=sum(r.n_samples for r in rows),
         target_tokens=sum(r.target_tokens for r in rows),
-        histogram=_histogram(risk, rows),
-        labelled=labelled(rows, risk, risk_from == "p_hallucination"),
+        histogram=histogram(risk, rows),
+        labelled=labelled_verdicts(rows, risk, risk_from == "p_hallucination"),
     )
 
 
@@ -416,7 +274,7 @@ def _asset(name: str) -> str:
     return resources.files("blackbox_wd.doors.report").joinpath("assets", name).read_text(encoding="utf-8")
 
 
-def render(summary: Summary, data_json: str, title: str, labels: Labelling | None = None) -> str:
+def page_html(summary: Summary, data_json: str, title: str, labels: Labelling | None = None) -> str:
     """The page's HTML: the template with the summary, the data block and the inlined assets.
 
     Parameters
@@ -508,7 +366,7 @@ def write_report(
         raise BBWDError(f"-o {output} is an input: write the page to another file")
     read = read_rows(scores, log, warn)
     labels = None if suggest is None else labelling(scores, read.rows, suggest)
-    summary = summarize(read.rows, read.skipped, calibration)
+    summary = page_summary(read.rows, read.skipped, calibration)
     risk, _ = risks(read.rows)
     limits = Limits()
     data = script_json(payload(read.rows, risk, limits))
@@ -521,7 +379,7 @@ def write_report(
             f"texts cut to fit the page: prompts to {limits.prompt} characters, answers to {limits.answer}, "
             f"{limits.samples} samples of {limits.sample}"
         )
-    html = render(summary, data, f"bbwd report: {scores.name}", labels)
+    html = page_html(summary, data, f"bbwd report: {scores.name}", labels)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(html, encoding="utf-8")
     return Written(output, len(html.encode()), summary.rows, summary.flagged, summary.errors, read.skipped, limits)

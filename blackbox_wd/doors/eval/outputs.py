@@ -1,5 +1,5 @@
-"""The evaluation report: ``summary.md`` (``eval.summary``), ``roc.png``, ``heatmaps.png`` (``sentence_pr.png``) from
-per-prompt results (the rows ``eval.summary`` describes).
+"""``bbwd eval``'s outputs beside results.jsonl: ``summary.md`` (``eval.summary``), ``roc.png``, ``heatmaps.png``
+(``sentence_pr.png``) from per-prompt results (the rows ``eval.summary`` describes).
 
 Figures are drawn on ``matplotlib.figure.Figure`` (Agg canvas), never through pyplot.
 """
@@ -15,20 +15,12 @@ import numpy as np
 from matplotlib.figure import Figure
 from sklearn.metrics import precision_recall_curve, roc_auc_score, roc_curve
 
-from blackbox_wd.calibration.metrics import N_BOOTSTRAP, SEED, auc_pr, sentence_task
-from blackbox_wd.doors.eval.summary import (
-    LABEL_KEYS,
-    METHODS,
-    NAMES,
-    TASK_NAMES,
-    Rows,
-    get_score,
-    label_array,
-    labelled,
-    score_array,
-    sentence_arrays,
-    write_summary,
-)
+from blackbox_wd.calibration.evaluation.labels import LABEL_KEYS, TASK_NAMES, Rows, label_array, rows_with
+from blackbox_wd.calibration.evaluation.methods import METHODS, get_score, score_array
+from blackbox_wd.calibration.evaluation.metrics import N_BOOTSTRAP, SEED, auc_pr, sentence_task
+from blackbox_wd.calibration.evaluation.sentences import sentence_arrays
+from blackbox_wd.calibration.members import MEMBER_NAMES
+from blackbox_wd.doors.eval.summary import write_summary
 
 
 def plot_roc(results: Rows, path: Path, methods: Sequence[str] = METHODS, label_key: str = "label") -> None:
@@ -45,7 +37,7 @@ def plot_roc(results: Rows, path: Path, methods: Sequence[str] = METHODS, label_
         if keep.sum() == 0 or y.min() == y.max():
             continue
         fpr, tpr, _ = roc_curve(y, s[keep])
-        ax.plot(fpr, tpr, label=f"{NAMES.get(m, m)} ({roc_auc_score(y, s[keep]):.3f})")
+        ax.plot(fpr, tpr, label=f"{MEMBER_NAMES.get(m, m)} ({roc_auc_score(y, s[keep]):.3f})")
     ax.set_xlabel("false positive rate")
     ax.set_ylabel("true positive rate (hallucinations caught)")
     ax.set_title(f"ROC (label `{label_key}`), n={len(results)}, base rate {y_all.mean():.2f}")
@@ -63,7 +55,7 @@ def save_figure(fig: Any, ax: Any, path: Path, legend: str) -> None:
 def plot_sentence_pr(results: Rows, path: Path) -> None:
     """Precision-recall curves of the sentence score for NonFact and Factual, each with its random rate."""
 
-    rows = labelled(results, "sentence_labels")
+    rows = rows_with(results, "sentence_labels")
     arrays = sentence_arrays(rows)
     fig = Figure(figsize=(5.5, 5.0))
     ax = fig.add_subplot()
@@ -117,7 +109,7 @@ def plot_heatmaps(results: Rows, path: Path, by: str = "eigen_wd", n: int = 2, l
         label = r.get(label_key)
         label_text = "?" if label is None else ("hallucination" if int(label) else "correct")
         ax.set_title(
-            f"{what}: {str(r.get('id', i))[:24]}\n{NAMES.get(by, by)}={get_score(r, by):.4g}, {label_text}",
+            f"{what}: {str(r.get('id', i))[:24]}\n{MEMBER_NAMES.get(by, by)}={get_score(r, by):.4g}, {label_text}",
             fontsize="small",
         )
         ax.set_xlabel("response j")
@@ -128,7 +120,7 @@ def plot_heatmaps(results: Rows, path: Path, by: str = "eigen_wd", n: int = 2, l
     fig.savefig(path, dpi=120)
 
 
-def write_report(
+def write_outputs(
     results: Rows,
     out_dir: str | Path,
     *,
@@ -143,7 +135,7 @@ def write_report(
     results : Rows
         The scored rows (none with an ``error``).
     out_dir : str or Path
-        The report folder (made if missing).
+        The output folder (made if missing).
     settings : mapping of str to Any or None, default=None
         The reported settings, printed in summary.md.
     title : str, default="Hallucination detection"
@@ -163,14 +155,14 @@ def write_report(
     paths = {"summary": out / "summary.md", "roc": out / "roc.png", "heatmaps": out / "heatmaps.png"}
     write_summary(results, paths["summary"], METHODS, LABEL_KEYS, settings, title, n_boot, SEED)
     # the first label with both classes, else the first present, on the results that carry it
-    present = [k for k in LABEL_KEYS if labelled(results, k)]
-    key = next((k for k in present if len({r[k] for r in labelled(results, k)}) == 2), present[0] if present else None)
+    present = [k for k in LABEL_KEYS if rows_with(results, k)]
+    key = next((k for k in present if len({r[k] for r in rows_with(results, k)}) == 2), present[0] if present else None)
     if key is None:  # continuous labels only (e.g. WikiBio's human_score): no ROC to draw
         del paths["roc"]
     else:
-        plot_roc(labelled(results, key), paths["roc"], METHODS, key)
+        plot_roc(rows_with(results, key), paths["roc"], METHODS, key)
     plot_heatmaps(results, paths["heatmaps"], "eigen_wd", 2, key or LABEL_KEYS[0])
-    if labelled(results, "sentence_labels"):
+    if rows_with(results, "sentence_labels"):
         paths["sentence_pr"] = out / "sentence_pr.png"
         plot_sentence_pr(results, paths["sentence_pr"])
     return paths

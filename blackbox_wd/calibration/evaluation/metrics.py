@@ -15,7 +15,7 @@ method is ``better`` only when that CI lies above 0, ``worse`` when below, else 
 AUPRC is ``sklearn.metrics.average_precision_score`` with hallucination the positive class (its
 chance level is the base rate). PRR is LM-Polygraph's prediction-rejection ratio, see :func:`prr`.
 
-A probability's calibration is its ECE (:func:`expected_calibration_error`, ``ECE_BINS`` equal-width bins).
+A probability's calibration (its ECE and reliability bins) is ``reliability``'s.
 
 Continuous labels (WikiBio's ``human_score``: the share of a passage's sentences that are
 inaccurate, higher = more hallucination) are compared by Pearson's r and Spearman's rho
@@ -46,7 +46,6 @@ from sklearn.metrics import auc, average_precision_score, precision_recall_curve
 N_BOOTSTRAP = 1000
 SEED = 0
 LEVEL = 0.95
-ECE_BINS = 10
 
 Ints: TypeAlias = Sequence[int] | np.ndarray  # labels, severities, passage ids: a sequence or an array
 Floats: TypeAlias = Sequence[float] | np.ndarray  # scores and continuous labels (NaN: no score)
@@ -97,19 +96,6 @@ def auroc(labels: Ints, scores: Floats) -> float:
     if y.size == 0 or y.min() == y.max():
         return float("nan")
     return float(roc_auc_score(y, s))
-
-
-def expected_calibration_error(
-    y: np.ndarray, p: np.ndarray, bins: int = ECE_BINS, w: np.ndarray | None = None
-) -> float:
-    """ECE = sum over bins b of |sum_b w y - sum_b w p| / sum w, over ``bins`` equal-width bins of p: [0, 1/bins],
-    (1/bins, 2/bins], ..., those of ``sklearn.calibration.calibration_curve(strategy="uniform")``."""
-    y = np.asarray(y, dtype=float)
-    p = np.asarray(p, dtype=float)
-    w = np.ones_like(p) if w is None else np.asarray(w, dtype=float)
-    which = np.searchsorted(np.linspace(0.0, 1.0, bins + 1)[1:-1], p)
-    gap = np.bincount(which, weights=w * y, minlength=bins) - np.bincount(which, weights=w * p, minlength=bins)
-    return float(np.abs(gap).sum() / w.sum())
 
 
 def rank_auroc(y: np.ndarray, s: np.ndarray) -> np.ndarray:

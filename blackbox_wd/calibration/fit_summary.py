@@ -1,11 +1,12 @@
-"""The report of ``bbwd calibrate``: ``<name>.md`` and ``<name>.reliability.png`` beside the calibration.
+"""The summary of a full fit (``bbwd calibrate``): ``<name>.md`` and ``<name>.reliability.png`` beside the
+calibration, and the line ``bbwd calibrate`` prints.
 
 Every figure is cross-validated by prompt (``calibration.combine``). For each head: its members and their
 weights (the coefficients of the standardised members, fitted on all rows: the verdict's weights), the
 out-of-fold AUROC of its combined score beside each single member's (the raw member: a calibrator does not
 change its ranking; 0/1 rows only, with the paired bootstrap CI of the difference, 1000 resamples, seed 0),
-the log-loss of each calibrator tried, Brier score and ECE (10 equal-width bins) of its out-of-fold p, and
-its threshold with what it gave out of fold. The same for the sentence head. Figures are drawn on
+the log-loss of each calibrator tried, Brier score and ECE (``evaluation.reliability``'s 10 bins) of its
+out-of-fold p, and its threshold with what it gave out of fold. The same for the sentence head. Figures are drawn on
 ``matplotlib.figure.Figure``, never through pyplot.
 """
 
@@ -16,52 +17,18 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
-from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss
 
 from blackbox_wd.adaptive import DELTA
 from blackbox_wd.calibration.combine import HeadFit, Table
+from blackbox_wd.calibration.evaluation.metrics import N_BOOTSTRAP, SEED, auroc, auroc_with_ci, paired_auroc_diff
+from blackbox_wd.calibration.evaluation.reliability import BINS, bins_of, expected_calibration_error
 from blackbox_wd.calibration.fit import CalibrationFit
 from blackbox_wd.calibration.heads import Platt
-from blackbox_wd.calibration.members import PASSAGE_TOKENS
-from blackbox_wd.calibration.metrics import (
-    ECE_BINS,
-    N_BOOTSTRAP,
-    SEED,
-    auroc,
-    auroc_with_ci,
-    expected_calibration_error,
-    paired_auroc_diff,
-)
-from blackbox_wd.signals.names import PEER_NAMES
-
-NAMES = {
-    "avg_wd": "AvgWD",
-    "log_eigen_wd": "EigenWD (log)",
-    "log_eigen_wd_fixed": "EigenWD, fixed bandwidth (log)",
-    "answer_wd": "AnswerWD",
-    "sentence_wd": "SentenceWD",
-    "answer_unigram": "lexical surprise (answer)",
-    "answer_disagreement": "answer disagreement (1 - SC)",
-    "sentence_verdict": "sentence verdicts (answer)",
-    "answer_nll": "teacher's NLL of the answer",
-    "cocoa": "CoCoA (NLL x AnswerWD)",
-    "lne": "LNE",
-    "ls": "LS",
-    "es": "ES",
-    "er": "ER",
-    "dse": "DSE",
-    "score": "OT score (sentence)",
-    "unigram": "lexical surprise (sentence)",
-    **PEER_NAMES,
-}
+from blackbox_wd.calibration.members import CLAIM_NAMES, MEMBER_NAMES, PASSAGE_TOKENS
 
 
-# a claim's own member, ``score`` (``claims.score_claims``), beside its answer's AvgWD
-CLAIM_NAMES = {**NAMES, "score": "claim score (share of samples lacking a key word)"}
-
-
-def _head_lines(fit: HeadFit, table: Table, title: str, names: dict[str, str] = NAMES) -> list[str]:
+def _head_lines(fit: HeadFit, table: Table, title: str, names: dict[str, str] = MEMBER_NAMES) -> list[str]:
     m, op = fit.head.model, fit.head.operating_point
     rows = fit.rows
     hard = rows & (table.w == 1.0)  # rows with a 0/1 label: the AUROCs
@@ -118,8 +85,8 @@ def _head_lines(fit: HeadFit, table: Table, title: str, names: dict[str, str] = 
     return lines
 
 
-def report_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
-    """The calibration report as markdown."""
+def fit_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
+    """The fit's summary as markdown (``<name>.md``)."""
     cal, labelled = fit.calibration, fit.labelled
     on = cal.fitted_on
     data = ", ".join(f"{name} ({n})" for name, n in on.data.items())
@@ -192,7 +159,7 @@ def report_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
     return "\n".join(lines)
 
 
-def plot_reliability(fit: CalibrationFit, path: Path, bins: int = ECE_BINS) -> None:
+def plot_reliability(fit: CalibrationFit, path: Path, bins: int = BINS) -> None:
     """Reliability diagram of each head's out-of-fold probabilities, and the first head's histogram."""
     fig = Figure(figsize=(5.5, 6.5))
     top, bottom = fig.subplots(2, 1, height_ratios=[3, 1], sharex=True)
@@ -204,10 +171,10 @@ def plot_reliability(fit: CalibrationFit, path: Path, bins: int = ECE_BINS) -> N
     for name, h, table in heads:
         y, w = table.y[h.rows], table.w[h.rows]
         hard = w == 1.0
-        true, pred = calibration_curve(y[hard], h.p[hard], n_bins=bins, strategy="uniform")
+        filled = [b for b in bins_of(y[hard], h.p[hard], bins) if b.n]
         top.plot(
-            pred,
-            true,
+            [b.p for b in filled],
+            [b.rate for b in filled],
             marker="o",
             markersize=3,
             linewidth=2 if h is fit.heads[0] else 1,
@@ -256,12 +223,24 @@ def summary_line(fit: CalibrationFit) -> str:
     return line
 
 
-def write_report(fit: CalibrationFit, calibration_path: Path) -> dict[str, Path]:
-    """Write ``<name>.md`` and ``<name>.reliability.png`` beside the calibration file; return their paths."""
+def write_fit_summary(fit: CalibrationFit, calibration_path: Path) -> dict[str, Path]:
+    """Write ``<name>.md`` and ``<name>.reliability.png`` beside the calibration file.
+
+    Parameters
+    ----------
+    fit : CalibrationFit
+    calibration_path : Path
+        The calibration file written.
+
+    Returns
+    -------
+    dict of str to Path
+        ``summary`` (the markdown) and ``reliability`` (the plot).
+    """
     paths = {
-        "report": calibration_path.with_suffix(".md"),
+        "summary": calibration_path.with_suffix(".md"),
         "reliability": calibration_path.with_name(calibration_path.stem + ".reliability.png"),
     }
     plot_reliability(fit, paths["reliability"])
-    paths["report"].write_text(report_markdown(fit, calibration_path.name, paths["reliability"].name), encoding="utf-8")
+    paths["summary"].write_text(fit_markdown(fit, calibration_path.name, paths["reliability"].name), encoding="utf-8")
     return paths

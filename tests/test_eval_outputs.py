@@ -1,23 +1,21 @@
-"""The report writer on synthetic results."""
+"""``bbwd eval``'s outputs (summary.md and its figures) on synthetic results."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from blackbox_wd.doors.eval.report import pick_extremes, write_report
-from blackbox_wd.doors.eval.summary import (
+from blackbox_wd.calibration.evaluation.methods import (
     METHODS,
-    NAMES,
-    OPTIONAL,
+    SHOWN_IF_SCORED,
     best_baseline,
     compare,
     get_score,
-    summarize,
-    timing_lines,
-    truncation_lines,
-    write_summary,
+    method_table,
 )
+from blackbox_wd.calibration.members import MEMBER_NAMES
+from blackbox_wd.doors.eval.outputs import pick_extremes, write_outputs
+from blackbox_wd.doors.eval.summary import timing_lines, truncation_lines, write_summary
 
 
 def _synthetic(n: int = 40, k: int = 5, seed: int = 0) -> list[dict]:
@@ -55,17 +53,17 @@ def test_get_score_lookup_order():
     assert np.isnan(get_score(r, "dse"))
 
 
-def test_summarize_values():
+def test_method_table_values():
     results = _synthetic()
-    table = summarize(results, n_boot=200)
-    assert set(table) == set(METHODS) - set(OPTIONAL)  # no result has a SentenceWD
+    table = method_table(results, n_boot=200)
+    assert set(table) == set(METHODS) - set(SHOWN_IF_SCORED)  # no result has a SentenceWD
     assert table["es"].auroc == pytest.approx(0.0)  # es = -label: perfectly reversed
     assert table["dse"].n == 39  # the None is left out
 
 
-def test_write_report_makes_three_files(tmp_path):
+def test_write_outputs_makes_three_files(tmp_path):
     results = _synthetic()
-    paths = write_report(results, tmp_path / "out", n_boot=200, title="Synthetic")
+    paths = write_outputs(results, tmp_path / "out", n_boot=200, title="Synthetic")
     assert set(paths) == {"summary", "roc", "heatmaps"}
     for key in ("roc", "heatmaps"):
         assert paths[key].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -75,7 +73,7 @@ def test_write_report_makes_three_files(tmp_path):
     assert "- prompts: 40" in md
     assert "Hallucination base rate: 0.350 (14 hallucinated, 26 correct, n = 40)" in md  # i % 3 == 0
     assert "Hallucination base rate: 0.250 (10 hallucinated, 30 correct, n = 40)" in md  # label_em: i % 4 == 0
-    table = summarize(results, n_boot=200)
+    table = method_table(results, n_boot=200)
     es = table["es"]
     # es = -label ranks every hallucination last: AUROC 0, AUPRC = the base rate
     assert (es.auroc, es.lo, es.hi, es.auprc) == (0.0, 0.0, 0.0, pytest.approx(14 / 40))
@@ -84,7 +82,7 @@ def test_write_report_makes_three_files(tmp_path):
     # the best baseline by AUROC is the reference of the paired comparison
     best = best_baseline(table)
     assert best == max(("lne", "ls", "es", "er", "dse"), key=lambda m: table[m].auroc)
-    assert f"Paired difference to the best baseline, {NAMES[best]} (AUROC {table[best].auroc:.3f}" in md
+    assert f"Paired difference to the best baseline, {MEMBER_NAMES[best]} (AUROC {table[best].auroc:.3f}" in md
 
 
 def test_only_a_verdict_the_ci_supports_is_bold(tmp_path):
@@ -101,7 +99,7 @@ def test_only_a_verdict_the_ci_supports_is_bold(tmp_path):
                 "baselines": {"lne": noise, "ls": float(rng.random())},
             }
         )
-    table = summarize(results, n_boot=300)
+    table = method_table(results, n_boot=300)
     assert best_baseline(table) in ("lne", "ls")
     md_path = tmp_path / "summary.md"
     write_summary(results, md_path, label_keys=("label",), n_boot=300)
@@ -162,11 +160,11 @@ def test_pick_extremes_and_missing_label(tmp_path):
     assert top == list(np.argsort(s)[::-1][:2]) and bottom == list(np.argsort(s)[:2])
     for r in results:
         del r["label_em"]
-    paths = write_report(results, tmp_path, n_boot=50, settings={"note": "given"})
+    paths = write_outputs(results, tmp_path, n_boot=50, settings={"note": "given"})
     md = paths["summary"].read_text()
     assert "label_em" not in md and "- note: `\"given\"`" in md
     with pytest.raises(ValueError):
-        write_report([], tmp_path)
+        write_outputs([], tmp_path)
 
 
 def test_roc_on_a_secondary_label_that_some_results_lack(tmp_path):
@@ -176,7 +174,7 @@ def test_roc_on_a_secondary_label_that_some_results_lack(tmp_path):
         r["label"] = 1
         if i % 3 == 0:
             del r["label_em"]
-    paths = write_report(results, tmp_path, n_boot=50)
+    paths = write_outputs(results, tmp_path, n_boot=50)
     assert paths["roc"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = paths["summary"].read_text()
     assert "Hallucination base rate: 0.250 (2 hallucinated, 6 correct, n = 8)" in md  # label_em: i in {4, 8}
@@ -202,7 +200,7 @@ def test_continuous_label_gets_pearson_and_spearman_and_no_roc(tmp_path, key):
         }
         for i, h in enumerate(human)
     ]
-    paths = write_report(results, tmp_path, n_boot=100)
+    paths = write_outputs(results, tmp_path, n_boot=100)
     assert "roc" not in paths and paths["heatmaps"].exists()  # no 0/1 label: nothing to draw a ROC of
     text = paths["summary"].read_text()
     assert f"## Label `{key}` (continuous)" in text and text.count("(continuous)") == 1
@@ -250,7 +248,7 @@ def test_sentence_level_section_with_sentence_labels(tmp_path):
 
     rows = _passages()
     rows[3]["sentences"] = None  # an answer the producer could not score: its sentences count as unscored
-    paths = write_report(rows, tmp_path, n_boot=200)
+    paths = write_outputs(rows, tmp_path, n_boot=200)
     text = paths["summary"].read_text()
     assert "## Sentence level" in text and "[sentence_pr.png](sentence_pr.png)" in text
     assert paths["sentence_pr"] == tmp_path / "sentence_pr.png"
@@ -288,7 +286,7 @@ def test_sentence_wd_beside_the_other_scores(tmp_path):
     from sklearn.metrics import roc_auc_score
 
     rows = _passages()
-    text = write_report(rows, tmp_path, n_boot=100)["summary"].read_text()
+    text = write_outputs(rows, tmp_path, n_boot=100)["summary"].read_text()
     continuous = text.split("## Label `human_score` (continuous)")[1].split("##")[0]
     wd = np.array([r["sentence_wd"] for r in rows], dtype=float)
     keep = np.isfinite(wd)
@@ -302,7 +300,7 @@ def test_sentence_wd_beside_the_other_scores(tmp_path):
 
 
 def test_no_sentence_section_without_sentence_labels(tmp_path):
-    paths = write_report(_synthetic(), tmp_path, n_boot=50)
+    paths = write_outputs(_synthetic(), tmp_path, n_boot=50)
     text = paths["summary"].read_text()
     assert "Sentence level" not in text and "sentence_pr" not in paths and "SentenceWD" not in text
     assert not (tmp_path / "sentence_pr.png").exists()
@@ -313,4 +311,4 @@ def test_scored_sentences_must_match_the_labels(tmp_path):
     rows[2]["sentences"] = rows[2]["sentences"][:-1]
     n = len(rows[2]["sentence_labels"])
     with pytest.raises(ValueError, match=f"result b2: {n - 1} scored 'sentences' for {n} 'sentence_labels'"):
-        write_report(rows, tmp_path, n_boot=50)
+        write_outputs(rows, tmp_path, n_boot=50)
