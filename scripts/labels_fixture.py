@@ -38,7 +38,7 @@ def records() -> list[dict]:
 
 def make() -> None:
     """Write the log, then score it with ``bbwd batch`` (recorded samples, embedded teacher, CPU)."""
-    score_log(records(), LOG, SCORES)
+    score_log(records(), LOG, SCORES, "--all-scores")  # the panel shades the answer by its sentence scores
     print(f"wrote {LOG} and {SCORES}", file=sys.stderr)
 
 

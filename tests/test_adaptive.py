@@ -71,14 +71,16 @@ def test_a_band_is_fitted_on_the_prompts_earlier_stages_left_open_and_replayed_i
 
 def test_a_calibration_with_stages_round_trips_and_judges_each_stage_with_its_own_heads():
     cal = Calibration.load(WHITE_BOX)  # one file serves fixed K and -k auto
-    assert [s.k for s in cal.stages] == [3, 5] and cal.settings.get("stop") is None and cal.k == 10
-    assert Calibration.from_json(cal.to_json()) == cal and cal.stage(3) is cal.stages[0] and cal.stage(10) is None
-    assert cal.stage(4) is cal.stages[0] and cal.stage(7) is cal.stages[1] and cal.stage(20) is None  # nearest lower
-    head: Head = cal.stages[0].heads[-1]  # over avg_wd and log_eigen_wd, which every result has
+    assert [s.k for s in cal.rounds] == [3, 5] and cal.settings.get("stop") is None and cal.k == 10
+    assert Calibration.from_json(cal.to_json()) == cal and cal.round_at(3) is cal.rounds[0] and cal.round_at(10) is None
+    assert (
+        cal.round_at(4) is cal.rounds[0] and cal.round_at(7) is cal.rounds[1] and cal.round_at(20) is None
+    )  # nearest lower
+    head: Head = cal.rounds[0].heads[-1]  # over avg_wd and log_eigen_wd, which every result has
     row = {"avg_wd": 40.0, "eigen_wd": 3.0}
     at3, at10 = cal.verdict(row, k=3), cal.verdict(row)
     assert at3.head == head and at10.head == cal.heads[-1] and at3.p != at10.p
-    band = cal.stages[0].settle
+    band = cal.rounds[0].settle
     for p, settled in [(band.below / 2, True), ((band.below + band.above) / 2, False)]:
         assert cal.settled(Verdict(p, False, head, p), 3, 10) is settled
     assert cal.settled(Verdict(0.5, False, head, 0.5), 10, 10)  # the last stage always stops
@@ -126,7 +128,7 @@ def test_a_target_that_answers_the_same_text_every_time_stops_at_the_first_stage
     result = detector_with(smollm_teacher, target).score("What is the capital of France?")
     assert target.calls == [(0, 3)] and len(result.responses) == 3 and result.settled
     assert [(s.k, s.settled) for s in result.rounds] == [(3, True)]
-    assert result.p_hallucination < Calibration.load(LOOP).stages[0].settle.below
+    assert result.p_hallucination < Calibration.load(LOOP).rounds[0].settle.below
 
 
 def test_a_target_whose_answers_all_differ_is_sampled_to_the_maximum(smollm_teacher):
@@ -143,7 +145,7 @@ def test_a_target_whose_answers_all_differ_is_sampled_to_the_maximum(smollm_teac
     shipped = Fixed(lambda i: "The capital of France is Paris.")  # the shipped bands: one answer is settled at 3
     result = detector_with(smollm_teacher, shipped, API).score("What is the capital of France?")
     assert shipped.calls == [(0, 3)] and result.settled
-    assert result.p_hallucination < Calibration.load(API).stages[0].settle.below
+    assert result.p_hallucination < Calibration.load(API).rounds[0].settle.below
 
 
 def test_without_a_calibration_with_stages_every_prompt_draws_k_and_says_so(smollm_teacher):

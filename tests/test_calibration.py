@@ -15,7 +15,7 @@ import pytest
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration import choice as calibration_module
 from blackbox_wd.calibration.choice import default_calibration_path, embedded_calibration
-from blackbox_wd.calibration.heads import FittedOn, Head, Isotonic, OperatingPoint, Platt, ScoreModel, Stage
+from blackbox_wd.calibration.heads import FittedOn, Head, Isotonic, OperatingPoint, Platt, RoundHeads, ScoreModel
 from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS, Calibration
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.doors.batch import BatchRunner
@@ -149,7 +149,7 @@ def test_a_shipped_file_round_trips_to_its_own_bytes(name):
     cal = Calibration.load(path)
     again = Calibration.from_json(cal.to_json())
     assert cal.to_json() == path.read_text() and again.to_json() == path.read_text() and again.id == cal.id
-    assert (again.heads, again.stages, again.sentence, again.claim) == (cal.heads, cal.stages, cal.sentence, cal.claim)
+    assert (again.heads, again.rounds, again.sentence, again.claim) == (cal.heads, cal.rounds, cal.sentence, cal.claim)
     assert again == cal and again.fitted_on == cal.fitted_on and again.short_only == cal.short_only
 
 
@@ -205,7 +205,7 @@ def test_any_k_at_or_above_a_fitted_k_is_judged_by_the_nearest_lower_heads():
     )
     with pytest.raises(BBWDError, match="calibration cal.json has heads for K = 10; this run's K = 4 is below them"):
         cal.check({**REPORTED, "k": 4})
-    staged = replace(cal, stages=(Stage(3, cal.heads, Settle(0.2, 0.8)), Stage(20, cal.heads, Settle())))
+    staged = replace(cal, rounds=(RoundHeads(3, cal.heads, Settle(0.2, 0.8)), RoundHeads(20, cal.heads, Settle())))
     assert staged.ks == (3, 10, 20) and [staged.fitted_k(k) for k in (3, 4, 9, 10, 19, 20, 40)] == [
         3,
         3,
@@ -283,8 +283,8 @@ def test_the_shipped_calibration_serves_score_k_auto_on_the_embedded_model():
     reported = {**REPORTED, "k": defaults.k, "stop": defaults.stop, "temperature": defaults.temperature}
     cal.check({**reported, "sampler": "llama.cpp", "max_tokens": defaults.max_tokens})
     cal.check({**reported, "sampler": "llama.cpp", "stop": None})  # and fixed K
-    assert [s.k for s in cal.stages] == [3, 5] and cal.k == 10 and cal.fitted_on.n >= 300
-    assert all(0 <= s.settle.below <= s.settle.above <= 1 for s in cal.stages)
+    assert [s.k for s in cal.rounds] == [3, 5] and cal.k == 10 and cal.fitted_on.n >= 300
+    assert all(0 <= s.settle.below <= s.settle.above <= 1 for s in cal.rounds)
 
 
 def test_samples_are_stored_only_when_stated():
@@ -339,7 +339,7 @@ def test_the_shipped_api_calibration_is_valid_for_api_runs_at_scores_defaults():
     for head in cal.heads:
         by_set = head.kind != "sentence"
         assert head.operating_point.rule == ("target_fpr_by_set" if by_set else "target_fpr"), head
-    assert all(s.settle.below > 0 for s in cal.stages if s.k < cal.k)  # -k auto stops at 3 and 5 up to K = 10
+    assert all(s.settle.below > 0 for s in cal.rounds if s.k < cal.k)  # -k auto stops at 3 and 5 up to K = 10
     cal.check({**run, "k": 20})
     cal.check({**run, "stop": "settle"})
     assert cal.fitted_on.cv["auroc"] > 0.5 and 0 < cal.operating_point.threshold < 1
@@ -429,6 +429,6 @@ def test_no_shipped_head_can_never_flag(name):
     from blackbox_wd.calibration.combine import can_flag
 
     cal = Calibration.load(PACKAGE_CALIBRATIONS / name)
-    every = [*cal.heads, *(h for s in cal.stages for h in s.heads), *(h for h in (cal.sentence, cal.claim) if h)]
+    every = [*cal.heads, *(h for s in cal.rounds for h in s.heads), *(h for h in (cal.sentence, cal.claim) if h)]
     silent = [(h.kind, h.members) for h in every if not can_flag(h.operating_point)]
     assert len(every) >= 8 and silent == []

@@ -55,7 +55,7 @@ def weak_base(folder: Path) -> Path:
     ls = ScoreModel(("ls",), (0.5,), (0.3,), (1.0,), 0.0, Platt(-1.0, 0.0))
     path = folder / "weak.json"
     heads = (Head(weak, shipped.operating_point), Head(ls, shipped.operating_point))
-    replace(shipped, heads=heads, stages=()).save(path)
+    replace(shipped, heads=heads, rounds=()).save(path)
     return path
 
 

@@ -12,7 +12,7 @@ import pytest
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration import choice as calibration_module
 from blackbox_wd.calibration.choice import embedded_calibration
-from blackbox_wd.calibration.heads import FittedOn, Head, OperatingPoint, Platt, ScoreModel, Stage
+from blackbox_wd.calibration.heads import FittedOn, Head, OperatingPoint, Platt, RoundHeads, ScoreModel
 from blackbox_wd.calibration.members import TEACHER_FREE
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.errors import BBWDError
@@ -40,7 +40,7 @@ def head(members: tuple[str, ...], threshold: float = 0.5, kind: str | None = No
     return Head(model, OperatingPoint("target_fpr", 0.1, threshold, 0.1, 0.5, 0.6, 0.55), kind)
 
 
-def calibration(heads: tuple[Head, ...], stages=(), sentence=None, claim=None, reported=REPORTED) -> Calibration:
+def calibration(heads: tuple[Head, ...], rounds=(), sentence=None, claim=None, reported=REPORTED) -> Calibration:
     """A calibration of ``heads`` (the first judges every kind) fitted under ``reported``."""
     on = FittedOn("rows.jsonl", {"set": 400}, None, "label", 400, 200, 0.5, 5, 0, {"auroc": 0.7})
     on = replace(on, sentence_base_rate=0.3, sentence_n=50) if sentence is not None else on
@@ -53,15 +53,15 @@ def calibration(heads: tuple[Head, ...], stages=(), sentence=None, claim=None, r
         "0.1.0",
         sentence=sentence,
         claim=claim,
-        stages=tuple(stages),
+        rounds=tuple(rounds),
     )
 
 
 MIXED = calibration(
     (head(("avg_wd", "ls")), head(("ls", "dse"), 0.6), head(("answer_disagreement",), 0.7, "phrase"), head(("dse",))),
-    stages=[
-        Stage(3, (head(("avg_wd",)), head(("ls",), 0.4)), Settle(0.2, 0.8)),
-        Stage(5, (head(("log_eigen_wd",)),), Settle(0.3, 0.7)),
+    rounds=[
+        RoundHeads(3, (head(("avg_wd",)), head(("ls",), 0.4)), Settle(0.2, 0.8)),
+        RoundHeads(5, (head(("log_eigen_wd",)),), Settle(0.3, 0.7)),
     ],
     sentence=head(("score", "unigram")),
     claim=head(("avg_wd", "score")),
@@ -73,8 +73,8 @@ def test_teacher_free_keeps_the_heads_of_the_texts_alone_at_every_k():
     assert texts is not None and texts.is_teacher_free and not MIXED.is_teacher_free
     assert [h.members for h in texts.heads] == [("ls", "dse"), ("answer_disagreement",), ("dse",)]
     assert texts.operating_point.threshold == 0.6 and texts.heads[1].kind == "phrase"
-    assert [(s.k, [h.members for h in s.heads]) for s in texts.stages] == [(3, [("ls",)])]  # K = 5 has none
-    assert texts.stages[0].settle == Settle(0.2, 0.8) and texts.ks == (3, 10)
+    assert [(s.k, [h.members for h in s.heads]) for s in texts.rounds] == [(3, [("ls",)])]  # K = 5 has none
+    assert texts.rounds[0].settle == Settle(0.2, 0.8) and texts.ks == (3, 10)
     assert texts.sentence is None and texts.claim is None  # an OT score, and the answer's AvgWD
     assert texts.fitted_on.sentence_n is None and texts.fitted_on.claim_n is None
     assert all(set(h.members) <= set(TEACHER_FREE) for h in texts.heads)
@@ -83,7 +83,7 @@ def test_teacher_free_keeps_the_heads_of_the_texts_alone_at_every_k():
 
 def test_teacher_free_is_none_without_such_a_head_at_its_own_k():
     assert calibration((head(("avg_wd", "ls")), head(("log_eigen_wd",)))).teacher_free() is None
-    only_stage = calibration((head(("avg_wd",)),), stages=[Stage(3, (head(("ls",)),), Settle())])
+    only_stage = calibration((head(("avg_wd",)),), rounds=[RoundHeads(3, (head(("ls",)),), Settle())])
     assert only_stage.teacher_free() is None
 
 

@@ -80,7 +80,7 @@ def one_draw(path: Path, rows: list[dict[str, Any]], picked: np.ndarray, base: n
     y = np.array([rows[i]["y"] for i in rest], dtype=float)
     peers = [np.array([member_value(rows[i], m) for i in rest], dtype=float) for m in PEERS]
     k = row_k(rows[0])
-    stage = cal.stage(k)
+    stage = cal.round_at(k)
     printed = (cal.heads if stage is None else stage.heads)[0].operating_point.fpr
     return {
         "auroc": weighted_auroc(y, p[rest]),

@@ -91,7 +91,7 @@ def choose_calibration(
         notes += [chosen.k_note(k) for k in settings.rounds]
     if settings.stop is not None and (chosen is None or chosen.k != settings.k):
         why = "no calibration" if chosen is None else f"no stopping band for --k-max {settings.k}"
-        how = f"it has bands for --k-max {chosen.k}" if chosen is not None and chosen.stages else ""
+        how = f"it has bands for --k-max {chosen.k}" if chosen is not None and chosen.rounds else ""
         notes.append(
             f"note: -k auto with {why}{': ' + how if how else ''}: no verdict can settle, so every prompt draws K"
         )

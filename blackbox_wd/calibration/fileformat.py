@@ -29,8 +29,8 @@ from blackbox_wd.calibration.heads import (
     Isotonic,
     OperatingPoint,
     Platt,
+    RoundHeads,
     ScoreModel,
-    Stage,
 )
 from blackbox_wd.calibration.members import CLAIM_MEMBERS, FEATURES, KINDS, MEMBERS, SENTENCE_MEMBERS, SHORT_ONLY
 from blackbox_wd.errors import BBWDError
@@ -250,7 +250,7 @@ SETTLE = (
     Field("below", NUMBER, "in [0, 1]", lambda v, *_: 0 <= v <= 1, default=0.0),
     Field("above", NUMBER, "in [below, 1]", lambda v, o, _: o["below"] <= v <= 1, default=1.0),
 )
-STAGE = (
+ROUND_HEADS = (
     Field("k", INTEGER, "at least 2 and not the calibration's k", lambda v, _, t: 2 <= v != t["settings"].get("k")),
     Field("heads", list_of(head(MEMBERS)), "one head or more", lambda v, *_: len(v) >= 1),
     Field("settle", record(SETTLE, Settle)),
@@ -294,7 +294,7 @@ FITTED_ON = (
 
 
 def _reads_sentence_verdict(top: dict[str, Any]) -> bool:
-    """True when a head read so far (the first, ``more_heads``, the stages') reads ``sentence_verdict``."""
+    """True when a head read so far (the first, ``more_heads``, the rounds') reads ``sentence_verdict``."""
     heads = (*top["more_heads"], *(h for s in top["stages"] for h in s.heads))
     return "sentence_verdict" in top["model"].features or any("sentence_verdict" in h.members for h in heads)
 
@@ -314,7 +314,7 @@ FILE = (
     Field("more_heads", list_of(head(MEMBERS)), default=(), since=FORMAT),
     Field(
         "stages",
-        list_of(record(STAGE, Stage)),
+        list_of(record(ROUND_HEADS, RoundHeads)),
         "one entry per k",
         lambda v, *_: len({s.k for s in v}) == len(v),
         default=(),
@@ -343,8 +343,9 @@ FILE = (
 # the calibration's fields that ``parse`` returns and ``dump`` takes (``model.Calibration``'s, but its origin)
 STORED: Final = (
     *("heads", "fingerprint", "settings", "fitted_on", "bbwd_version"),
-    *("sentence", "claim", "stages", "short_only"),  # format 2's
+    *("sentence", "claim", "rounds", "short_only"),  # format 2's (``rounds``: the file's ``stages``)
 )
+FILE_KEYS: Final = {"rounds": "stages"}  # a field whose key in the file is not its name
 
 
 def parse(text: str | bytes, where: str) -> dict[str, Any]:
@@ -378,7 +379,7 @@ def parse(text: str | bytes, where: str) -> dict[str, Any]:
     except Refused as exc:
         raise BBWDError(f"{where}: {exc}") from None
     first = Head(top.pop("model"), top.pop("operating_point"))
-    return {"heads": (first, *top.pop("more_heads")), **{name: top[name] for name in STORED[1:]}}
+    return {"heads": (first, *top.pop("more_heads")), **{name: top[FILE_KEYS.get(name, name)] for name in STORED[1:]}}
 
 
 def dump(fields: Mapping[str, Any]) -> str:
@@ -400,11 +401,11 @@ def dump(fields: Mapping[str, Any]) -> str:
         raise ValueError(f"a calibration's first head judges every kind of answer, not only {first.kind!r}")
     body: dict[str, Any] = {"format": FORMAT_1, "model": first.model, "operating_point": first.operating_point}
     body.update({name: fields[name] for name in ("fingerprint", "settings", "fitted_on", "bbwd_version")})
-    sentence, claim, stages, short_only = (fields[name] for name in ("sentence", "claim", "stages", "short_only"))
-    if more or sentence is not None or claim is not None or stages or short_only or first.members != FEATURES:
+    sentence, claim, rounds, short_only = (fields[name] for name in ("sentence", "claim", "rounds", "short_only"))
+    if more or sentence is not None or claim is not None or rounds or short_only or first.members != FEATURES:
         body.update(format=FORMAT, more_heads=more, sentence=sentence)
         body.update({"claim": claim} if claim is not None else {})  # each only when present: older files' bytes
-        body.update({"stages": stages} if stages else {})
+        body.update({"stages": rounds} if rounds else {})
         body.update({"short_only": short_only} if short_only else {})
     return json.dumps(_plain(body), indent=1, allow_nan=False) + "\n"
 

@@ -45,7 +45,7 @@ from blackbox_wd.calibration.combine import (
     kinds_to_fit,
 )
 from blackbox_wd.calibration.evaluation.reliability import expected_calibration_error
-from blackbox_wd.calibration.heads import FittedOn, Head, Stage
+from blackbox_wd.calibration.heads import FittedOn, Head, RoundHeads
 from blackbox_wd.calibration.labelled import LabelledRows, read_labelled, read_settings
 from blackbox_wd.calibration.members import (
     ANSWER_LOGPROB_MEMBERS,
@@ -185,9 +185,9 @@ def fit_calibration(
         labelled = replace(
             labelled,
             answers=with_sentence_verdict(labelled.answers, sentence.head, labelled.answer_sentences.get(None, {})),
-            stages={
+            rounds={
                 k: with_sentence_verdict(t, sentence.head, labelled.answer_sentences.get(k, {}))
-                for k, t in labelled.stages.items()
+                for k, t in labelled.rounds.items()
             },
         )
     t = labelled.answers
@@ -238,7 +238,7 @@ def fit_calibration(
         bbwd_version=__version__,
         sentence=None if sentence is None else sentence.head,
         claim=None if claim is None else claim.head,
-        stages=rounds,
+        rounds=rounds,
         short_only=short_only,
     )
     return CalibrationFit(calibration, labelled, heads, sentence, claim, tuple(left_out))
@@ -317,29 +317,29 @@ def fit_rounds(
     final_fits: Sequence[HeadFit],
     cv: CrossValidation,
     left_out: list[str] | None = None,
-) -> tuple[Stage, ...]:
+) -> tuple[RoundHeads, ...]:
     """The heads of every other sample count (the same member sets, ``(other, by_kind)`` as in ``fit_heads``, less
     the members no row of it has; fitted on its rows) and, for each below the main K, its ``-k auto`` band
     (``settle.fit_settles`` over each prompt's nested out-of-fold p and flag from the head that judges it, at every
     round below K and at K, on the prompts scored at all of them); above K, no band."""
-    if not labelled.stages:
+    if not labelled.rounds:
         return ()
     other, by_kind = sets
     fits = {
         k: fit_heads(t, heads_on(t, other), cv, {kind: heads_on(t, s) for kind, s in by_kind.items()}, left_out)
-        for k, t in labelled.stages.items()
+        for k, t in labelled.rounds.items()
     }
     below = [k for k in fits if labelled.k is None or k < labelled.k]
     settles = dict.fromkeys(fits, Settle())
     if below:
-        tables = [*(labelled.stages[k] for k in below), labelled.answers]
+        tables = [*(labelled.rounds[k] for k in below), labelled.answers]
         judged = [*(fits[k] for k in below), final_fits]
         by_prompt = [verdicts_by_prompt(t, f) for t, f in zip(tables, judged, strict=True)]
         prompts = sorted(set.intersection(*(set(d) for d in by_prompt)))
         p = np.array([[d[g][0] for g in prompts] for d in by_prompt])
         flags = np.array([[d[g][1] for g in prompts] for d in by_prompt])
         settles.update(zip(below, fit_settles(p, flags), strict=True))
-    return tuple(Stage(k, tuple(used_heads([h.head for h in fits[k]])), settles[k]) for k in sorted(fits))
+    return tuple(RoundHeads(k, tuple(used_heads([h.head for h in fits[k]])), settles[k]) for k in sorted(fits))
 
 
 def used_heads(heads: Sequence[Head]) -> list[Head]:

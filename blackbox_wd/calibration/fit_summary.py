@@ -137,7 +137,7 @@ def fit_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
             "",
         ]
         lines += _head_lines(fit.claim, labelled.claims, "Claims", CLAIM_NAMES)
-    if cal.stages:
+    if cal.rounds:
         lines += [
             "## Heads at other K, and the stages of `-k auto`",
             "",
@@ -151,7 +151,7 @@ def fit_markdown(fit: CalibrationFit, json_name: str, png_name: str) -> str:
             *(
                 f"| {s.k} | {s.settle.below:.4f} | {s.settle.above:.4f} | {', '.join(s.heads[0].members)} | "
                 f"{s.heads[0].operating_point.threshold:.4f} ({s.heads[0].operating_point.fpr:.3f}) |"
-                for s in cal.stages
+                for s in cal.rounds
             ),
             "",
         ]
@@ -211,11 +211,11 @@ def summary_line(fit: CalibrationFit) -> str:
     if fit.calibration.claim is not None:
         cop = fit.calibration.claim.operating_point
         line += f"; claim head on {on.claim_n} claims: threshold {cop.threshold:.4f}, FPR {cop.fpr:.3f}"
-    if fit.calibration.stages:
+    if fit.calibration.rounds:
         line += "; heads at K = " + ", ".join(
             f"{s.k}"
             + (f" (stop below {s.settle.below:.3f} or above {s.settle.above:.3f})" if s.k < fit.calibration.k else "")
-            for s in fit.calibration.stages
+            for s in fit.calibration.rounds
         )
     if fit.left_out:
         line += f"; {len(fit.left_out)} heads left out, as they cannot flag: {fit.left_out[0]}"

@@ -1,6 +1,6 @@
 """The parts of a calibration: a head (its combined score z over standardised members, the calibrator that maps z to
 p, the threshold and what it gives, ``OperatingPoint``), a result's ``Verdict``, p moved to a stated base rate
-(``shift_prior``); the heads of another sample count (``Stage``) and where the heads were fitted (``FittedOn``).
+(``shift_prior``); the heads of another sample count (``RoundHeads``) and where the heads were fitted (``FittedOn``).
 
 The applied model (fitted by ``calibration.fit``) is
 
@@ -168,7 +168,7 @@ class Verdict:
 
 
 @dataclass(frozen=True)
-class Stage:
+class RoundHeads:
     """The heads of another sample count than the calibration's own K: fitted on the first ``k`` samples of the
     calibration's data; they judge runs of ``k`` samples (and of every K up to the next fitted one), and stage ``k``
     of ``-k auto``. ``settle``, for a stage below the calibration's K: its band (``adaptive.Settle``) for ``-k auto``

@@ -42,7 +42,7 @@ class LabelledRows:
     fingerprint: str | None  # the main K's rows' settings fingerprint (None when they carry none)
     skipped_errors: int = 0
     skipped_unlabelled: int = 0
-    stages: dict[int, Table] = field(default_factory=dict)  # the rows of every other sample count, by its k
+    rounds: dict[int, Table] = field(default_factory=dict)  # the rows of every other sample count, by its k
     short_only: tuple[str, ...] = ()  # of SHORT_ONLY: left missing on the passages, when some rows are passages
     # each answer's sentences, by its prompt: of the main K (key None) and of each other k
     answer_sentences: dict[int | None, dict[str, list[Any]]] = field(default_factory=dict)
@@ -108,7 +108,7 @@ def read_labelled(paths: Sequence[Path], label: str = "label") -> LabelledRows:
 
     The main K is the largest sample count of nearly the most labelled prompts (``MAIN_SHARE``: a record with fewer
     samples than a K is an error at that K alone, so a large K may lose a few): its rows are ``answers``, each
-    other K's are ``stages[k]``. A prompt is its row's ``source`` and ``id``, so that its rows at each K are one
+    other K's are ``rounds[k]``. A prompt is its row's ``source`` and ``id``, so that its rows at each K are one
     group (every fold keeps them on one side).
     """
     by_k: dict[int, list[tuple[str, int, dict[str, Any], float]]] = {}

@@ -34,7 +34,7 @@ import numpy as np
 
 from blackbox_wd.adaptive import START
 from blackbox_wd.calibration import fileformat
-from blackbox_wd.calibration.heads import FittedOn, Head, OperatingPoint, ScoreModel, Stage, Verdict
+from blackbox_wd.calibration.heads import FittedOn, Head, OperatingPoint, RoundHeads, ScoreModel, Verdict
 from blackbox_wd.calibration.members import TEACHER_FREE, answer_kind, member_value, result_field, sentence_verdict
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import (
@@ -77,7 +77,7 @@ class Calibration:
         Where it was loaded from (a path, or "embedded NAME"); not stored, not compared.
     sentence, claim : Head or None
         Each sentence's p and flag from SENTENCE_MEMBERS; each claim's from CLAIM_MEMBERS.
-    stages : tuple of Stage
+    rounds : tuple of RoundHeads
         The heads at the other fitted K (``ks``), in order of k.
     short_only : tuple of str
         Of SHORT_ONLY: the members read as missing on a passage (``is_passage``).
@@ -98,7 +98,7 @@ class Calibration:
     origin: str = field(default="", compare=False)  # where it was loaded from; not stored
     sentence: Head | None = None
     claim: Head | None = None
-    stages: tuple[Stage, ...] = ()
+    rounds: tuple[RoundHeads, ...] = ()
     short_only: tuple[str, ...] = ()
 
     @property
@@ -124,7 +124,7 @@ class Calibration:
         >>> Calibration.load(PACKAGE_CALIBRATIONS / "smollm2-135m.json").is_teacher_free
         False
         """
-        every = (*self.heads, *(h for s in self.stages for h in s.heads))
+        every = (*self.heads, *(h for s in self.rounds for h in s.heads))
         return self.sentence is None and self.claim is None and all(_reads_texts_alone(h) for h in every)
 
     def teacher_free(self) -> Calibration | None:
@@ -140,11 +140,11 @@ class Calibration:
         heads = tuple(h for h in self.heads if _reads_texts_alone(h))
         if not heads:
             return None
-        stages = tuple(
-            replace(s, heads=kept) for s in self.stages if (kept := tuple(h for h in s.heads if _reads_texts_alone(h)))
+        rounds = tuple(
+            replace(s, heads=kept) for s in self.rounds if (kept := tuple(h for h in s.heads if _reads_texts_alone(h)))
         )
         on = replace(self.fitted_on, sentence_base_rate=None, sentence_n=None, claim_base_rate=None, claim_n=None)
-        return replace(self, heads=heads, sentence=None, claim=None, stages=stages, fitted_on=on)
+        return replace(self, heads=heads, sentence=None, claim=None, rounds=rounds, fitted_on=on)
 
     @property
     def k(self) -> int:
@@ -154,7 +154,7 @@ class Calibration:
     @property
     def ks(self) -> tuple[int, ...]:
         """Every sample count the calibration has heads for, increasing."""
-        return tuple(sorted({self.k, *(s.k for s in self.stages)}))
+        return tuple(sorted({self.k, *(s.k for s in self.rounds)}))
 
     def fitted_k(self, k: int) -> int:
         """The fitted K whose heads judge a result of ``k`` samples: ``k`` when fitted, else the nearest lower one;
@@ -182,13 +182,13 @@ class Calibration:
             f"K = {fitted}, the nearest lower"
         )
 
-    def stage(self, k: int | None) -> Stage | None:
+    def round_at(self, k: int | None) -> RoundHeads | None:
         """The stage whose heads judge a result of ``k`` samples (``fitted_k``); None for the calibration's own heads
         (``k`` None, or judged by K's)."""
         if k is None:
             return None
         fitted = self.fitted_k(k)
-        return next((s for s in self.stages if s.k == fitted), None)
+        return next((s for s in self.rounds if s.k == fitted), None)
 
     def settled(self, verdict: Verdict, k: int, k_max: int) -> bool:
         """True when a ``-k auto`` result of ``k`` samples (at most ``k_max``) with this verdict stops drawing: at
@@ -196,14 +196,14 @@ class Calibration:
         and the fitted p is outside its band (``adaptive.Settle``); else it draws on (no band was fitted for it)."""
         if k >= k_max:
             return True
-        stage = next((s for s in self.stages if s.k == k), None)
+        stage = next((s for s in self.rounds if s.k == k), None)
         return k_max == self.k and stage is not None and stage.settle.settled(verdict.p_fitted)
 
     def head_for(self, result: Any, k: int | None = None) -> tuple[Head, np.ndarray]:
         """The first head (of the fitted K that judges ``k`` samples, ``fitted_k``; None: the calibration's own) of
         the result's kind of answer (``answer_kind``), else of every kind, whose members the result has, with their
         values; BBWDError naming what is missing."""
-        stage = self.stage(k)
+        stage = self.round_at(k)
         kind = answer_kind(result, k)
         every = self.heads if stage is None else stage.heads
         heads = tuple(h for h in every if h.kind == kind) + tuple(h for h in every if h.kind is None)

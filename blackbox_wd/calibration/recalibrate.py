@@ -42,7 +42,7 @@ from blackbox_wd import __version__
 from blackbox_wd.adaptive import Settle
 from blackbox_wd.calibration.choose import CANDIDATES, Candidate, MemberChoice, aurocs, choose, rate, resample_counts
 from blackbox_wd.calibration.combine import operating_point, weighted_log_loss
-from blackbox_wd.calibration.heads import FittedOn, Head, Isotonic, OperatingPoint, Platt, ScoreModel, Stage
+from blackbox_wd.calibration.heads import FittedOn, Head, Isotonic, OperatingPoint, Platt, RoundHeads, ScoreModel
 from blackbox_wd.calibration.members import ANSWER_LOGPROB_MEMBERS, ANSWER_MEMBERS, KINDS, answer_kind, member_value
 from blackbox_wd.calibration.model import Calibration
 from blackbox_wd.errors import BBWDError
@@ -125,7 +125,7 @@ def row_lacks(base: Calibration, row: JSONView, k: int) -> tuple[str, ...]:
     ``avg_wd`` and ``eigen_wd`` alone: the last head, of ln EigenWD), so a map fitted on it would be carried into
     heads it never saw.
     """
-    stage = base.stage(k)
+    stage = base.round_at(k)
     kind = answer_kind(row, k)
     every = base.heads if stage is None else stage.heads
     heads = [h for h in every if h.kind == kind] + [h for h in every if h.kind is None]
@@ -327,8 +327,9 @@ def recalibrate(
     p_oof = out_of_fold(p, y, w, of, mode)
     own = fitted == base.k
     heads = tuple(mapped_head(h, a, b) for h in base.heads)
-    stages = tuple(
-        Stage(s.k, tuple(mapped_head(h, a, b) for h in s.heads), mapped_settle(s.settle, a, b)) for s in base.stages
+    rounds = tuple(
+        RoundHeads(s.k, tuple(mapped_head(h, a, b) for h in s.heads), mapped_settle(s.settle, a, b))
+        for s in base.rounds
     )
     choice = None
     if mode == "map" and candidates:
@@ -342,17 +343,17 @@ def recalibrate(
         if own:
             heads = (*first, *heads)
         else:
-            stages = tuple(replace(s, heads=(*first, *s.heads)) if s.k == fitted else s for s in stages)
+            rounds = tuple(replace(s, heads=(*first, *s.heads)) if s.k == fitted else s for s in rounds)
         p_oof = out_of_fold(head.model.decision(x)[of], y, w, of, "platt")
-    draft = replace(base, heads=heads, stages=stages)
+    draft = replace(base, heads=heads, rounds=rounds)
     p_new = np.array([draft.verdict(r, k=k).p_fitted for r in rows])[of]
     point = replace(operating_point(y, p_new, w, target_fpr), rule="target_fpr_labelled")
     if own:
         heads = tuple(replace(h, operating_point=point) for h in heads)
     else:
-        stages = tuple(
+        rounds = tuple(
             replace(s, heads=tuple(replace(h, operating_point=point) for h in s.heads)) if s.k == fitted else s
-            for s in stages
+            for s in rounds
         )
     counts = resample_counts(int(of.max()) + 1)
     verdict = rate("verdict", (), aurocs(p_new, y, w, counts[:, of]))
@@ -393,7 +394,7 @@ def recalibrate(
     cal = replace(
         base,
         heads=heads,
-        stages=stages,
+        rounds=rounds,
         fingerprint=calibration_fingerprint(reported),
         settings=covered_settings(reported),
         fitted_on=fitted_on,

@@ -96,9 +96,9 @@ def calibrate(
     )
     # rows that skipped the teacher pass (bbwd batch's default on short answers) lack the W2 members a full fit reads:
     # from FULL_FROM too, ``auto`` refits the few-label way on them (the labels choose the members, the map moves)
-    full = (n >= FULL_FROM and not rows.teacherless) or bool(rows.stages)
+    full = (n >= FULL_FROM and not rows.teacherless) or bool(rows.rounds)
     mode = refit if refit != "auto" else "full" if full else FEW
-    if refit == "auto" and n >= FULL_FROM and rows.teacherless and not rows.stages:
+    if refit == "auto" and n >= FULL_FROM and rows.teacherless and not rows.rounds:
         skipped += (
             f"; {rows.teacherless} of their rows skipped the teacher pass, so not the full fit: score the log with "
             "bbwd batch --all-scores for it"
@@ -120,10 +120,10 @@ def calibrate(
             f"wrote {output}, {paths['summary']}, {paths['reliability']}: full fit on {skipped}; "
             f"{fit_summary.summary_line(fitted)}; {interval_line(point, rows.answers.y, rows.answers.w)}{forced}"
         )
-    if rows.stages:
+    if rows.rounds:
         raise BBWDError(
             f"--refit {mode} refits the rows of one sample count; these have K = "
-            f"{', '.join(map(str, sorted({rows.k or 0, *rows.stages})))}: label rows of one run, or --refit full"
+            f"{', '.join(map(str, sorted({rows.k or 0, *rows.rounds})))}: label rows of one run, or --refit full"
         )
     judged, labels, k = labelled_at_k(results, label, rows.k or int(settings["k"]))
     named = source or ", ".join(map(str, results))
@@ -134,7 +134,7 @@ def calibrate(
     cal = refitted.calibration
     forced = refuse_worse(cal, f"{mode} refit", force)
     cal.save(output)
-    stage = cal.stage(k)
+    stage = cal.round_at(k)
     point = (cal.heads if stage is None else stage.heads)[0].operating_point
     on = cal.fitted_on
     reads = f"\n{reads_line(cal, k)}"
@@ -150,7 +150,7 @@ def reads_line(cal: Calibration, k: int) -> str:
     """What the verdict reads at ``k`` samples: the members of the first head of each kind of answer, then of the
     heads over every kind, e.g. 'the verdict reads: phrase: lexsim_rouge1, ...; sentence: ...; any other: ...', or
     one set when every kind reads the same."""
-    stage = cal.stage(k)
+    stage = cal.round_at(k)
     heads = cal.heads if stage is None else stage.heads
     firsts = {kind: h.members for kind in (*KINDS, None) if (h := next((h for h in heads if h.kind == kind), None))}
     if len(set(firsts.values())) == 1:
