@@ -223,3 +223,48 @@ def test_few_functions_take_many_parameters():
         if width(f) > MAX_PARAMETERS
     ]
     assert len(wide) <= MAX_WIDE, wide
+
+
+def top_level_names() -> tuple[dict[str, set[str]], dict[str, set[str]], dict[str, set[str]], list[str]]:
+    """Each class, public function and constant defined at a module's top level, with the modules defining it; and
+    each public parameter of a public function or method annotated with ``Any``."""
+    classes: dict[str, set[str]] = {}
+    functions: dict[str, set[str]] = {}
+    constants: dict[str, set[str]] = {}
+    typed_any: list[str] = []
+
+    def any_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, where: str) -> None:
+        for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs:
+            if a.annotation is not None and "Any" in ast.unparse(a.annotation):
+                typed_any.append(f"{where}({a.arg})")
+
+    for path in PACKAGE.rglob("*.py"):
+        name = module_name(path)
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                classes.setdefault(node.name, set()).add(name)
+                for m in node.body:
+                    public = not (m.name.startswith("_") or node.name.startswith("_")) if hasattr(m, "name") else False
+                    if isinstance(m, ast.FunctionDef | ast.AsyncFunctionDef) and public:
+                        any_params(m, f"{name}.{node.name}.{m.name}")
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_"):
+                functions.setdefault(node.name, set()).add(name)
+                any_params(node, f"{name}.{node.name}")
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if isinstance(target, ast.Name) and target.id.isupper():
+                        constants.setdefault(target.id, set()).add(name)
+    return classes, functions, constants, typed_any
+
+
+def test_one_meaning_per_name_and_few_parameters_typed_any():
+    """No class name is defined in two modules, at most two public function names and two constant names are, and at
+    most 40 public parameters are typed ``Any``."""
+    classes, functions, constants, typed_any = top_level_names()
+    twice = {
+        kind: {n: sorted(m) for n, m in names.items() if len(m) > 1}
+        for kind, names in (("classes", classes), ("functions", functions), ("constants", constants))
+    }
+    assert twice["classes"] == {}, twice
+    assert len(twice["functions"]) <= 2 and len(twice["constants"]) <= 2, twice
+    assert len(typed_any) <= 40, typed_any
