@@ -268,3 +268,10 @@ def test_one_meaning_per_name_and_few_parameters_typed_any():
     assert twice["classes"] == {}, twice
     assert len(twice["functions"]) <= 2 and len(twice["constants"]) <= 2, twice
     assert len(typed_any) <= 40, typed_any
+
+
+def test_the_tests_mirror_the_packages_folders():
+    """tests/ has a folder for each of the package's folders (its own modules' tests stay at the top)."""
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    tests = {p.name for p in Path(__file__).parent.iterdir() if p.is_dir() and any(p.glob("test_*.py"))}
+    assert len(folders) == 7 and folders <= tests, (folders, tests)

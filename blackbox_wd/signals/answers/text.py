@@ -3,7 +3,7 @@
 Below ``baselines``, ``eval`` and ``calibration``: the exact-match label and answer-equivalence DSE
 share :func:`em_key`; the ROUGE-L label reads :func:`rouge_l_f1`, LS and the peers the F1 of every pair of
 distinct texts (:func:`distinct`, :func:`rouge_l_f1s`, :func:`overlap_f1s`, :func:`pair_mean`) over
-:func:`rouge_tokens`, all rouge-score's values (``tests/test_baselines.py``, ``tests/test_peers.py``).
+:func:`rouge_tokens`, all rouge-score's values (``tests/signals/test_baselines.py``, ``tests/signals/test_peers.py``).
 """
 
 from __future__ import annotations

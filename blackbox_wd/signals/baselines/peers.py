@@ -1,7 +1,7 @@
 """The peers: lm-polygraph's model-free estimators over the K samples, and their per-answer variants.
 
 Each needs only the texts. The sample-set scores are lm-polygraph 0.7.0's (``lm_polygraph.estimators``), to the bit
-on the same texts (``tests/test_peers.py`` checks them against its values, recorded by
+on the same texts (``tests/signals/test_peers.py`` checks them against its values, recorded by
 ``scripts/record_polygraph.py``):
 
 =====================  ==============================================  ===========================================

@@ -13,7 +13,7 @@ from blackbox_wd.clients.replay import RECORDING_KEY, Cassette, ReplayMiss, Repl
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RECORDED = ["transformers_serve.json", "llamacpp.json"]
 
 

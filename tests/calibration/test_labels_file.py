@@ -13,7 +13,7 @@ from blackbox_wd.calibration.suggest import suggested_rows
 from blackbox_wd.errors import BBWDError
 from tests.cli_support import jsonl, run_cli
 
-SCORES = Path(__file__).resolve().parents[1] / "fixtures" / "labels_scores.jsonl"
+SCORES = Path(__file__).resolve().parents[2] / "fixtures" / "labels_scores.jsonl"
 FIRST, SECOND = "sac3_nq_open.100", "sac3_nq_open.141"
 
 

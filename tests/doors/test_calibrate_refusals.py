@@ -9,9 +9,9 @@ import json
 import numpy as np
 import pytest
 from cli_support import run_cli
-from test_cli_calibrate import RECORDED_SETTINGS, SETTINGS, labelled_rows
 
 from blackbox_wd.calibration import Calibration
+from tests.doors.test_cli_calibrate import RECORDED_SETTINGS, SETTINGS, labelled_rows
 
 
 def calibrate(folder, *args: str) -> tuple[int, str]:
@@ -127,9 +127,8 @@ def test_a_full_fit_worse_than_the_base_rate_is_refused(noise):
 
 
 def test_what_a_row_lacks_is_read_from_the_head_a_row_like_it_has_members_for():
-    from test_teacher_free import calibration, head
-
     from blackbox_wd.calibration.recalibrate import row_lacks
+    from tests.calibration.test_teacher_free import calibration, head
 
     base = calibration(
         (

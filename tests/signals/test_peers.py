@@ -22,7 +22,7 @@ from blackbox_wd.signals.baselines.peers import (
     peer_scores,
 )
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "polygraph_peers.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "polygraph_peers.json"
 RECORDED = json.loads(FIXTURE.read_text())
 
 

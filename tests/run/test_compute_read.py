@@ -37,7 +37,7 @@ from blackbox_wd.settings import Settings
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 LOG = REPO / "fixtures" / "report_log.jsonl"
 SHORT, PASSAGES = range(1, 17), range(17, 20)  # its lines; line 20 has 3 responses, short of K = 10
 # what only the teacher gives a row: null where it skipped the pass

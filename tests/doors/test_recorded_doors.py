@@ -19,7 +19,7 @@ from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings, fingerprint
 
 ORIGIN = "gpt-4o-mini at T=1.0"
-FIXTURE = str(Path(__file__).resolve().parents[1] / "fixtures" / "tiny_qa.jsonl")  # not recorded: drawn here
+FIXTURE = str(Path(__file__).resolve().parents[2] / "fixtures" / "tiny_qa.jsonl")  # not recorded: drawn here
 K = 10
 SHORT = ["4", "Four.", "4."]  # fewer than K: an error at every door
 RECORDS = [

@@ -30,7 +30,7 @@ from blackbox_wd.signals.baselines.er import effective_rank_of_spectrum
 from blackbox_wd.signals.baselines.es import embedding_covariance
 from blackbox_wd.signals.baselines.ls import mean_pairwise_rouge_l
 
-PEERS_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "polygraph_peers.json"  # real samples
+PEERS_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "polygraph_peers.json"  # real samples
 
 # --- LNE ----------------------------------------------------------------------------------
 

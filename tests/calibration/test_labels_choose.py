@@ -21,7 +21,7 @@ from blackbox_wd.calibration.model import PACKAGE_CALIBRATIONS
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCORES = ROOT / "fixtures" / "sac3_scores.jsonl"
 LOG = ROOT / "fixtures" / "report_log.jsonl"  # SAC3 records with their texts, among them those of SCORES
 LABELLED = 150  # rows given their label, drawn at random (seed 0); the other 100 are the user's rows to judge
@@ -148,7 +148,7 @@ def test_every_door_judges_by_the_file_the_labels_chose(tmp_path, rows, picks):
     detector = Detector.from_settings(Settings(device="cpu"), mine, recorded=True)
     for r in records:
         api = detector.score(r["prompt"], responses=r["responses"], answer=r["response"]).to_dict()
-        # scored afresh in a group of 3, not of 250: a W2 member's float noise (as tests/test_recorded_doors.py)
+        # scored afresh in a group of 3, not of 250: a W2 member's float noise (as tests/doors/test_recorded_doors.py)
         assert batch[r["id"]] == pytest.approx(judged[r["id"]]["p_hallucination"], rel=1e-6, abs=1e-6)
         assert api["p_hallucination"] == pytest.approx(batch[r["id"]], rel=1e-6, abs=1e-6)
 

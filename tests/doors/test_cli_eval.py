@@ -13,7 +13,7 @@ from conftest import save_tiny_nli
 from blackbox_wd.doors.cli import main
 
 METHODS = ("avg_wd", "eigen_wd", "lne", "ls", "es", "er", "dse")
-FIXTURE = str(Path(__file__).resolve().parents[1] / "fixtures" / "tiny_qa.jsonl")
+FIXTURE = str(Path(__file__).resolve().parents[2] / "fixtures" / "tiny_qa.jsonl")
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 from blackbox_wd.doors.eval import data
 from blackbox_wd.doors.eval.data import Item, load, user_prompt
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "fixtures" / "tiny_qa.jsonl"
 
 

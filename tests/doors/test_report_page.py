@@ -18,7 +18,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.cli_support import jsonl, run_cli
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SCORES = FIXTURES / "report_scores.jsonl"
 LOG = FIXTURES / "report_log.jsonl"
 HOSTILE = "<script>window.pwned = 1</script><img src=x onerror='window.pwned = 2'> is the answer."

@@ -373,7 +373,7 @@ def test_eval_writes_the_settings_its_rows_were_scored_with(tiny_llama, tmp_path
 
     teacher = HFTeacher(*tiny_llama, name="tiny")
     detector = Detector(teacher, LocalSampler(teacher), Settings(k=2, max_tokens=4, device="cpu"))
-    data = load(Path(__file__).resolve().parents[1] / "fixtures" / "tiny_qa.jsonl", "zero-shot", limit=2)
+    data = load(Path(__file__).resolve().parents[2] / "fixtures" / "tiny_qa.jsonl", "zero-shot", limit=2)
     rows = evaluate(detector, data, tmp_path, dse="none")
     settings = json.loads((tmp_path / "settings.json").read_text())
     assert settings["protocol"]["prompts"] == "zero-shot" and settings["k"] == 2 and settings["layer"] == teacher.layer

@@ -17,7 +17,7 @@ from blackbox_wd.settings import Settings
 from blackbox_wd.signals.decompose import PROMPT, decompose_messages, parse_claims
 from blackbox_wd.teachers.embedded import ensure_gguf
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "llamacpp_claims.json"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "llamacpp_claims.json"
 
 
 def claims_settings(meta: dict) -> Settings:
@@ -126,7 +126,7 @@ def test_claims_from_a_real_llamacpp_server_on_loopback(tmp_path) -> None:
 
 
 def test_the_prompt_is_the_documented_one() -> None:
-    docs = (Path(__file__).resolve().parents[1] / "docs" / "claims.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "claims.md").read_text(encoding="utf-8")
     assert PROMPT.format(answer="ANSWER") in docs
 
 

@@ -19,7 +19,7 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
 from blackbox_wd.settings import Settings
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def test_target_kind(tmp_path):

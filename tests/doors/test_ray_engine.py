@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 import ray  # part of the test extra: these tests never skip
-from test_claims_target import claims_settings
 from tiny_vocab import WORDS
 
 from blackbox_wd.calibration import Calibration
 from blackbox_wd.doors.batch import BatchRunner, read_done
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import GROUP_SIZE, Settings
+from tests.signals.test_claims_target import claims_settings
 
 BBWD = [sys.executable, "-m", "blackbox_wd", "batch"]
 LOOPBACK = "127.0.0.2"
@@ -393,9 +393,8 @@ def test_all_scores_gives_the_same_verdicts_and_the_default_skips_the_teacher_as
 
 
 def test_calibrated_rows_equal_the_local_engine_and_resume_checks_the_calibration(cluster, tiny_folder, tmp_path):
-    from test_calibration import make
-
     from blackbox_wd.errors import BBWDError
+    from tests.calibration.test_calibration import make
 
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps({"id": i, "prompt": " ".join(WORDS[i : i + 3])}) + "\n" for i in range(5)))

@@ -19,7 +19,7 @@ from blackbox_wd.clients.retry import EmptyContent, RetryPolicy, is_retryable, m
 from blackbox_wd.errors import SamplingError
 from blackbox_wd.records import SamplingParams
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 REQUEST = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
 
 

@@ -153,7 +153,7 @@ def test_a_shipped_file_round_trips_to_its_own_bytes(name):
     assert again == cal and again.fitted_on == cal.fitted_on and again.short_only == cal.short_only
 
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 @pytest.mark.parametrize(

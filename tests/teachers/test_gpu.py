@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 from serve_support import BbwdServe, bbwd_score
-from test_prefix import FEW_SHOT, PROMPTS, RESPONSES, full_generate, plain, tiny_gemma
 
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler
 from blackbox_wd.records import SamplingParams
 from blackbox_wd.teachers.hf import HFTeacher
+from tests.run.test_prefix import FEW_SHOT, PROMPTS, RESPONSES, full_generate, plain, tiny_gemma
 
 pytestmark = pytest.mark.gpu
 DEVICE = "cuda"
@@ -107,9 +107,9 @@ def test_ray_engine_with_a_gpu_teacher_writes_the_rows_of_the_local_engine(tiny_
     import asyncio
 
     import ray
-    from test_ray_engine import LOOPBACK, ray_runner, rows, run_local, tiny_log
 
     from blackbox_wd.settings import Settings
+    from tests.doors.test_ray_engine import LOOPBACK, ray_runner, rows, run_local, tiny_log
 
     src = tmp_path / "in.jsonl"
     expected = tiny_log(src)

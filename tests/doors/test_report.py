@@ -20,7 +20,7 @@ from blackbox_wd.doors.report.rows import answer_from_sentences, read_rows
 from blackbox_wd.signals.baselines import ANSWER_PEERS, PEERS
 from tests.cli_support import jsonl, run_cli
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SCORES = FIXTURES / "report_scores.jsonl"
 LOG = FIXTURES / "report_log.jsonl"
 DATA_BLOCK = re.compile(r'<script type="application/json" id="bbwd-data">(.*?)</script>', re.S)

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_calibration import make
 
 from blackbox_wd.calibration.heads import Head, OperatingPoint, Platt, ScoreModel, shift_prior
 from blackbox_wd.calibration.model import Calibration
@@ -21,8 +20,9 @@ from blackbox_wd.measure.wd import avg_wd, eigen_wd, median_bandwidth, unit_stat
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.signals.lexical import unigram_surprise
+from tests.calibration.test_calibration import make
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def point(threshold: float) -> OperatingPoint:

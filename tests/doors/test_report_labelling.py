@@ -21,9 +21,9 @@ from blackbox_wd.calibration.suggest import spread_picks
 from blackbox_wd.doors.report import labelling as mode
 from blackbox_wd.doors.report.rows import read_rows
 from tests.cli_support import jsonl, run_cli
-from tests.test_report_page import HOSTILE, HOSTILE_ID
+from tests.doors.test_report_page import HOSTILE, HOSTILE_ID
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SCORES = FIXTURES / "labels_scores.jsonl"
 LOG = FIXTURES / "labels_log.jsonl"
 N = 25  # rows suggested; all of them labelled, then the last undone
