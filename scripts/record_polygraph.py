@@ -1,4 +1,5 @@
-"""Record lm-polygraph's own values of its model-free estimators on real recorded samples, for tests/signals/test_peers.py.
+"""Record lm-polygraph's own values of its model-free estimators on real recorded samples, for the peers' tests
+(tests/signals/test_peers.py).
 
     python -m venv --system-site-packages /tmp/lmp && /tmp/lmp/bin/pip install lm-polygraph==0.7.0
     /tmp/lmp/bin/python -m scripts.record_polygraph ../shared/data     # writes fixtures/polygraph_peers.json
