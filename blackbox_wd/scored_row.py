@@ -111,11 +111,6 @@ class ScoredRow:
         return self.score("avg_wd")
 
     @property
-    def eigen_wd(self) -> float | None:
-        """EigenWD."""
-        return self.score("eigen_wd")
-
-    @property
     def p_hallucination(self) -> float | None:
         """The verdict's probability of hallucination (None without a calibration)."""
         return self.score("p_hallucination")
@@ -141,16 +136,6 @@ class ScoredRow:
     def token_counts(self) -> list[int]:
         """Each sample's token count."""
         return [int(n) for n in self.scores.get("token_counts") or []]
-
-    @property
-    def baselines(self) -> JSONObject:
-        """The baselines' scores by name."""
-        return dict(self.scores.get("baselines") or {})
-
-    @property
-    def sentences(self) -> list[JSONObject] | None:
-        """The judged answer's sentences, each scored (None without a judged answer)."""
-        return self.scores.get("sentences")
 
     @property
     def rounds(self) -> list[JSONObject] | None:
