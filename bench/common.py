@@ -9,6 +9,8 @@ this module).
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import shlex
 import socket
@@ -193,3 +195,14 @@ class LlamaCppServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.server = None  # the destructor stops the server
+
+
+def log_line(line: str) -> str:
+    """A record of a data file (``samples``, maybe written as a Python list in a string; ``question``) as a batch log's
+    line (``responses``, ``prompt``); a batch log's line as it is."""
+    r = json.loads(line)
+    if "responses" in r:
+        return line if line.endswith("\n") else line + "\n"
+    samples = r["samples"] if isinstance(r["samples"], list) else ast.literal_eval(r["samples"])
+    out = {"id": r["id"], "prompt": r.get("prompt") or r["question"], "response": str(r["response"])}
+    return json.dumps({**out, "responses": [str(s) for s in samples], "label": int(r["label"])}) + "\n"

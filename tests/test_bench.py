@@ -435,40 +435,16 @@ def test_teacher_members_study_fits_on_one_teacher_and_judges_the_other(tmp_path
     assert decision == [["sentence", "**decision**", "", "", "", "answer_wd_rank"]] or decision[0][5] == "both", out
 
 
-@smoke("quality.labels")
-def test_labels_study_refits_the_calibration_left_out_on_n_labelled_rows(tmp_path: Path) -> None:
-    """Three synthetic recorded sets, each model's calibration fitted without it (``transfer --leave model --save``),
-    then refitted on 40 labelled rows of the set and measured on the other 80: every set, pick and refit fitted in
-    both draws, with an ECE and rates in [0, 1]."""
-    settings = {
-        "teacher": "smollm2-135m",
-        "target": "recorded",
-        "sampler": None,
-        "endpoint": None,
-        "layer": 15,
-        "temperature": None,
-        "top_p": None,
-        "max_tokens": None,
-        "alpha": 0.001,
-        "p": 0.1,
-        "proj_dim": 128,
-        "proj_seed": 0,
-        "norm": "none",
-        "k": 5,
-    }
-    runs = tmp_path / "runs"
-    for n, name in enumerate(("one", "two", "three")):
-        rows = [{**r, "source": name, "n_samples": 5} for r in eval_rows(120, 5, passages=False, seed=n)]
-        run = eval_run(runs / f"{name}-k5", rows)
-        (run / "settings.json").write_text(json.dumps(settings))
-    args = ("--runs", runs, "--k", 5)
-    bench("quality.transfer", *args, "--combiners", "mean", "--folds", 2, "--leave", "model", "--save", tmp_path / "c")
-    modes = ("prior", "map", "full")
-    out = bench("quality.labels", *args, "--calibrations", tmp_path / "c", "--n", 40, "--draws", 2, "--modes", *modes)
-    rows = [c for c in table_rows(out) if c[0] in ("one", "two", "three")]
-    assert len(rows) == 3 * 2 * len(modes), out
-    for cells in rows:
-        assert cells[4] == "2 of 2" and all(0 <= float(v.rstrip("%")) <= 100 for v in cells[5:10]), cells
+@smoke("quality.newcomer")
+def test_newcomer_bench_runs_the_loop_through_every_door() -> None:
+    """The 40 recorded answers of fixtures/labels_log.jsonl, 25 labelled by keys in the system Chromium (at least 10
+    of each class, as a refit needs): the reload kept them, the page saw no error, and the rates are measured on the
+    other 15."""
+    out = bench("quality.newcomer", ROOT / "fixtures" / "labels_log.jsonl", "--n", 25, timeout=600)
+    (row, again) = table_rows(out)
+    assert row == again and row[:4] == ["labels_log", "15", "0", "25"], out
+    assert all(0 <= float(v) <= 1 for v in row[4:10]), row  # ECE, FPR and TPR after the labels and before
+    assert row[10:12] == ["0", "True"], row  # no console error, page error or request; the reload kept the labels
 
 
 @smoke("quality.your_labels")

@@ -16,7 +16,6 @@ whether every ``--all-scores`` row carries AvgWD and EigenWD. #71's held-out con
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import platform
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from bench.common import ROOT, command, data_dir, table
+from bench.common import ROOT, command, data_dir, log_line, table
 
 DATA = data_dir()
 LOGS = (DATA / "kk_llama31_8b_triviaqa.jsonl", DATA / "kk_mistral_7b_sciq.jsonl")
@@ -70,17 +69,6 @@ def batch(src: Path, out: Path, all_scores: bool) -> Run:
     per_s = float(re.search(r"([\d.]+) prompts/s", done.stderr).group(1))  # type: ignore[union-attr]
     peak = int(re.search(r"peak_rss_kib=(\d+)", done.stderr).group(1))  # type: ignore[union-attr]
     return Run(per_s, peak / 1024, [json.loads(line) for line in out.open()])
-
-
-def log_line(line: str) -> str:
-    """A record of a data file (``samples``, maybe written as a Python list in a string; ``question``) as a batch log's
-    line (``responses``, ``prompt``); a batch log's line as it is."""
-    r = json.loads(line)
-    if "responses" in r:
-        return line if line.endswith("\n") else line + "\n"
-    samples = r["samples"] if isinstance(r["samples"], list) else ast.literal_eval(r["samples"])
-    out = {"id": r["id"], "prompt": r.get("prompt") or r["question"], "response": str(r["response"])}
-    return json.dumps({**out, "responses": [str(s) for s in samples], "label": int(r["label"])}) + "\n"
 
 
 def same_verdicts(a: list[dict], b: list[dict]) -> bool:
