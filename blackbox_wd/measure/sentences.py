@@ -89,6 +89,23 @@ def locate(text: str, sentences: Sequence[str]) -> list[Span]:
     return out
 
 
+def answer_spans(text: str, sentences: Sequence[str] | None = None) -> list[Span]:
+    """The judged answer's sentences: its own ``sentences`` found in it (:func:`locate`), else spaCy's (:func:`split`).
+
+    Parameters
+    ----------
+    text : str
+        The answer.
+    sentences : sequence of str or None
+        Its own sentences, in order (a record's ``sentences``); None: spaCy splits it.
+
+    Returns
+    -------
+    list of Span
+    """
+    return split(text) if sentences is None else locate(text, sentences)
+
+
 def token_sentence(offsets: np.ndarray, spans: Sequence[Span]) -> np.ndarray:
     """The sentence of each token (its index in ``spans``, -1 for none): the one holding most of its characters."""
     offsets = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
@@ -103,7 +120,7 @@ def token_sentence(offsets: np.ndarray, spans: Sequence[Span]) -> np.ndarray:
 def score_sentences(
     text: str, offsets: np.ndarray, token_costs: np.ndarray, sentences: Sequence[str] | None = None
 ) -> list[SentenceScore]:
-    """The answer's sentences (its own ``sentences``, else spaCy's) scored from its tokens' transport costs."""
-    spans = split(text) if sentences is None else locate(text, sentences)
+    """The answer's sentences (:func:`answer_spans`) scored from its tokens' transport costs."""
+    spans = answer_spans(text, sentences)
     scores = sentence_scores(token_costs, token_sentence(offsets, spans), len(spans))
     return [SentenceScore(s.text, s.start, s.end, v) for s, v in zip(spans, scores, strict=True)]

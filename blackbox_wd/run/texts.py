@@ -4,7 +4,8 @@ its samples' texts alone (:func:`text_result`) and never forced.
 Which head judges a prompt depends on its kind of answer (``members.answer_kind``: the median of its samples' token
 counts, which the teacher's tokenizer gives without its weights) and on the members it has. :func:`reads_teacher`
 asks the calibration for the head it would choose were every member of the teacher there; when that head reads
-the texts' members alone (``TEXT_MEMBERS``), it is the head that judges the prompt with the teacher's members too:
+the texts' members alone (``text_members``: ``TEXT_MEMBERS``, with LNE from the target's log-probs and a passage's
+lexical surprise), it is the head that judges the prompt with the teacher's members too:
 the heads before it lack a member of the texts, which the teacher does not change. So p and the flag are the same
 with and without the teacher pass (``Detector.all_scores``), and the fields only the teacher gives are None.
 """
@@ -18,8 +19,16 @@ from typing import Any
 import numpy as np
 
 from blackbox_wd.calibration import Calibration
-from blackbox_wd.calibration.members import ANSWER_MEMBERS, MEMBERS, SENTENCE_MEMBERS, member_value, result_field
+from blackbox_wd.calibration.members import (
+    ANSWER_MEMBERS,
+    MEMBERS,
+    SENTENCE_MEMBERS,
+    answer_kind,
+    member_value,
+    result_field,
+)
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.measure.sentences import answer_spans
 from blackbox_wd.records import JSONObject, JSONView, Messages, SampleSet
 from blackbox_wd.run.result import Result
 from blackbox_wd.run.stages import item_pairs, judge_result, scoring_failed, target_logprobs
@@ -28,6 +37,7 @@ from blackbox_wd.signals.answers.text import answer_disagreement
 from blackbox_wd.signals.baselines import PEERS, Entails, compute_baselines, discrete_semantic_entropy
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS
 from blackbox_wd.signals.claims import score_claims
+from blackbox_wd.signals.lexical import answer_unigram, unigram_surprise
 from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.forcing import HFTeacher
 
@@ -36,10 +46,11 @@ TEXT_MEMBERS = frozenset(("ls", "dse", "answer_disagreement", *PEERS, *ANSWER_PE
 SKIPPED = "their verdict reads the texts alone, no teacher member (as the heads of short answers do)"
 
 
-def text_members(sample_set: SampleSet) -> frozenset[str]:
-    """The members :func:`text_result` gives of these samples as the teacher's run gives them: ``TEXT_MEMBERS``, and
-    LNE where every sample carries the target's log-probs."""
-    return TEXT_MEMBERS | {"lne"} if target_logprobs(sample_set) else TEXT_MEMBERS
+def text_members(lne: bool, answer_unigram: bool) -> frozenset[str]:
+    """The members :func:`text_result` gives as the teacher's run gives them: ``TEXT_MEMBERS``; LNE where every
+    sample carries the target's log-probs (``lne``); the judged answer's lexical surprise where it gave it (a
+    passage's, ``answer_unigram``)."""
+    return TEXT_MEMBERS | {name for name, given in (("lne", lne), ("answer_unigram", answer_unigram)) if given}
 
 
 def stand_in(result: Result | JSONView, forced_answer: bool, readable: frozenset[str]) -> dict[str, Any]:
@@ -109,7 +120,7 @@ def row_reads_teacher(calibration: Calibration, row: JSONView) -> bool:
     if row.get("avg_wd") is not None:
         return False
     forced_answer = row.get("answer_disagreement") is not None and row.get("answer_error") is None
-    readable = TEXT_MEMBERS | {"lne"} if "lne" in (row.get("baselines") or {}) else TEXT_MEMBERS
+    readable = text_members("lne" in (row.get("baselines") or {}), row.get("answer_unigram") is not None)
     return reads_teacher(calibration, row, forced_answer, readable)
 
 
@@ -123,8 +134,8 @@ def text_result(
     own_ids: bool = False,
 ) -> tuple[Result, bool]:
     """A prompt's result from its samples' texts: the token counts by the teacher's tokenizer, LS, the peers, LNE
-    from the target's log-probs, the judged answer's disagreement and peers, the claims'
-    scores; None for what only the teacher gives (D, AvgWD, EigenWD, the answer's W2 and sentences, ES, ER).
+    from the target's log-probs, the judged answer's disagreement and peers (and a passage's lexical surprise), the
+    claims' scores; None for what only the teacher gives (D, AvgWD, EigenWD, the answer's W2 and sentences, ES, ER).
 
     Parameters
     ----------
@@ -169,6 +180,12 @@ def text_result(
     logprobs: list[Any] | None = [s.token_logprobs for s in samples] if target else None
     result.baselines = compute_baselines(result.responses, logprobs=logprobs, answer=shown)
     result.lne_source = "target" if target else None
+    if sample_set.answer is not None and isinstance(answer, np.ndarray) and answer_kind(result) == "passage":
+        # the lexical surprise a passage's heads of the texts alone read, as the teacher pass gives it (spaCy's
+        # sentences: not for a shorter answer, whose heads read other members)
+        text = sample_set.answer.text
+        sentences = [s.text for s in answer_spans(text, sample_set.answer_sentences)]
+        result.answer_unigram = answer_unigram(unigram_surprise(sentences, result.responses, text))
     result.timings = {"baselines": time.perf_counter() - t0}
     return result, isinstance(answer, np.ndarray)
 
@@ -221,7 +238,8 @@ def texts_or_teacher(
             result, forced_answer = text_result(teacher, messages, sample_set, settings, reported, own_ids=own_ids)
             dse = {"dse": 0.0} if entails is not None else {}  # a check's DSE is a number: there, whatever its value
             decided = replace(result, baselines={**result.baselines, **dse})
-            if reads_teacher(calibration, decided, forced_answer, text_members(sample_set)):
+            readable = text_members(target_logprobs(sample_set), result.answer_unigram is not None)
+            if reads_teacher(calibration, decided, forced_answer, readable):
                 out.append(None)
                 continue
             if verdicts and entails is not None:

@@ -109,6 +109,27 @@ def test_short_answers_skip_the_teacher_with_the_same_verdict(runs):
     assert summary.teacher_line() is not None and summary.teacher_line().startswith("16 of 20 rows skipped")
 
 
+def test_passages_under_the_heads_of_the_texts_alone_skip_the_teacher_with_the_same_verdict(every, tmp_path):
+    """Another teacher's run is judged by the heads of the texts alone: a passage's read its judged answer's lexical
+    surprise and LS, which the texts' stage gives as the teacher pass does; so the fixture's three passages skip the
+    teacher, with the p, flag, members and surprise of the run that forces them."""
+    texts = every.calibration.teacher_free()
+    log = tmp_path / "passages.jsonl"
+    log.write_text("".join(LOG.read_text().splitlines(keepends=True)[n - 1] for n in PASSAGES))
+    default, summary = batch_rows(replace(every, calibration=texts, all_scores=False), tmp_path / "default.jsonl", log)
+    forced, _ = batch_rows(replace(every, calibration=texts), tmp_path / "all.jsonl", log)
+    assert summary.skipped == 3
+    for d, e in zip(default, forced, strict=True):
+        assert d["members"] == e["members"] == ["answer_unigram", "ls"]
+        assert (d["p_hallucination"], d["flag"], d["answer_unigram"]) == (
+            e["p_hallucination"],
+            e["flag"],
+            e["answer_unigram"],
+        )
+        assert isinstance(d["answer_unigram"], float) and d["avg_wd"] is None and d["sentences"] is None
+        assert e["avg_wd"] is not None and len(e["sentences"]) > 1
+
+
 def test_a_rejudge_refuses_a_skipped_row_that_a_teacher_head_would_read(runs, tmp_path):
     (default, _), _, _ = runs
     src = tmp_path / "scored.jsonl"
