@@ -43,7 +43,7 @@ from blackbox_wd.teachers.forcing import HFTeacher
 
 # The members text_result gives as score_states gives them (LNE too when the target gave its log-probs)
 TEXT_MEMBERS = frozenset(("ls", "dse", "answer_disagreement", *PEERS, *ANSWER_PEERS))
-SKIPPED = "their verdict reads the texts alone, no teacher member (as the heads of short answers do)"
+SKIPPED = "their verdict reads the texts alone, no teacher member"
 
 
 def text_members(lne: bool, answer_unigram: bool) -> frozenset[str]:
