@@ -31,16 +31,23 @@ def test_split_spans_are_offsets_into_the_text(text):
 
 @pytest.mark.parametrize(
     ("text", "sentences"),
-    zip(
-        TEXTS,
-        [
-            ["Dr. Smith went to Washington D.C. in 1950.", "He was born in St. Louis, Mo., e.g. near the river."],
-            ["John Smith (born 1 May 1950) is a painter.", "He lives in Paris.", "He paints."],
-            ["Zoë Müller — née Łukasz — was born in Zürich.", "東京に住んでいます。", "She moved in 2001!", "Really?"],
-            ["Leading and trailing whitespace.", "Second one."],
-            ["no punctuation at all"],
-        ],
-        strict=True,
+    list(
+        zip(
+            TEXTS,
+            [
+                ["Dr. Smith went to Washington D.C. in 1950.", "He was born in St. Louis, Mo., e.g. near the river."],
+                ["John Smith (born 1 May 1950) is a painter.", "He lives in Paris.", "He paints."],
+                [
+                    "Zoë Müller — née Łukasz — was born in Zürich.",
+                    "東京に住んでいます。",
+                    "She moved in 2001!",
+                    "Really?",
+                ],
+                ["Leading and trailing whitespace.", "Second one."],
+                ["no punctuation at all"],
+            ],
+            strict=True,
+        )
     ),
 )
 def test_split_keeps_abbreviations_and_breaks_at_sentence_ends(text, sentences):
