@@ -280,7 +280,9 @@ def test_an_adaptive_batch_of_a_recorded_log_killed_and_resumed_stops_where_an_u
         )
     )
     cmd = [sys.executable, "-m", "blackbox_wd", "batch", str(src), "-k", "auto", "--device", "cpu"]
-    cmd += ["--group-size", "4"]
+    # --all-scores: every row forced, so that the teacher's passes space the groups and the kill lands between them
+    # (short answers skip the teacher by default, and the 12 rows then come out faster than the kill can land)
+    cmd += ["--group-size", "4", "--all-scores"]
     clean = killed_and_resumed(cmd, tmp_path, 12)
     assert {r["n_samples"] for r in clean} <= {3, 5, 10} and all(r["p_hallucination"] is not None for r in clean)
     assert all(r["stages"][-1]["settled"] for r in clean)
