@@ -19,6 +19,7 @@ from blackbox_wd.calibration.labelled import read_labelled
 from blackbox_wd.doors.cli import main
 from blackbox_wd.settings import fingerprint
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
+from tests.calibration.test_calibration_fit import SETTINGS  # the eval settings the fits are read under
 
 BBWD = [sys.executable, "-m", "blackbox_wd"]
 PROMPT = "What is the capital of Australia?"
@@ -60,25 +61,6 @@ def bbwd(capsys, *args):
 def calibrate(capsys, tmp_path, out, *args):
     """``bbwd calibrate`` of ``tmp_path``'s results.jsonl by its ``label_em``, written to ``out``, in-process."""
     return bbwd(capsys, "calibrate", str(tmp_path / "results.jsonl"), "--label", "label_em", "-o", str(out), *args)
-
-
-SETTINGS = {
-    "teacher": "smollm2-135m",
-    "target": "smollm2-135m",
-    "sampler": "llama.cpp",
-    "endpoint": None,
-    "layer": 15,
-    "k": 10,
-    "temperature": 0.5,
-    "top_p": 1.0,
-    "max_tokens": 128,
-    "seed": 0,
-    "alpha": 0.001,
-    "p": 0.1,
-    "proj_dim": 128,
-    "proj_seed": 0,
-    "protocol": "zero-shot",
-}
 
 
 def test_calibrate_writes_the_calibration_and_its_report(tmp_path, capsys):
