@@ -21,10 +21,9 @@ import tempfile
 from itertools import islice
 from pathlib import Path
 
-import numpy as np
-
 from bench.common import ROOT, command, log_line, table
-from blackbox_wd.calibration.evaluation.reliability import expected_calibration_error
+from blackbox_wd.calibration.evaluation.verdicts import labelled_verdicts, risks
+from blackbox_wd.doors.report.rows import read_rows
 
 HEADER = ("log", "rows", "refused", "labelled", "ECE", "FPR", "TPR", "ECE 0", "FPR 0", "TPR 0", "errors", "kept", "met")
 
@@ -84,22 +83,25 @@ def loop(data: Path, folder: Path, skip: int, limit: int, n: int) -> list[object
     assert [r["id"] for r in jsonl(labels)] == [i for i in truth if i in set(asked)], "the download's ids"
     bbwd("calibrate", scores, "--labels", labels, "-o", folder / "mine.json")
     bbwd("batch", scores, "--calibration", folder / "mine.json", "-o", judged)
-    before, after = ([r for r in jsonl(path) if r["id"] not in set(asked)] for path in (scores, judged))
-    refused = sum(r["p_hallucination"] is None for r in after)  # a record batch refused (its error names it)
-    y = np.array([truth[r["id"]] for r in after if r["p_hallucination"] is not None])
-    (ece_0, fpr_0, tpr_0), (ece, fpr, tpr) = (rates(y, rows) for rows in (before, after))
+    rest = [i for i in truth if i not in set(asked)]
+    (_, ece_0, fpr_0, tpr_0), (n_rest, ece, fpr, tpr) = (box(path, truth, rest) for path in (scores, judged))
     met = ece <= 0.10 and fpr <= 0.20 and tpr >= 0.10 and not errors and kept
     name = data.stem if skip == 0 else f"{data.stem} {skip + 1}-{skip + len(records)}"
     figures = [f"{v:.3f}" for v in (ece, fpr, tpr, ece_0, fpr_0, tpr_0)]
-    return [name, len(y), refused, len(asked), *figures, len(errors), kept, met]
+    return [name, n_rest, len(rest) - n_rest, len(asked), *figures, len(errors), kept, met]
 
 
-def rates(y: np.ndarray, rows: list[dict]) -> tuple[float, float, float]:
-    """The ECE of the rows' p against ``y``, and their flag's FPR and TPR (rows without a p left out)."""
-    rows = [r for r in rows if r["p_hallucination"] is not None]
-    p = np.array([r["p_hallucination"] for r in rows], dtype=float)
-    flag = np.array([bool(r["flag"]) for r in rows])
-    return expected_calibration_error(y, p), float(flag[y == 0].mean()), float(flag[y == 1].mean())
+def box(path: Path, truth: dict[str, int], ids: list[str]) -> tuple[int, float, float, float]:
+    """``bbwd report``'s labels box over the rows ``ids`` of a scored file given their recorded labels: the rows with
+    a verdict (a row batch refused has none, its error naming it), the ECE of p and the flag's FPR and TPR seen."""
+    wanted = set(ids)
+    labelled = path.with_suffix(".labelled.jsonl")
+    with labelled.open("w", encoding="utf-8") as f:
+        f.writelines(json.dumps({**r, "label": truth[r["id"]]}) + "\n" for r in jsonl(path) if r["id"] in wanted)
+    rows = read_rows(labelled).rows
+    lab = labelled_verdicts(rows, risks(rows)[0])
+    assert lab is not None and lab.ece is not None and lab.fpr_seen is not None and lab.tpr_seen is not None, path
+    return lab.n, lab.ece, lab.fpr_seen, lab.tpr_seen
 
 
 def main() -> None:
