@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 import re
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
 from rapidfuzz.distance import LCSseq
 from rapidfuzz.process import cdist
+
+from blackbox_wd.signals.answers import porter
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)
@@ -26,20 +28,12 @@ _WORDS = re.compile(r"[a-z0-9]+")
 _VALID = re.compile(r"^[a-z0-9]+$")  # rouge-score's VALID_TOKEN_RE, read after stemming
 
 
-@lru_cache(maxsize=1)
-def porter() -> Callable[[str], str]:
-    """NLTK's Porter stemmer as rouge-score builds it (``PorterStemmer()``)."""
-    from nltk.stem.porter import PorterStemmer  # nltk: loaded when the first stem is asked for
-
-    return PorterStemmer().stem
-
-
 @lru_cache(maxsize=1 << 16)
 def stemmed(word: str) -> str:
-    """A word's token as rouge-score stems it (words of more than 3 letters), "" where that is not a [a-z0-9] run (it
-    drops it); each word worked out once, as it never changes: Porter's rules were most of the peers' time
+    """A word's token as rouge-score stems it (words of more than 3 letters, by NLTK's Porter rules: ``porter.stem``),
+    "" where that is not a [a-z0-9] run (it drops it); each word worked out once, as it never changes: Porter's rules were most of the peers' time
     (``bench/speed/verdict_cost.py``), and the samples of a prompt repeat their words."""
-    token = porter()(word) if len(word) > 3 else word
+    token = porter.stem(word) if len(word) > 3 else word
     return token if _VALID.match(token) else ""
 
 
