@@ -176,3 +176,25 @@ def test_score_on_the_embedded_default_loads_what_it_uses_when_it_uses_it() -> N
     assert got["ok"], got
     assert got["built"] == []
     assert set(got["scored"]) == {"ot", "sklearn"}
+
+
+SHORT_LOG = """
+import pathlib, tempfile
+from blackbox_wd.doors.cli import main
+folder = pathlib.Path(tempfile.mkdtemp())
+(folder / "log.jsonl").write_text("".join(open("fixtures/report_log.jsonl").readlines()[:8]))
+try:
+    main(["batch", str(folder / "log.jsonl"), "-o", str(folder / "out.jsonl")])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+rows = (folder / "out.jsonl").read_text().splitlines()
+code = [len(rows)] + [m for m in {names!r} if m in sys.modules]
+"""
+
+
+def test_a_log_of_short_answers_imports_no_model_code_nor_nltk() -> None:
+    """`bbwd batch` of 8 recorded short answers, whose verdict reads the texts alone, never loads the teacher: it
+    imports no transformers model code (the teacher's card reads the tokenizer; the weights' modules load with the
+    weights), no nltk (ROUGE's Porter stems are bbwd's own, ``signals.answers.porter``), no scikit-learn and no POT."""
+    names = ("transformers.modeling_utils", "blackbox_wd.teachers.forcing", "nltk", "sklearn", "ot", "pandas")
+    assert probe(SHORT_LOG.format(names=names), timeout=300)["code"] == [8]

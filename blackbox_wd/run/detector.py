@@ -27,12 +27,12 @@ from blackbox_wd.settings import GROUP_SIZE, ReportedSettings, Settings, check_g
 from blackbox_wd.signals.baselines import Entails, exact_match_entails
 from blackbox_wd.signals.decompose import decompose
 from blackbox_wd.teachers.card import TeacherCard
-from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.registry import reference_bandwidth
 from blackbox_wd.teachers.statecache import StateCache, StateStore
 
 if TYPE_CHECKING:
     from blackbox_wd.clients.api import APIOptions
+    from blackbox_wd.teachers.forcing import HFTeacher
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ class Detector:
         """The device the teacher runs on."""
         if self.device is not None:
             return self.device
-        assert isinstance(self.teacher, HFTeacher), "a teacher's card is built with its resolved device"
+        assert not isinstance(self.teacher, TeacherCard), "a teacher's card is built with its resolved device"
         return str(self.teacher.device)
 
     @property
@@ -251,7 +251,7 @@ class Detector:
     @property
     def forcing_teacher(self) -> HFTeacher:
         """The teacher with its weights: loaded now where they wait (``loader``); BBWDError for a card alone."""
-        if isinstance(self.teacher, HFTeacher):
+        if not isinstance(self.teacher, TeacherCard):
             return self.teacher
         if self.loader is None:
             raise BBWDError("a teacher's card forces nothing: build the detector with the teacher's weights")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,8 +28,10 @@ from blackbox_wd.signals.baselines import Entails, compute_baselines, discrete_s
 from blackbox_wd.signals.claims import score_claims
 from blackbox_wd.signals.lexical import answer_unigram, unigram_surprise
 from blackbox_wd.teachers.card import TeacherCard
-from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.statecache import StateStore
+
+if TYPE_CHECKING:
+    from blackbox_wd.teachers.forcing import HFTeacher
 
 
 def token_floor(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> int:

@@ -7,13 +7,15 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from filelock import FileLock
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from blackbox_wd.teachers.embedded import SMOLLM2, WheelModel, ensure_gguf, models_dir
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 def strip_quantizer(model: PreTrainedModel) -> PreTrainedModel:
@@ -26,11 +28,14 @@ def strip_quantizer(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
-def load_gguf(path: Path, dtype: torch.dtype = torch.float32) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Dequantise a GGUF file into a transformers model and its tokenizer."""
+def load_gguf(path: Path, dtype: torch.dtype | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Dequantise a GGUF file into a transformers model and its tokenizer, in ``dtype`` (None: float32)."""
+    import torch  # the model code: imported where a GGUF file is dequantised, not where the folder is found
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     path = Path(path)
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype or torch.float32)
     return strip_quantizer(model), tokenizer
 
 

@@ -11,16 +11,17 @@ sampler of another local model as the target takes the same), the weights loaded
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import torch
 
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.teachers.card import TeacherCard, read_card
 from blackbox_wd.teachers.files import present
-from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.registry import ModelSpec, resolve
-from blackbox_wd.teachers.weights import load_weights
+
+if TYPE_CHECKING:
+    from blackbox_wd.teachers.forcing import HFTeacher
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,10 @@ def ready_teacher(
     spec = name if isinstance(name, ModelSpec) else resolve(name)
     files = present(spec)
     if place is not None:
+        # the model code (transformers' modeling, ~1 s) imported where weights load, not where a card is read
+        from blackbox_wd.teachers.forcing import HFTeacher
+        from blackbox_wd.teachers.weights import load_weights
+
         model, tokenizer = load_weights(files, place.dtype)
         # transformers wraps PreTrainedModel.to in functools.wraps, whose typing reads the bound call as unbound
         model = model.to(torch.device(place.device)).eval()  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import diskcache
 import numpy as np
@@ -24,7 +24,9 @@ import transformers
 
 from blackbox_wd.paths import cache_dir
 from blackbox_wd.records import TokenStates
-from blackbox_wd.teachers.forcing import HFTeacher
+
+if TYPE_CHECKING:
+    from blackbox_wd.teachers.forcing import HFTeacher
 
 SIZE_LIMIT = 8 * 2**30  # bytes; least recently stored entries go first beyond it
 

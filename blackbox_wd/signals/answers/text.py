@@ -31,8 +31,8 @@ _VALID = re.compile(r"^[a-z0-9]+$")  # rouge-score's VALID_TOKEN_RE, read after 
 @lru_cache(maxsize=1 << 16)
 def stemmed(word: str) -> str:
     """A word's token as rouge-score stems it (words of more than 3 letters, by NLTK's Porter rules: ``porter.stem``),
-    "" where that is not a [a-z0-9] run (it drops it); each word worked out once, as it never changes: Porter's rules were most of the peers' time
-    (``bench/speed/verdict_cost.py``), and the samples of a prompt repeat their words."""
+    "" where that is not a [a-z0-9] run (it drops it); each word worked out once, as it never changes: Porter's rules
+    were most of the peers' time (``bench/speed/verdict_cost.py``), and the samples of a prompt repeat their words."""
     token = porter.stem(word) if len(word) > 3 else word
     return token if _VALID.match(token) else ""
 
