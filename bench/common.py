@@ -26,7 +26,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from blackbox_wd.doors.eval.data import Dataset
-    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.teachers.forcing import HFTeacher
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository: scripts run from here as ``python -m bench.<kind>.<name>``
 API_SERVER = ROOT / "tests" / "api_support.py"  # the loopback API target: ``python API_SERVER LATENCY`` prints its port

@@ -127,7 +127,7 @@ def test_fingerprint_hashes_exactly_the_score_fields():
 def test_an_error_while_scoring_is_one_line_and_debug_shows_its_cause(capsys, monkeypatch, tiny_llama):
     import blackbox_wd.run.detector as pipeline
     from blackbox_wd.clients.local import LocalSampler
-    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.teachers.forcing import HFTeacher
 
     teacher = HFTeacher(*tiny_llama, name="tiny")
     build = classmethod(lambda cls, s, cal=None, **options: cls(teacher, LocalSampler(teacher), s))

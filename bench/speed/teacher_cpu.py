@@ -33,7 +33,8 @@ import torch
 from bench.common import Pairs, data_dir, synthetic_pairs, table, timed
 from blackbox_wd.doors.eval.data import load
 from blackbox_wd.run.stages import token_floor
-from blackbox_wd.teachers.hf import HFTeacher, load_teacher
+from blackbox_wd.teachers.forcing import HFTeacher
+from blackbox_wd.teachers.hf import load_teacher
 
 SAC3 = "sac3_nq_open.jsonl"  # in the shared data folder ($BBWD_DATA_DIR or ../shared/data)
 WIKIBIO = "wikibio_gpt3_dev.jsonl"

@@ -37,7 +37,7 @@ import torch
 
 from bench.common import data_dir, table
 from blackbox_wd.measure.transport import pairwise_w2
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 
 LLAMA2_7B = {
     "vocab_size": 32000,

@@ -23,7 +23,7 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings, calibration_fingerprint, covered_settings
 from blackbox_wd.signals.baselines.peers import ANSWER_PEERS, PEERS
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 
 REPORTED = {
     "teacher": "smollm2-135m",

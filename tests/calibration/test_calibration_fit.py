@@ -369,7 +369,7 @@ def test_eval_writes_the_settings_its_rows_were_scored_with(tiny_llama, tmp_path
     from blackbox_wd.doors.eval.run import evaluate
     from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
-    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.teachers.forcing import HFTeacher
 
     teacher = HFTeacher(*tiny_llama, name="tiny")
     detector = Detector(teacher, LocalSampler(teacher), Settings(k=2, max_tokens=4, device="cpu"))

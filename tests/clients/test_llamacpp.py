@@ -21,7 +21,7 @@ from blackbox_wd.records import SamplingParams
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
 from blackbox_wd.teachers.embedded import ensure_gguf
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 
 COLOUR = [{"role": "user", "content": "Pick a colour."}]
 CAPITAL = [{"role": "user", "content": "What is the capital of Australia?"}]

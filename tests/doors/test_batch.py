@@ -318,7 +318,7 @@ def test_a_shared_pass_that_raises_fails_only_the_record_that_caused_it(tiny_lla
     from blackbox_wd.doors.batch import BatchRunner
     from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
-    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.teachers.forcing import HFTeacher
 
     src = tmp_path / "in.jsonl"
     src.write_text(
@@ -346,7 +346,7 @@ def test_a_record_with_a_response_gets_its_answer_wd(tiny_llama, tmp_path):
     from blackbox_wd.measure.wd import answer_wd
     from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
-    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.teachers.forcing import HFTeacher
 
     samples = ["paris", "it is rome", "a big city"]
     src = tmp_path / "in.jsonl"
@@ -377,7 +377,7 @@ def test_a_response_over_the_context_leaves_the_record_scored_with_answer_error(
     from blackbox_wd.doors.batch import BatchRunner
     from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
-    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.teachers.forcing import HFTeacher
 
     samples = ["paris", "it is rome", "a big city"]
     src = tmp_path / "in.jsonl"

@@ -17,7 +17,7 @@ from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.doors.batch import BatchRunner
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 
 text = st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join)
 

@@ -13,7 +13,7 @@ from blackbox_wd.doors.batch import BatchRunner
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 
 LINES = [
     {"prompt": "what is the capital of france", "responses": ["paris", "it is rome"]},

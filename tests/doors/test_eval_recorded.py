@@ -71,7 +71,7 @@ def recorded(tmp_path):
 
 @pytest.fixture()
 def teacher(tiny_llama):
-    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.teachers.forcing import HFTeacher
 
     return HFTeacher(*tiny_llama, name="tiny")
 

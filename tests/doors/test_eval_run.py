@@ -36,7 +36,7 @@ class FixedSampler:
 
 @pytest.fixture()
 def detector(tiny_llama):
-    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.teachers.forcing import HFTeacher
 
     return Detector(HFTeacher(*tiny_llama, name="tiny"), FixedSampler(), Settings(k=3, max_tokens=4, seed=7), lne=True)
 

@@ -19,7 +19,7 @@ from blackbox_wd.measure.transport import pairwise_w2
 from blackbox_wd.records import SamplingParams
 from blackbox_wd.run.stages import token_floor
 from blackbox_wd.teachers import levels
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.levels import Levels
 from blackbox_wd.teachers.pad import pad_batch
 from blackbox_wd.teachers.prefix import SHARED_MIN, SharedMemo, shared_length

@@ -351,7 +351,7 @@ def test_compute_baselines_keys_and_values():
 def test_teacher_entailment_on_a_real_tiny_llama(tiny_llama):
     # A real HFTeacher forward pass: the judge's margin is the yes-vs-no logit gap at the first
     # reply position, recomputed here from the model's logits.
-    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.teachers.forcing import HFTeacher
 
     model, tok = tiny_llama
     teacher = HFTeacher(model, tok, name="tiny")
@@ -374,7 +374,7 @@ def test_exact_match_judge_on_strings_without_words():
 
 def test_teacher_judge_prefetch_matches_one_by_one(tiny_llama):
     from blackbox_wd.signals.baselines.entailment import TeacherEntailment
-    from blackbox_wd.teachers.hf import HFTeacher
+    from blackbox_wd.teachers.forcing import HFTeacher
 
     teacher = HFTeacher(*tiny_llama)
     responses = ["paris", "it is paris", "rome is a big city", "paris"]

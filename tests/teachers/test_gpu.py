@@ -17,7 +17,7 @@ from serve_support import BbwdServe, bbwd_score
 
 from blackbox_wd.clients.local import InverseCDFDraw, LocalSampler
 from blackbox_wd.records import SamplingParams
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 from tests.run.test_prefix import FEW_SHOT, PROMPTS, RESPONSES, full_generate, plain, tiny_gemma
 
 pytestmark = pytest.mark.gpu

@@ -8,7 +8,7 @@ import random
 
 import numpy as np
 
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.pad import length_runs
 
 

@@ -16,7 +16,7 @@ from blackbox_wd.records import Sample, SampleSet
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.run.stages import teacher_pass
 from blackbox_wd.settings import Settings
-from blackbox_wd.teachers.hf import HFTeacher
+from blackbox_wd.teachers.forcing import HFTeacher
 from blackbox_wd.teachers.statecache import StateCache
 
 MESSAGES = [{"role": "user", "content": "what is the capital of france"}]

@@ -7,7 +7,8 @@ import torch
 from blackbox_wd.clients.local import LocalSampler
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.records import SamplingParams
-from blackbox_wd.teachers.hf import HFTeacher, resolve_device
+from blackbox_wd.teachers.forcing import HFTeacher
+from blackbox_wd.teachers.hf import resolve_device
 from blackbox_wd.teachers.projection import projection_matrix
 
 MESSAGES = [{"role": "user", "content": "what is the capital of france"}]
