@@ -11,18 +11,20 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from jinja2 import TemplateError
 from tokenizers import Tokenizer, models
-from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase
 
 from blackbox_wd.errors import BBWDError, PromptTooLong, one_line
 from blackbox_wd.records import JSONObject, Messages
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from blackbox_wd.teachers.files import ModelFiles
 
 
@@ -282,12 +284,10 @@ def read_card(files: ModelFiles, layer: int | None = None) -> TeacherCard:
     TeacherCard
     """
     try:
-        tokenizer = AutoTokenizer.from_pretrained(files.source, **files.extra)
-        config = AutoConfig.from_pretrained(files.source, **files.extra).get_text_config()
+        tokenizer = read_tokenizer(files)
+        n_layers, max_length = read_shape(files)
     except OSError as exc:  # hub unreachable, gated repo, missing files
         raise files.unreadable(exc) from exc
-    n_layers = int(config.num_hidden_layers)
-    max_length = getattr(config, "max_position_embeddings", None)
     return TeacherCard(
         files.spec.name,
         tokenizer,
@@ -296,3 +296,57 @@ def read_card(files: ModelFiles, layer: int | None = None) -> TeacherCard:
         max_length,
         TextReader.of(tokenizer, max_length),
     )
+
+
+def _own_folder_file(files: ModelFiles, name: str) -> JSONObject | None:
+    """A JSON file of a bundled model's folder, which bbwd writes itself from its pinned GGUF
+    (``gguf.ensure_hf_folder``); None for any other model."""
+    if files.spec.kind != "embedded" or files.gguf_file is not None:
+        return None
+    return cast(JSONObject, json.loads((Path(files.source) / name).read_text(encoding="utf-8")))
+
+
+def read_tokenizer(files: ModelFiles) -> PreTrainedTokenizerBase:
+    """A model's tokenizer, as ``AutoTokenizer`` reads it; a bundled model's by the class its folder names, the one
+    ``AutoTokenizer`` picks for it (``tests/teachers/test_card.py``), without ``AutoTokenizer``, whose import takes
+    torch's (a second or two that a run whose teacher never loads should not pay).
+
+    Parameters
+    ----------
+    files : ModelFiles
+        The model's files, present.
+
+    Returns
+    -------
+    PreTrainedTokenizerBase
+    """
+    import transformers
+
+    declared = _own_folder_file(files, "tokenizer_config.json") or {}
+    cls = getattr(transformers, str(declared.get("tokenizer_class")), None)
+    if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedTokenizerBase) and "auto_map" not in declared:
+        return cls.from_pretrained(files.source)
+    return transformers.AutoTokenizer.from_pretrained(files.source, **files.extra)
+
+
+def read_shape(files: ModelFiles) -> tuple[int, int | None]:
+    """A model's layer count and context (``max_position_embeddings``; None without one), from its text config as
+    ``AutoConfig`` reads it; a bundled model's from its folder's config.json, which holds both at its top, without
+    ``AutoConfig`` (whose import takes torch's).
+
+    Parameters
+    ----------
+    files : ModelFiles
+        The model's files, present.
+
+    Returns
+    -------
+    tuple of (int, int or None)
+    """
+    own = _own_folder_file(files, "config.json")
+    if own is not None and "text_config" not in own and "num_hidden_layers" in own and "max_position_embeddings" in own:
+        return int(cast(int, own["num_hidden_layers"])), int(cast(int, own["max_position_embeddings"]))
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(files.source, **files.extra).get_text_config()
+    return int(config.num_hidden_layers), getattr(config, "max_position_embeddings", None)

@@ -10,10 +10,10 @@ sampler of another local model as the target takes the same), the weights loaded
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
-
-import torch
+from typing import TYPE_CHECKING, Literal, overload
 
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.teachers.card import TeacherCard, read_card
@@ -30,17 +30,34 @@ class Placement:
     for another local model that draws the target's samples."""
 
     device: str
-    dtype: torch.dtype
+    dtype: DType
+
+
+DType = Literal["float32", "bfloat16", "float16"]
+DTYPES: tuple[DType, ...] = ("float32", "bfloat16", "float16")
+
+# Where a GPU's driver shows itself on Linux: NVIDIA's, ROCm's (torch.cuda serves both) and WSL's.
+GPU_DRIVERS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA (or ROCm) GPU: on Linux without a GPU driver, False without importing torch (its
+    import takes a second or two, which a run whose teacher never loads should not pay); else torch's answer."""
+    if sys.platform.startswith("linux") and not any(os.path.exists(p) for p in GPU_DRIVERS):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def resolve_device(device: str, cuda: bool | None = None) -> str:
     """The device a teacher runs on, as its weights report it: 'auto' -> "cuda:0" when a GPU is there, else "cpu";
     "cuda" -> "cuda:0" (where torch puts "cuda"; a Ray actor's GPU is its "cuda:0"); "cpu" and "cuda:N" as given.
 
-    ``cuda``: whether a GPU is there (a Ray driver asks its cluster); None: this process's torch says.
+    ``cuda``: whether a GPU is there (a Ray driver asks its cluster); None: this process's (:func:`cuda_available`).
     BBWDError when a GPU is named and there is none.
     """
-    cuda = torch.cuda.is_available() if cuda is None else cuda
+    cuda = cuda_available() if cuda is None else cuda
     if device == "auto":
         device = "cuda" if cuda else "cpu"
     if device.startswith("cuda") and not cuda:
@@ -48,14 +65,13 @@ def resolve_device(device: str, cuda: bool | None = None) -> str:
     return "cuda:0" if device == "cuda" else device
 
 
-def pick_dtype(dtype: str, device: str) -> torch.dtype:
-    """'auto' -> bfloat16 on GPU, float32 on CPU; else the named torch dtype."""
+def pick_dtype(dtype: str, device: str) -> DType:
+    """'auto' -> "bfloat16" on GPU, "float32" on CPU; else the dtype named (the name of a torch dtype)."""
     if dtype == "auto":
-        return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-    except KeyError:
-        raise BBWDError(f"unknown dtype '{dtype}': use auto, float32, bfloat16 or float16") from None
+        return "bfloat16" if device.startswith("cuda") else "float32"
+    if dtype not in DTYPES:
+        raise BBWDError(f"unknown dtype '{dtype}': use auto, float32, bfloat16 or float16")
+    return dtype  # one of DTYPES
 
 
 def placement(device: str = "auto", dtype: str = "auto", cuda: bool | None = None) -> Placement:
@@ -68,7 +84,8 @@ def placement(device: str = "auto", dtype: str = "auto", cuda: bool | None = Non
     dtype : str
         "auto", "float32", "bfloat16" or "float16".
     cuda : bool or None
-        Whether a GPU is there for "auto" (a Ray driver asks its cluster); None: this process's torch says.
+        Whether a GPU is there for "auto" (a Ray driver asks its cluster); None: this process's
+        (:func:`cuda_available`).
 
     Returns
     -------
@@ -118,6 +135,8 @@ def ready_teacher(
     files = present(spec)
     if place is not None:
         # the model code (transformers' modeling, ~1 s) imported where weights load, not where a card is read
+        import torch
+
         from blackbox_wd.teachers.forcing import HFTeacher
         from blackbox_wd.teachers.weights import load_weights
 

@@ -6,21 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
+from blackbox_wd.teachers.card import read_tokenizer
 from blackbox_wd.teachers.files import ModelFiles
 from blackbox_wd.teachers.gguf import load_gguf
 
 
-def load_weights(files: ModelFiles, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+def load_weights(files: ModelFiles, dtype: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A model's weights and tokenizer from its files, in ``dtype`` (a GGUF file dequantised: ``gguf.load_gguf``).
 
     Parameters
     ----------
     files : ModelFiles
         The model's files, present.
-    dtype : torch.dtype
-        The dtype the weights are loaded in.
+    dtype : str
+        The name of the torch dtype the weights are loaded in (``hf.DTYPES``).
 
     Returns
     -------
@@ -33,8 +34,8 @@ def load_weights(files: ModelFiles, dtype: torch.dtype) -> tuple[PreTrainedModel
     """
     try:
         if files.gguf_file is not None:
-            return load_gguf(Path(files.source) / files.gguf_file, dtype)
-        tokenizer = AutoTokenizer.from_pretrained(files.source)
-        return AutoModelForCausalLM.from_pretrained(files.source, dtype=dtype), tokenizer
+            return load_gguf(Path(files.source) / files.gguf_file, getattr(torch, dtype))
+        tokenizer = read_tokenizer(files)  # as the card reads it
+        return AutoModelForCausalLM.from_pretrained(files.source, dtype=getattr(torch, dtype)), tokenizer
     except OSError as exc:  # hub unreachable, gated repo, missing files
         raise files.unreadable(exc) from exc
