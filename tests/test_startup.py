@@ -120,11 +120,13 @@ def test_public_names_still_import() -> None:
 
 
 def test_scoring_path_loads_no_text_or_plotting_library() -> None:
-    """Importing what `bbwd score` runs loads none of: torch and transformers (loaded with the teacher's card and
-    weights, when the run reads them), ROUGE (nltk), spaCy, matplotlib, POT and scikit-learn (loaded where a simplex
-    runs), the OpenAI client (an API target's), math-verify (the math judge's)."""
-    got = probe("import blackbox_wd.run.detector, blackbox_wd.clients.llamacpp, blackbox_wd.calibration\ncode = 0")
-    assert set(got["heavy"]) == {"scipy", "xllamacpp"}
+    """Importing what `bbwd score` runs loads transformers' package (the teacher's card reads its tokenizer) and none
+    of: torch and transformers' model code (loaded with a teacher's weights in torch), ROUGE (nltk), spaCy,
+    matplotlib, POT and scikit-learn (loaded where a simplex runs), the OpenAI client (an API target's), math-verify
+    (the math judge's)."""
+    body = "import blackbox_wd.run.detector, blackbox_wd.clients.llamacpp, blackbox_wd.calibration\n"
+    got = probe(body + "code = int('transformers.modeling_utils' in sys.modules)")
+    assert got == {"code": 0, "heavy": ["transformers", "scipy", "xllamacpp"]}
 
 
 def test_applying_a_shipped_calibration_loads_no_fitting_or_model_library() -> None:
@@ -151,30 +153,41 @@ def test_a_local_target_imports_no_api_client_nor_the_other_sampler() -> None:
     assert got["code"] == 0 and "openai" not in got["heavy"] and "xllamacpp" not in got["heavy"]
 
 
-ONLY_WHEN_USED = ("sklearn", "ot", "openai", "math_verify", "spacy", "matplotlib", "ray", "fastapi")
+ONLY_WHEN_USED = ("sklearn", "ot", "openai", "math_verify", "spacy", "matplotlib", "ray", "fastapi", "torch")
 SCORE = """
+import math
+from blackbox_wd.measure.transport import REPLICATE_MAX
 from blackbox_wd.run.detector import Detector
 from blackbox_wd.settings import Settings
-detector = Detector.from_settings(Settings(k=4, max_tokens=24, seed=7, device="cpu"))
+from blackbox_wd.teachers.array_forcing import ArrayTeacher
+detector = Detector.from_settings(Settings(k=4, max_tokens=24, seed=7, device="cpu"), one_prompt=True)
 loaded = lambda: [m for m in {names!r} if m in sys.modules]
 built = loaded()
 result = detector.score("What is the capital of Australia?")
-ok = result.p_hallucination is not None and detector.sampler.name == "llama.cpp" and len(set(result.token_counts)) > 1
-code = {{"ok": ok, "built": built, "scored": loaded()}}
+n = result.token_counts
+large = any(math.lcm(a, b) > REPLICATE_MAX for i, a in enumerate(n) for b in n[i + 1 :] if a != b)
+ok = result.p_hallucination is not None and detector.sampler.name == "llama.cpp" and len(set(n)) > 1
+code = {{"ok": ok, "numpy": isinstance(detector.teacher, ArrayTeacher), "built": built, "scored": loaded(),
+         "large": large}}
 """
 
 
 @pytest.mark.slow
 def test_score_on_the_embedded_default_loads_what_it_uses_when_it_uses_it() -> None:
-    """Building the embedded default's detector (llama.cpp sampler, the SmolLM2 teacher, the shipped calibration)
-    loads no scikit-learn, POT, OpenAI client, math-verify nor transformers sampler; scoring a prompt whose responses
-    differ in length (so that the simplex runs) then loads POT, with the scikit-learn it pulls in, and nothing else
-    of those."""
-    own = ("blackbox_wd.clients.api", "blackbox_wd.clients.local", "blackbox_wd.signals.baselines.entailment")
+    """Building `bbwd score`'s detector on the embedded default (llama.cpp sampler, the SmolLM2 teacher forced in
+    numpy, the shipped calibration) loads no torch, scikit-learn, POT, OpenAI client, math-verify nor transformers
+    sampler; scoring a prompt whose responses differ in length (so that unequal pairs are solved) loads POT, with
+    the torch and scikit-learn it pulls in, only where a pair's common size is over ``REPLICATE_MAX``."""
+    own = (
+        "blackbox_wd.clients.api",
+        "blackbox_wd.clients.local",
+        "blackbox_wd.signals.baselines.entailment",
+        "transformers.modeling_utils",
+    )
     got = probe(SCORE.format(names=ONLY_WHEN_USED + own), timeout=600)["code"]
-    assert got["ok"], got
+    assert got["ok"] and got["numpy"], got
     assert got["built"] == []
-    assert set(got["scored"]) == {"ot", "sklearn"}
+    assert set(got["scored"]) == ({"ot", "sklearn", "torch"} if got["large"] else set()), got
 
 
 SHORT_LOG = """

@@ -6,8 +6,9 @@ Per prompt, in alternating rounds (so that a change in the machine's load hits b
   sampler chain bbwd uses (temperature then top-p; top-k, min-p and the rest off), over loopback HTTP;
 - ``bbwd score PROMPT --json``: a new process, as a user runs it (imports, model load, llama.cpp start,
   sampling, teacher pass, scores, calibration);
-- floor: a new process that only imports what any teacher pass and exact OT need (torch, transformers'
-  model code, POT), the least ``bbwd score`` can take while its teacher runs in transformers.
+- floor: a new process that only imports the libraries a short answer's ``bbwd score`` loads (numpy, scipy's
+  assignment and special functions, llama.cpp, transformers' tokenizer; the teacher is forced in numpy, #71), the
+  least it can take before its own modules and its work.
 Printed per prompt: median/min/max wall seconds of each, the responses they drew, the median of
 score's own stage timings, and the goal's bound 3 x reference + 2 s against score's median and the floor.
 Then one more ``bbwd score`` of the first prompt, not counted, under ``python -X importtime``: the seconds its
@@ -38,7 +39,10 @@ from blackbox_wd.cpus import cpu_threads
 from blackbox_wd.teachers.embedded import ensure_gguf
 
 PROMPTS = ("What is the capital of Australia?", "Who won the 1987 Tour de France?")
-FLOOR = "import torch, ot, transformers.modeling_utils"
+FLOOR = (
+    "import numpy, scipy.optimize, scipy.special, xllamacpp, httpx, rapidfuzz\n"
+    "from transformers import PreTrainedTokenizerFast"
+)
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+\d+ \|\s*(\S+)$")
 
 
@@ -78,7 +82,7 @@ def score(prompt: str, env: dict[str, str]) -> tuple[float, int, dict[str, float
 
 
 def floor(env: dict[str, str]) -> float:
-    """Seconds of a new process that imports only torch, POT and transformers' model code."""
+    """Seconds of a new process that imports only the libraries of a short answer's ``bbwd score`` (``FLOOR``)."""
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", FLOOR], env=env, cwd=ROOT, check=True)
     return time.perf_counter() - t0

@@ -14,7 +14,7 @@ llama.cpp no transformers sampling code.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from blackbox_wd.clients.presets import PRESETS, api_endpoint
 from blackbox_wd.clients.sampling import BatchSampler
@@ -27,6 +27,7 @@ from blackbox_wd.teachers.registry import known_names, resolve
 if TYPE_CHECKING:
     from blackbox_wd.clients.api import APIOptions, APISampler
     from blackbox_wd.teachers.forcing import HFTeacher
+    from blackbox_wd.teachers.teacher import Teacher
 
 __all__ = ["api_host", "api_sampler_for", "local_sampler_for", "local_sampler_name", "target_kind"]
 
@@ -104,13 +105,13 @@ def drawn_by(model: str, device: str) -> str:
     return "llama.cpp" if device == "cpu" and resolve(model).kind in ("embedded", "gguf") else "transformers"
 
 
-def local_sampler_for(settings: Settings, teacher: HFTeacher, place: Placement | None = None) -> BatchSampler:
+def local_sampler_for(settings: Settings, teacher: Teacher, place: Placement | None = None) -> BatchSampler:
     """The sampler of a local target (``local_sampler_name``): of the teacher itself (white-box) or of another model.
 
     Parameters
     ----------
     settings : Settings
-    teacher : HFTeacher
+    teacher : Teacher
         The run's teacher, ready.
     place : Placement or None
         The teacher's device and dtype (``hf.placement``), in which another model as the target is loaded; None
@@ -129,10 +130,10 @@ def local_sampler_for(settings: Settings, teacher: HFTeacher, place: Placement |
         raise BBWDError(f"target '{name}' is another local model: its sampler needs the teacher's placement")
     else:
         model = ready_teacher(name, place)
-    if drawn_by(name, model.device.type) == "transformers":
+    if drawn_by(name, str(model.device)) == "transformers":
         from blackbox_wd.clients.local import LocalSampler  # transformers' generate: only where it draws
 
-        return LocalSampler(model)
+        return LocalSampler(cast("HFTeacher", model))  # off CPU, or not bundled: forced in torch (``hf.placement``)
     from blackbox_wd.clients.llamacpp import LlamaCppSampler  # xllamacpp: only where llama.cpp draws
 
     return LlamaCppSampler(model, gguf_of(resolve(name)))

@@ -57,7 +57,7 @@ from blackbox_wd.errors import BBWDError, one_line
 from blackbox_wd.records import JSONObject, Messages, Sample, SampleSet, SamplingParams
 
 if TYPE_CHECKING:
-    from blackbox_wd.teachers.forcing import HFTeacher
+    from blackbox_wd.teachers.teacher import Teacher
 
 SLOTS = 24  # sequences decoded together: a prompt's K samples (a larger K goes in several requests)
 CONTEXT = 8192  # KV cells shared by all sequences (a prompt's cells, shared by its K sequences, count once)
@@ -182,7 +182,7 @@ class LlamaCppSampler(BatchSampler):
 
     name = "llama.cpp"
 
-    def __init__(self, teacher: HFTeacher, gguf: str | Path, slots: int = SLOTS) -> None:
+    def __init__(self, teacher: Teacher, gguf: str | Path, slots: int = SLOTS) -> None:
         self.teacher = teacher
         self.slots = min(slots, SLOTS)  # sequences a request
         self.host = server_for(Path(gguf).resolve())

@@ -7,7 +7,9 @@ of the prompt and are solved serially; large pairs build their blocks on a threa
 solvers release the GIL, BLAS is pinned to one thread), and have row and column minima subtracted
 before the solver, which leaves the optimal plans unchanged and the solvers faster. Equal-size pairs
 go to ``scipy.optimize.linear_sum_assignment`` (an optimal plan between uniform measures of equal
-size is a permutation), others to POT's compiled network simplex.
+size is a permutation), others to POT's compiled network simplex, or, while this process has not loaded POT, small
+ones to the same assignment on their points repeated to a common size (``_replicated``): POT imports torch for its
+backends, seconds that a run of one prompt on the numpy teacher would otherwise pay for a few solves.
 
 :func:`token_costs_to_each` keeps more of a solve than its value: each point's share of the cost in
 the optimal plan, which scores an answer's sentences (``blackbox_wd.measure.sentences``) from the very plans
@@ -16,6 +18,8 @@ that give its AnswerWD.
 
 from __future__ import annotations
 
+import math
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +37,7 @@ GRAM_POINTS = 2048  # all cost blocks from one Gram matrix up to this many point
 _OPTIMAL = 1  # POT's ProblemType: 0 infeasible, 1 optimal, 2 unbounded, 3 max_iter reached
 _THREAD_WORK = 1024  # mean m_i * m_j per pair below which the solver's GIL-held overhead defeats threads
 _REDUCE_WORK = 4096  # m * n from which reducing the cost block pays for its copy
+REPLICATE_MAX = 256  # the largest common size solved by assignment before POT is loaded (~2 ms; POT: ~0.02 ms)
 
 
 @cache
@@ -90,7 +95,9 @@ def _solve(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, np.nd
 
     The one dispatch of the solvers: a single row or column has one plan; equal sizes go to
     linear_sum_assignment (Birkhoff: some optimal plan is a permutation scaled by 1/n); others to POT's
-    network simplex. Values are always taken on the original cost, whatever block the solver ran on.
+    network simplex, or, while POT is not loaded, those of a common size up to ``REPLICATE_MAX`` to the assignment
+    of their copies (:func:`_replicated`). Values are always taken on the original cost, whatever block the solver
+    ran on.
     """
     n, m = cost.shape
     if n == 1 or m == 1:  # the single row spreads its mass evenly, or every row sends all of it to the column
@@ -102,9 +109,25 @@ def _solve(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, np.nd
         per_row = np.empty(n)
         per_row[rows] = paid
         return float(paid.mean()), per_row
+    if "ot" not in sys.modules and math.lcm(n, m) <= REPLICATE_MAX:
+        return _replicated(cost, solver_cost)
     plan, value = _simplex(solver_cost, a, b)
     per_row = np.einsum("ij,ij->i", plan, cost) / a
     return (float(np.vdot(plan, cost)) if reduced else value), per_row
+
+
+def _replicated(cost: np.ndarray, solver_cost: np.ndarray) -> tuple[float, np.ndarray]:
+    """Exact optimal transport between uniform measures of n and m points by assignment: each row repeated L / n
+    times and each column L / m times (L = lcm(n, m)) make uniform measures of L points each, whose optimal plans
+    include a permutation (Birkhoff), and an optimal assignment of the copies is an optimal plan of the originals
+    (the transport polytope of integer margins has integer vertices). The plan's cost, and each row's cost in it per
+    unit of its mass (the mean over its copies), as :func:`_solve` gives them."""
+    n, m = cost.shape
+    size = math.lcm(n, m)
+    per, across = size // n, size // m
+    rows, cols = linear_sum_assignment(np.repeat(np.repeat(solver_cost, per, axis=0), across, axis=1))
+    paid = cost[rows // per, cols // across]
+    return float(paid.mean()), np.bincount(rows // per, weights=paid, minlength=n) / per
 
 
 def check_clouds(clouds: Sequence[np.ndarray], what: str = "cloud") -> None:

@@ -13,11 +13,11 @@ from blackbox_wd.clients.sampling import RecordedSamples, Sampler, endpoint_host
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import ReportedSettings, Settings, TeacherShape
 from blackbox_wd.teachers.card import TeacherCard
-from blackbox_wd.teachers.hf import Placement, placement, ready_teacher
+from blackbox_wd.teachers.hf import Placement, ready_teacher
 
 if TYPE_CHECKING:
     from blackbox_wd.clients.api import APIOptions
-    from blackbox_wd.teachers.forcing import HFTeacher
+    from blackbox_wd.teachers.teacher import Teacher
 
 
 class TeacherLoader:
@@ -33,10 +33,10 @@ class TeacherLoader:
 
     def __init__(self, settings: Settings, place: Placement) -> None:
         self.settings, self.place = settings, place
-        self.loaded: HFTeacher | None = None
+        self.loaded: Teacher | None = None
         self._lock = threading.Lock()
 
-    def teacher(self) -> HFTeacher:
+    def teacher(self) -> Teacher:
         """The teacher, loaded on the first call (BBWDError where its weights cannot be read)."""
         with self._lock:
             if self.loaded is None:
@@ -52,28 +52,29 @@ def build_parts(
     samples_from: str | None,
     weights: bool,
     sample: bool,
-    cuda: bool | None,
+    place: Placement,
     api: APIOptions | None,
     when_needed: bool = False,
-) -> tuple[HFTeacher | TeacherCard, Sampler | None, str, TeacherLoader | None]:
+) -> tuple[Teacher | TeacherCard, Sampler | None, str, TeacherLoader | None]:
     """The parts ``Detector.from_settings`` wires, its options checked: the teacher (its weights, or its card), the
     target's sampler, the device the teacher runs on, and the loader of its weights where they wait until a prompt
-    needs them. The device and dtype are chosen once (``hf.placement``), for the teacher and for another local model
-    as the target.
+    needs them.
 
     Parameters
     ----------
     settings : Settings
-    recorded, samples_from, weights, sample, cuda, api
-        As ``Detector.from_settings``'s; ``cuda`` serves only without weights (with them, this process's torch
-        says whether a GPU is there).
+    recorded, samples_from, weights, sample, api
+        As ``Detector.from_settings``'s.
+    place : Placement
+        The device, dtype and engine, chosen once by the builder (``hf.placement``), for the teacher and for another
+        local model as the target.
     when_needed : bool
         With weights, load them when a prompt first needs them (a ``TeacherLoader`` beside the card), where no local
         target samples on them; False: now.
 
     Returns
     -------
-    teacher : HFTeacher or TeacherCard
+    teacher : Teacher or TeacherCard
     sampler : Sampler or None
     device : str
     loader : TeacherLoader or None
@@ -86,7 +87,6 @@ def build_parts(
             "(give the claims, or a target)"
         )
     api_sampler = api_sampler_for(settings, api) if sample and not recorded else None  # a missing key fails here
-    place = placement(settings.device, settings.dtype, None if weights else cuda)
     local = sample and not recorded and target_kind(settings) != "api"  # a local target samples on the weights
     later = weights and when_needed and not local
     now = place if weights and not later else None
@@ -100,7 +100,7 @@ def build_parts(
 
 def build_sampler(
     settings: Settings,
-    teacher: HFTeacher | TeacherCard | None,
+    teacher: Teacher | TeacherCard | None,
     place: Placement,
     api: Sampler | None,
     recorded: bool,
@@ -108,7 +108,7 @@ def build_sampler(
 ) -> Sampler | None:
     """The target's sampler: recorded samples' (``recorded``, drawn by ``samples_from``), the API's (``api``: built
     first by ``clients.api_sampler_for``, so that a missing key fails before any model loads), a local one on the
-    teacher's weights or on another model's in the teacher's placement (``teacher`` an HFTeacher), or None where
+    teacher's weights or on another model's in the teacher's placement (``teacher`` a Teacher), or None where
     this process draws nothing."""
     if recorded:
         return RecordedSamples(samples_from)
@@ -120,7 +120,7 @@ def build_sampler(
 
 
 def settings_as_run(
-    settings: Settings, teacher: HFTeacher | TeacherCard, sampler: Sampler | None, device: str
+    settings: Settings, teacher: Teacher | TeacherCard, sampler: Sampler | None, device: str
 ) -> ReportedSettings:
     """The settings as run: the resolved layer and projection, the device, the API endpoint's host and the local
     sampler (from the sampler, or from the settings where this process has none), what recorded samples say.
@@ -128,7 +128,7 @@ def settings_as_run(
     Parameters
     ----------
     settings : Settings
-    teacher : HFTeacher or TeacherCard
+    teacher : Teacher or TeacherCard
     sampler : Sampler or None
     device : str
         The device the teacher runs on.

@@ -27,12 +27,13 @@ from blackbox_wd.settings import GROUP_SIZE, ReportedSettings, Settings, check_g
 from blackbox_wd.signals.baselines import Entails, exact_match_entails
 from blackbox_wd.signals.decompose import decompose
 from blackbox_wd.teachers.card import TeacherCard
+from blackbox_wd.teachers.hf import placement
 from blackbox_wd.teachers.registry import reference_bandwidth
-from blackbox_wd.teachers.statecache import StateCache, StateStore
 
 if TYPE_CHECKING:
     from blackbox_wd.clients.api import APIOptions
-    from blackbox_wd.teachers.forcing import HFTeacher
+    from blackbox_wd.teachers.statecache import StateCache, StateStore
+    from blackbox_wd.teachers.teacher import Teacher
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Detector:
 
     Parameters
     ----------
-    teacher : HFTeacher or TeacherCard
+    teacher : Teacher or TeacherCard
         The model that forces the samples. A ``TeacherCard`` (tokenizer and shape, no weights) where only
         the CPU stage runs (Ray's driver and score tasks).
     sampler : Sampler or None
@@ -79,7 +80,7 @@ class Detector:
     teacher's shape, the device and the sampler (or the settings where there is no sampler).
     """
 
-    teacher: HFTeacher | TeacherCard
+    teacher: Teacher | TeacherCard
     sampler: Sampler | None
     settings: Settings
     calibration: Calibration | None = None
@@ -129,6 +130,7 @@ class Detector:
         cuda: bool | None = None,
         api: APIOptions | None = None,
         all_scores: bool = False,
+        one_prompt: bool = False,
     ) -> Detector:
         """The one builder: load the teacher and build the sampler the settings name, resolve the device, and
         choose the calibration.
@@ -162,18 +164,22 @@ class Detector:
         all_scores : bool
             As the field: True computes every score of every prompt, and loads the teacher now; False loads it when
             a prompt first needs it (where no local target samples on it).
+        one_prompt : bool
+            The run scores one prompt (``bbwd score``), where start-up outweighs throughput: on CPU in float32 a
+            bundled Llama teacher is forced in numpy (``hf.placement``), sparing the import of torch.
 
         Returns
         -------
         Detector
         """
+        place = placement(settings.device, settings.dtype, None if weights else cuda, one_prompt=one_prompt)
         teacher, sampler, device, loader = build_parts(
             settings,
             recorded=recorded,
             samples_from=samples_from,
             weights=weights,
             sample=sample,
-            cuda=cuda,
+            place=place,
             api=api,
             when_needed=not all_scores,
         )
@@ -249,7 +255,7 @@ class Detector:
         )
 
     @property
-    def forcing_teacher(self) -> HFTeacher:
+    def forcing_teacher(self) -> Teacher:
         """The teacher with its weights: loaded now where they wait (``loader``); BBWDError for a card alone."""
         if not isinstance(self.teacher, TeacherCard):
             return self.teacher

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import replace
 from functools import partial
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from blackbox_wd.clients.sampling import Draw, Sampler, draw_group
 from blackbox_wd.errors import BBWDError
@@ -30,7 +30,9 @@ from blackbox_wd.run.result import ANSWER_SCORES, SAMPLE_SCORES, Result, Round, 
 from blackbox_wd.run.stages import PromptStates
 from blackbox_wd.settings import Settings
 from blackbox_wd.signals.baselines import Entails, exact_match_entails
-from blackbox_wd.teachers.statecache import StateStore
+
+if TYPE_CHECKING:
+    from blackbox_wd.teachers.statecache import StateStore
 
 
 class Wiring(Protocol):

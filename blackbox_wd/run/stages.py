@@ -28,10 +28,10 @@ from blackbox_wd.signals.baselines import Entails, compute_baselines, discrete_s
 from blackbox_wd.signals.claims import score_claims
 from blackbox_wd.signals.lexical import answer_unigram, unigram_surprise
 from blackbox_wd.teachers.card import TeacherCard
-from blackbox_wd.teachers.statecache import StateStore
 
 if TYPE_CHECKING:
-    from blackbox_wd.teachers.forcing import HFTeacher
+    from blackbox_wd.teachers.statecache import StateStore
+    from blackbox_wd.teachers.teacher import Teacher
 
 
 def token_floor(pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> int:
@@ -57,7 +57,7 @@ class PromptStates:
 
 
 def prompt_pairs(
-    teacher: HFTeacher | TeacherCard, messages: Messages, samples: Sequence[Sample], own_ids: bool = False
+    teacher: Teacher | TeacherCard, messages: Messages, samples: Sequence[Sample], own_ids: bool = False
 ) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, response ids) for each sample, checked against the teacher's limits.
 
@@ -73,13 +73,13 @@ def prompt_pairs(
     return pairs
 
 
-def sample_ids(teacher: HFTeacher | TeacherCard, sample: Sample, own_ids: bool = False) -> list[int]:
+def sample_ids(teacher: Teacher | TeacherCard, sample: Sample, own_ids: bool = False) -> list[int]:
     """A sample's token ids: its own (``own_ids``, when it has them) or its text's."""
     return teacher.response_ids(sample.token_ids if own_ids and sample.token_ids is not None else sample.text)
 
 
 def answer_pair(
-    teacher: HFTeacher | TeacherCard, prompt: list[int], answer: Sample, own_ids: bool = False
+    teacher: Teacher | TeacherCard, prompt: list[int], answer: Sample, own_ids: bool = False
 ) -> tuple[list[int], list[int]]:
     """(prompt ids, the judged answer's ids), checked as the samples are; its errors name the judged answer."""
     pair = (prompt, sample_ids(teacher, answer, own_ids))
@@ -88,7 +88,7 @@ def answer_pair(
 
 
 def item_pairs(
-    teacher: HFTeacher | TeacherCard, messages: Messages, sample_set: SampleSet, own_ids: bool = False
+    teacher: Teacher | TeacherCard, messages: Messages, sample_set: SampleSet, own_ids: bool = False
 ) -> tuple[list[tuple[list[int], list[int]]], np.ndarray | str | None]:
     """A prompt's pairs as the teacher forces them: (prompt ids, response ids) of each sample, then the judged
     answer's when it can be forced; and the answer's token offsets in its text, or why it cannot be forced (None
@@ -106,7 +106,7 @@ def item_pairs(
 
 
 def teacher_pass(
-    teacher: HFTeacher,
+    teacher: Teacher,
     items: Sequence[tuple[Messages, SampleSet]],
     *,
     logprobs: bool = False,
@@ -190,7 +190,7 @@ def scoring_failed(exc: Exception, what: str = "scoring failed") -> BBWDError:
 
 
 def teacher_pass_isolated(
-    teacher: HFTeacher,
+    teacher: Teacher,
     items: Sequence[tuple[Messages, SampleSet]],
     *,
     own_ids: bool,

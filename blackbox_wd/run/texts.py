@@ -41,7 +41,7 @@ from blackbox_wd.signals.lexical import answer_unigram, unigram_surprise
 from blackbox_wd.teachers.card import TeacherCard
 
 if TYPE_CHECKING:
-    from blackbox_wd.teachers.forcing import HFTeacher
+    from blackbox_wd.teachers.teacher import Teacher
 
 # The members text_result gives as score_states gives them (LNE too when the target gave its log-probs)
 TEXT_MEMBERS = frozenset(("ls", "dse", "answer_disagreement", *PEERS, *ANSWER_PEERS))
@@ -127,7 +127,7 @@ def row_reads_teacher(calibration: Calibration, row: JSONView) -> bool:
 
 
 def text_result(
-    teacher: HFTeacher | TeacherCard,
+    teacher: Teacher | TeacherCard,
     messages: Messages,
     sample_set: SampleSet,
     settings: Settings,
@@ -141,7 +141,7 @@ def text_result(
 
     Parameters
     ----------
-    teacher : HFTeacher or TeacherCard
+    teacher : Teacher or TeacherCard
         Its tokenizer and context check the samples as the teacher pass does (the same BBWDError).
     messages, sample_set
         The prompt and its samples.
@@ -193,7 +193,7 @@ def text_result(
 
 
 def texts_or_teacher(
-    teacher: HFTeacher | TeacherCard,
+    teacher: Teacher | TeacherCard,
     items: list[tuple[Messages, SampleSet]],
     settings: Settings,
     reported: JSONObject,
@@ -208,7 +208,7 @@ def texts_or_teacher(
 
     Parameters
     ----------
-    teacher : HFTeacher or TeacherCard
+    teacher : Teacher or TeacherCard
         The teacher, or its card: its tokenizer only.
     items : list of (messages, SampleSet)
     settings : Settings

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
+import transformers
 from jinja2 import TemplateError
 from tokenizers import Tokenizer, models
 
@@ -320,8 +321,6 @@ def read_tokenizer(files: ModelFiles) -> PreTrainedTokenizerBase:
     -------
     PreTrainedTokenizerBase
     """
-    import transformers
-
     declared = _own_folder_file(files, "tokenizer_config.json") or {}
     cls = getattr(transformers, str(declared.get("tokenizer_class")), None)
     if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedTokenizerBase) and "auto_map" not in declared:
@@ -346,7 +345,5 @@ def read_shape(files: ModelFiles) -> tuple[int, int | None]:
     own = _own_folder_file(files, "config.json")
     if own is not None and "text_config" not in own and "num_hidden_layers" in own and "max_position_embeddings" in own:
         return int(cast(int, own["num_hidden_layers"])), int(cast(int, own["max_position_embeddings"]))
-    from transformers import AutoConfig
-
-    config = AutoConfig.from_pretrained(files.source, **files.extra).get_text_config()
+    config = transformers.AutoConfig.from_pretrained(files.source, **files.extra).get_text_config()
     return int(config.num_hidden_layers), getattr(config, "max_position_embeddings", None)

@@ -14,7 +14,6 @@ from filelock import FileLock
 from blackbox_wd.teachers.embedded import SMOLLM2, WheelModel, ensure_gguf, models_dir
 
 if TYPE_CHECKING:
-    import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
@@ -28,14 +27,14 @@ def strip_quantizer(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
-def load_gguf(path: Path, dtype: torch.dtype | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Dequantise a GGUF file into a transformers model and its tokenizer, in ``dtype`` (None: float32)."""
-    import torch  # the model code: imported where a GGUF file is dequantised, not where the folder is found
+def load_gguf(path: Path, dtype: str = "float32") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Dequantise a GGUF file into a transformers model and its tokenizer, in ``dtype`` (a torch dtype's name)."""
+    # the model code (torch with it): imported where a GGUF file is dequantised, not where the folder is found
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = Path(path)
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype or torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=dtype)
     return strip_quantizer(model), tokenizer
 
 

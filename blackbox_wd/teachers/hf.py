@@ -5,7 +5,9 @@ In order, each step in one home: the name resolved to a spec (``registry.resolve
 (``files.present``: the function of its kind), the device and dtype chosen (:func:`placement`, once a run: the
 sampler of another local model as the target takes the same), the weights loaded in that dtype
 (``weights.load_weights``) and put on that device, and the teacher's level reader and projection attached
-(``forcing.HFTeacher``); without a placement, the teacher's card (``card.read_card``).
+(``forcing.HFTeacher``); without a placement, the teacher's card (``card.read_card``). A placement for one prompt on
+CPU in float32 (``placement(..., one_prompt=True)``, ``bbwd score``) forces a bundled Llama teacher in numpy instead
+(``array_forcing.ArrayTeacher``): the same states to float32 rounding, without torch's import.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, overload
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, cast, overload
 
 from blackbox_wd.errors import BBWDError
 from blackbox_wd.teachers.card import TeacherCard, read_card
@@ -22,19 +25,23 @@ from blackbox_wd.teachers.registry import ModelSpec, resolve
 
 if TYPE_CHECKING:
     from blackbox_wd.teachers.forcing import HFTeacher
+    from blackbox_wd.teachers.teacher import Teacher
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a teacher's weights run and in which dtype: chosen once a run (:func:`placement`), for the teacher and
-    for another local model that draws the target's samples."""
+    """Where a teacher's weights run, in which dtype and by which engine: chosen once a run (:func:`placement`), for
+    the teacher and for another local model that draws the target's samples."""
 
     device: str
     dtype: DType
+    engine: Engine = "torch"
 
 
 DType = Literal["float32", "bfloat16", "float16"]
 DTYPES: tuple[DType, ...] = ("float32", "bfloat16", "float16")
+# transformers' model in torch (``forcing.HFTeacher``), or a bundled Llama in numpy (``array_forcing.ArrayTeacher``)
+Engine = Literal["torch", "numpy"]
 
 # Where a GPU's driver shows itself on Linux: NVIDIA's, ROCm's (torch.cuda serves both) and WSL's.
 GPU_DRIVERS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
@@ -74,8 +81,10 @@ def pick_dtype(dtype: str, device: str) -> DType:
     return dtype  # one of DTYPES
 
 
-def placement(device: str = "auto", dtype: str = "auto", cuda: bool | None = None) -> Placement:
-    """The device (:func:`resolve_device`) and the dtype (:func:`pick_dtype`) a teacher runs in.
+def placement(
+    device: str = "auto", dtype: str = "auto", cuda: bool | None = None, *, one_prompt: bool = False
+) -> Placement:
+    """The device (:func:`resolve_device`), the dtype (:func:`pick_dtype`) and the engine a teacher runs in.
 
     Parameters
     ----------
@@ -86,19 +95,24 @@ def placement(device: str = "auto", dtype: str = "auto", cuda: bool | None = Non
     cuda : bool or None
         Whether a GPU is there for "auto" (a Ray driver asks its cluster); None: this process's
         (:func:`cuda_available`).
+    one_prompt : bool
+        The run scores one prompt (``bbwd score``), where start-up outweighs throughput: on CPU in float32, a
+        bundled Llama teacher is forced in numpy (engine "numpy"); else, and for any other teacher, in torch.
 
     Returns
     -------
     Placement
     """
     resolved = resolve_device(device, cuda)
-    return Placement(resolved, pick_dtype(dtype, resolved))
+    dtype_name = pick_dtype(dtype, resolved)
+    engine: Engine = "numpy" if one_prompt and resolved == "cpu" and dtype_name == "float32" else "torch"
+    return Placement(resolved, dtype_name, engine)
 
 
 @overload
 def ready_teacher(
     name: str | ModelSpec, place: Placement, layer: int | None = ..., token_budget: int = ...
-) -> HFTeacher: ...
+) -> Teacher: ...
 @overload
 def ready_teacher(
     name: str | ModelSpec, place: None, layer: int | None = ..., token_budget: int = ...
@@ -106,15 +120,16 @@ def ready_teacher(
 @overload
 def ready_teacher(
     name: str | ModelSpec, place: Placement | None, layer: int | None = ..., token_budget: int = ...
-) -> HFTeacher | TeacherCard: ...
+) -> Teacher | TeacherCard: ...
 def ready_teacher(
     name: str | ModelSpec, place: Placement | None, layer: int | None = None, token_budget: int = 16384
-) -> HFTeacher | TeacherCard:
+) -> Teacher | TeacherCard:
     """A name made a ready teacher, in one pass: the name resolved to a spec (``registry.resolve``), its files made
     present (``files.present``: its kind's function), then its weights loaded in the placement's dtype
     (``weights.load_weights``) and put on its device, and the teacher's level reader and projection attached
-    (:class:`~blackbox_wd.teachers.forcing.HFTeacher`); without a placement, its card (``card.read_card``: tokenizer,
-    context and layer, no weights).
+    (:class:`~blackbox_wd.teachers.forcing.HFTeacher`); a bundled Llama teacher under the engine "numpy", its
+    weights mapped by :class:`~blackbox_wd.teachers.array_forcing.ArrayTeacher`; without a placement, its card
+    (``card.read_card``: tokenizer, context and layer, no weights).
 
     Parameters
     ----------
@@ -129,21 +144,20 @@ def ready_teacher(
 
     Returns
     -------
-    HFTeacher, or TeacherCard without a placement
+    HFTeacher or ArrayTeacher, or TeacherCard without a placement
     """
     spec = name if isinstance(name, ModelSpec) else resolve(name)
     files = present(spec)
+    if place is not None and place.engine == "numpy" and spec.kind == "embedded":
+        from blackbox_wd.teachers.array_forcing import array_teacher
+
+        numpy_teacher = array_teacher(read_card(files, layer), Path(files.source))
+        if numpy_teacher is not None:  # else not a Llama in float32: torch's
+            return numpy_teacher
     if place is not None:
-        # the model code (transformers' modeling, ~1 s) imported where weights load, not where a card is read
-        import torch
+        from blackbox_wd.teachers.weights import torch_teacher  # transformers' model code, where weights load
 
-        from blackbox_wd.teachers.forcing import HFTeacher
-        from blackbox_wd.teachers.weights import load_weights
-
-        model, tokenizer = load_weights(files, place.dtype)
-        # transformers wraps PreTrainedModel.to in functools.wraps, whose typing reads the bound call as unbound
-        model = model.to(torch.device(place.device)).eval()  # type: ignore[arg-type]
-        return HFTeacher(model, tokenizer, name=spec.name, layer=layer, token_budget=token_budget)
+        return torch_teacher(files, place.device, place.dtype, layer, token_budget)
     return read_card(files, layer)
 
 
@@ -151,8 +165,8 @@ def load_teacher(
     name: str, device: str = "auto", dtype: str = "auto", layer: int | None = None, token_budget: int = 16384
 ) -> HFTeacher:
     """The teacher of a registry name, hub id, folder or GGUF file (:func:`ready_teacher`), on ``device`` in
-    ``dtype`` (:func:`placement`)."""
-    return ready_teacher(name, placement(device, dtype), layer, token_budget)
+    ``dtype`` (:func:`placement`), in torch."""
+    return cast("HFTeacher", ready_teacher(name, placement(device, dtype), layer, token_budget))
 
 
 def load_card(name: str, layer: int | None = None) -> TeacherCard:

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import diskcache
 import numpy as np
+import torch
+import transformers
 
 from blackbox_wd.paths import cache_dir
 from blackbox_wd.records import TokenStates
@@ -43,9 +45,6 @@ def weights_stamp(path: str) -> list[Any]:
 
 def teacher_identity(teacher: HFTeacher) -> str:
     """sha256 of everything about a teacher that changes its states (see the module docstring)."""
-    import torch  # loaded with the teacher's weights already
-    import transformers
-
     config = teacher.model.config
     source = str(getattr(config, "_name_or_path", ""))
     stamp = weights_stamp(source) if source else [id(teacher.model)]  # a model built in memory: this process only

@@ -286,3 +286,64 @@ def test_token_cost_rows_average_to_emd2(sizes):
         assert row.mean() == pytest.approx(ref, rel=1e-9)
     np.testing.assert_allclose(w2_from_token_costs(costs), w2_to_each(x, clouds[1:]), rtol=1e-9)
     assert np.array_equal(token_costs_to_each(x, clouds[1:], workers=1), token_costs_to_each(x, clouds[1:], workers=2))
+
+
+def test_replicated_assignment_gives_the_hand_computed_plans():
+    """The assignment of copies (``_replicated``, used while POT is not loaded) on the hand-computed cases above: the
+    split plan's value 16/3 and the rows' costs 4/3, 28/3 (and from y's side 1, 14, 1); one point against two, 5."""
+    from blackbox_wd.measure.transport import _replicated
+
+    x = np.array([[0.0, 0.0], [6.0, 0.0]])
+    y = np.array([[0.0, 1.0], [1.0, 1.0], [6.0, 1.0]])
+    cost = ot.dist(x, y, metric="sqeuclidean")
+    value, rows = _replicated(cost, cost)
+    assert value == pytest.approx(16 / 3, rel=1e-12)
+    np.testing.assert_allclose(rows, [4 / 3, 28 / 3], rtol=1e-12)
+    value, rows = _replicated(cost.T.copy(), cost.T.copy())
+    assert value == pytest.approx(16 / 3, rel=1e-12)
+    np.testing.assert_allclose(rows, [1.0, 14.0, 1.0], rtol=1e-12)
+    assert _replicated(np.array([[1.0, 9.0]]), np.array([[1.0, 9.0]]))[0] == pytest.approx(5.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_replicated_assignment_equals_the_network_simplex(seed):
+    """Random unequal pairs up to a common size of 256, some sharing points (ties): the value and each row's cost
+    of POT's plan, on the reduced cost block as the solver sees it."""
+    from blackbox_wd.measure.transport import REPLICATE_MAX, _replicated, _solver_cost
+
+    rng = np.random.default_rng(seed)
+    done = 0
+    while done < 20:
+        n, m = (int(v) for v in rng.integers(2, 40, size=2))
+        if n == m or np.lcm(n, m) > REPLICATE_MAX:
+            continue
+        x, y = rng.normal(size=(n, 16)), rng.normal(size=(m, 16)) * rng.uniform(0.5, 2)
+        y[: min(n, m) // 2] = x[: min(n, m) // 2]
+        cost = ot.dist(x, y, metric="sqeuclidean")
+        a, b = np.full(n, 1 / n), np.full(m, 1 / m)
+        plan = ot.emd(a, b, cost, numItermax=10_000_000)
+        value, rows = _replicated(cost, _solver_cost(cost)[0])
+        assert value == pytest.approx(float(np.vdot(plan, cost)), rel=1e-12)
+        np.testing.assert_allclose(rows, np.einsum("ij,ij->i", plan, cost) / a, rtol=1e-9, atol=1e-12)
+        done += 1
+
+
+def test_a_process_without_pot_solves_small_pairs_by_assignment(tmp_path):
+    """In a new process, the distances of small clouds of unequal sizes: no POT imported (its import takes torch's),
+    and the same matrix as ``pairwise_w2`` gives here, where POT is loaded, to 1e-12."""
+    import json
+    import subprocess
+    import sys
+
+    clouds = random_clouds(np.random.default_rng(3), [7, 9, 8, 12, 10, 7])
+    np.savez(tmp_path / "clouds.npz", *clouds)
+    script = (
+        "import json, sys, numpy as np\n"
+        "from blackbox_wd.measure.transport import pairwise_w2\n"
+        f"f = np.load({str(tmp_path / 'clouds.npz')!r})\n"
+        "d = pairwise_w2([f[k] for k in sorted(f.files, key=lambda k: int(k.split('_')[1]))])\n"
+        "print(json.dumps({'d': d.tolist(), 'ot': 'ot' in sys.modules}))"
+    )
+    out = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)
+    assert out["ot"] is False
+    np.testing.assert_allclose(out["d"], pairwise_w2(clouds), rtol=1e-12)

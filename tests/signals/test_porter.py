@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from nltk.stem.porter import PorterStemmer
 
-from blackbox_wd.signals.answers.porter import measure, stem
+from blackbox_wd.signals.answers.text import porter_measure, porter_stem
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -154,7 +154,7 @@ def test_every_stem_is_nltks() -> None:
     reference = PorterStemmer().stem
     words = vocabulary()
     assert len(words) > 100_000  # the fixtures' words are a few thousand; the combinations the rest
-    differ = [(w, stem(w), reference(w)) for w in sorted(words) if stem(w) != reference(w)]
+    differ = [(w, porter_stem(w), reference(w)) for w in sorted(words) if porter_stem(w) != reference(w)]
     assert differ == []
 
 
@@ -186,11 +186,11 @@ def test_every_stem_is_nltks() -> None:
     ],
 )
 def test_the_papers_examples(word: str, expected: str) -> None:
-    assert stem(word) == expected
+    assert porter_stem(word) == expected
 
 
 def test_measure_counts_vowel_consonant_runs() -> None:
     # the paper's examples of m = 0, 1 and 2
-    assert [measure(w) for w in ("tr", "ee", "tree", "y", "by")] == [0] * 5
-    assert [measure(w) for w in ("trouble", "oats", "trees", "ivy")] == [1] * 4
-    assert [measure(w) for w in ("troubles", "private", "oaten", "orrery")] == [2] * 4
+    assert [porter_measure(w) for w in ("tr", "ee", "tree", "y", "by")] == [0] * 5
+    assert [porter_measure(w) for w in ("trouble", "oats", "trees", "ivy")] == [1] * 4
+    assert [porter_measure(w) for w in ("troubles", "private", "oaten", "orrery")] == [2] * 4

@@ -218,7 +218,8 @@ def score(
     messages = as_messages(prompt)  # an empty prompt fails here, before torch loads
     choice = calibration_choice(calibration, verdict)
     quiet_libraries()
-    detector = detector_from(settings, choice, all_scores=True)  # where the method is shown: D, AvgWD, EigenWD
+    # where the method is shown (D, AvgWD, EigenWD), for one prompt: start-up before throughput
+    detector = detector_from(settings, choice, all_scores=True, one_prompt=True)
     say_note(detector.calibration_note)
     result = detector.score(messages, answer=response, claims=claim)  # with --claims target, the target's
     if as_json:
