@@ -7,9 +7,9 @@ of the prompt and are solved serially; large pairs build their blocks on a threa
 solvers release the GIL, BLAS is pinned to one thread), and have row and column minima subtracted
 before the solver, which leaves the optimal plans unchanged and the solvers faster. Equal-size pairs
 go to ``scipy.optimize.linear_sum_assignment`` (an optimal plan between uniform measures of equal
-size is a permutation), others to POT's compiled network simplex, or, while this process has not loaded POT, small
-ones to the same assignment on their points repeated to a common size (``_replicated``): POT imports torch for its
-backends, seconds that a run of one prompt on the numpy teacher would otherwise pay for a few solves.
+size is a permutation), others to POT's compiled network simplex; where asked (``replicate``: a run of one prompt,
+whose numpy teacher imports no torch, while POT imports torch for its backends), those of a small common size to the
+same assignment on their points repeated to that size (``_replicated``), exact too.
 
 :func:`token_costs_to_each` keeps more of a solve than its value: each point's share of the cost in
 the optimal plan, which scores an answer's sentences (``blackbox_wd.measure.sentences``) from the very plans
@@ -19,7 +19,6 @@ that give its AnswerWD.
 from __future__ import annotations
 
 import math
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +36,7 @@ GRAM_POINTS = 2048  # all cost blocks from one Gram matrix up to this many point
 _OPTIMAL = 1  # POT's ProblemType: 0 infeasible, 1 optimal, 2 unbounded, 3 max_iter reached
 _THREAD_WORK = 1024  # mean m_i * m_j per pair below which the solver's GIL-held overhead defeats threads
 _REDUCE_WORK = 4096  # m * n from which reducing the cost block pays for its copy
-REPLICATE_MAX = 256  # the largest common size solved by assignment before POT is loaded (~2 ms; POT: ~0.02 ms)
+REPLICATE_MAX = 256  # the largest common size a one-prompt run solves by assignment (~2 ms; POT's simplex: ~0.02 ms)
 
 
 @cache
@@ -89,14 +88,14 @@ def _simplex(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray
     return plan, float(value)
 
 
-def _solve(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, np.ndarray]:
+def _solve(cost: np.ndarray, a: np.ndarray, b: np.ndarray, replicate: int = 0) -> tuple[float, np.ndarray]:
     """Exact optimal transport between weights ``a`` on the rows and ``b`` on the columns (uniform): the plan's
     cost, and each row's cost in it per unit of its mass, sum_j P_ij C_ij / a_i (their mean is the cost).
 
     The one dispatch of the solvers: a single row or column has one plan; equal sizes go to
     linear_sum_assignment (Birkhoff: some optimal plan is a permutation scaled by 1/n); others to POT's
-    network simplex, or, while POT is not loaded, those of a common size up to ``REPLICATE_MAX`` to the assignment
-    of their copies (:func:`_replicated`). Values are always taken on the original cost, whatever block the solver
+    network simplex, or, those of a common size up to ``replicate``, to the assignment of their copies
+    (:func:`_replicated`). Values are always taken on the original cost, whatever block the solver
     ran on.
     """
     n, m = cost.shape
@@ -109,7 +108,7 @@ def _solve(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, np.nd
         per_row = np.empty(n)
         per_row[rows] = paid
         return float(paid.mean()), per_row
-    if "ot" not in sys.modules and math.lcm(n, m) <= REPLICATE_MAX:
+    if math.lcm(n, m) <= replicate:
         return _replicated(cost, solver_cost)
     plan, value = _simplex(solver_cost, a, b)
     per_row = np.einsum("ij,ij->i", plan, cost) / a
@@ -186,7 +185,7 @@ def w2(x: np.ndarray, y: np.ndarray) -> float:
     return float(pairwise_w2([x, y])[0, 1])
 
 
-def pairwise_w2(clouds: Sequence[np.ndarray], workers: int | None = None) -> np.ndarray:
+def pairwise_w2(clouds: Sequence[np.ndarray], workers: int | None = None, *, replicate: int = 0) -> np.ndarray:
     """The symmetric K x K matrix of exact W2 distances between K point clouds, zero on the diagonal.
 
     Entry (i, j) is sqrt(EMD2) between the uniform measures on the rows of cloud i and cloud j, with the
@@ -201,6 +200,10 @@ def pairwise_w2(clouds: Sequence[np.ndarray], workers: int | None = None) -> np.
     workers : int or None, default=None
         Threads for the pairs large enough to pay for them; None: the CPUs this process may use, at most
         ``OMP_NUM_THREADS``. The values do not depend on it.
+    replicate : int, default=0
+        Unequal pairs whose sizes' least common multiple is at most this are solved by assignment on their points
+        repeated to that size (exact, and without importing POT, which imports torch); 0: all by POT's simplex. A
+        one-prompt run gives ``REPLICATE_MAX``; the values agree with the simplex's to rounding (1e-15).
 
     Returns
     -------
@@ -218,10 +221,12 @@ def pairwise_w2(clouds: Sequence[np.ndarray], workers: int | None = None) -> np.
     [[0.0, 5.0, 7.071068], [5.0, 0.0, 5.0], [7.071068, 5.0, 0.0]]
     """
     k = len(clouds)
-    return _w2_pairs(clouds, [(i, j) for i in range(k) for j in range(i + 1, k)], workers)
+    return _w2_pairs(clouds, [(i, j) for i in range(k) for j in range(i + 1, k)], workers, replicate)
 
 
-def w2_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: int | None = None) -> np.ndarray:
+def w2_to_each(
+    x: np.ndarray, clouds: Sequence[np.ndarray], workers: int | None = None, *, replicate: int = 0
+) -> np.ndarray:
     """Exact W2 from the cloud ``x`` to each of ``clouds``: a vector of len(clouds).
 
     The same solvers as :func:`pairwise_w2`, run on the K pairs (x, cloud j) only.
@@ -233,10 +238,12 @@ def w2_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: int | None 
     """
     if not clouds:
         return np.zeros(0)
-    return _w2_pairs([x, *clouds], [(0, j) for j in range(1, len(clouds) + 1)], workers)[0, 1:].copy()
+    return _w2_pairs([x, *clouds], [(0, j) for j in range(1, len(clouds) + 1)], workers, replicate)[0, 1:].copy()
 
 
-def token_costs_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: int | None = None) -> np.ndarray:
+def token_costs_to_each(
+    x: np.ndarray, clouds: Sequence[np.ndarray], workers: int | None = None, *, replicate: int = 0
+) -> np.ndarray:
     """Each point's transport cost from the cloud ``x`` to each of ``clouds``, in the exact optimal plans.
 
     Entry (k, t) is c_kt = m * sum_j P^k_tj C_tj, with P^k the exact optimal plan between the uniform
@@ -254,6 +261,8 @@ def token_costs_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: in
         The clouds it is transported to (the samples' token states), each non-empty, of the same ``dim``.
     workers : int or None, default=None
         Threads for large pairs, as in :func:`pairwise_w2`; the values do not depend on it.
+    replicate : int, default=0
+        As in :func:`pairwise_w2`.
 
     Returns
     -------
@@ -273,7 +282,8 @@ def token_costs_to_each(x: np.ndarray, clouds: Sequence[np.ndarray], workers: in
     out = np.zeros((len(clouds), len(x)))
     if not clouds:
         return out
-    for (_, j), (_, per_row) in _each_pair([x, *clouds], [(0, j) for j in range(1, len(clouds) + 1)], workers).items():
+    wanted = [(0, j) for j in range(1, len(clouds) + 1)]
+    for (_, j), (_, per_row) in _each_pair([x, *clouds], wanted, workers, replicate).items():
         out[j - 1] = per_row
     return out
 
@@ -283,17 +293,19 @@ def w2_from_token_costs(costs: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum(np.asarray(costs, dtype=float).mean(axis=1), 0.0))
 
 
-def _w2_pairs(clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], workers: int | None) -> np.ndarray:
+def _w2_pairs(
+    clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], workers: int | None, replicate: int
+) -> np.ndarray:
     """The K x K matrix of exact W2 distances on the ``wanted`` pairs (i < j) and their mirrors, 0 elsewhere."""
     k = len(clouds)
     d = np.zeros((k, k))
-    for (i, j), (value, _) in _each_pair(clouds, wanted, workers).items():
+    for (i, j), (value, _) in _each_pair(clouds, wanted, workers, replicate).items():
         d[i, j] = d[j, i] = value
     return np.sqrt(np.maximum(d, 0.0), out=d)
 
 
 def _each_pair(
-    clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], workers: int | None
+    clouds: Sequence[np.ndarray], wanted: list[tuple[int, int]], workers: int | None, replicate: int
 ) -> dict[tuple[int, int], tuple[float, np.ndarray]]:
     """:func:`_solve` on the cost block of each ``wanted`` pair (i, j) of clouds that differ; identical clouds
     are exactly 0 apart, not their cost block's rounding, and are left out."""
@@ -318,7 +330,7 @@ def _each_pair(
 
     def one(i: int, j: int) -> None:
         # b scaled to a's total mass to the last bit, as ot.emd2 does
-        out[i, j] = _solve(block(i, j), weights[i], weights[j] * (totals[i] / totals[j]))
+        out[i, j] = _solve(block(i, j), weights[i], weights[j] * (totals[i] / totals[j]), replicate)
 
     if small:
         for pair in pairs:

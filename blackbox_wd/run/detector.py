@@ -16,6 +16,7 @@ from blackbox_wd.calibration import Calibration
 from blackbox_wd.calibration.choice import AUTO, check_members, choose_calibration, computable_members
 from blackbox_wd.clients.sampling import RecordedSamples, Sampler, shares_model
 from blackbox_wd.errors import BBWDError
+from blackbox_wd.measure.transport import REPLICATE_MAX
 from blackbox_wd.records import Messages, Sample, SampleSet, Usage, as_messages
 from blackbox_wd.run import stages as scoring
 from blackbox_wd.run.build import TeacherLoader, build_parts, settings_as_run
@@ -75,6 +76,10 @@ class Detector:
     reported_as : ReportedSettings or None
         The settings as run, resolved in another process (a Ray driver's, where the API key is, for its teacher
         actors' results judged from their texts); None: resolved here (``reported``).
+    one_prompt : bool, default=False
+        A run of one prompt (``bbwd score``), where start-up outweighs throughput: its bundled Llama teacher is
+        forced in numpy (``hf.placement``) and its small unequal pairs of states are solved without POT
+        (``transport.REPLICATE_MAX``), so that it imports no torch.
 
     ``reported`` (the typed reported settings with their fingerprint) is computed once, from the
     teacher's shape, the device and the sampler (or the settings where there is no sampler).
@@ -92,6 +97,7 @@ class Detector:
     all_scores: bool = False
     loader: TeacherLoader | None = None
     reported_as: ReportedSettings | None = None
+    one_prompt: bool = False
 
     def __post_init__(self) -> None:
         check_group_size(self.group_size)
@@ -183,7 +189,9 @@ class Detector:
             api=api,
             when_needed=not all_scores,
         )
-        built = cls(teacher, sampler, settings, None, cache, lne, group_size, device, None, all_scores, loader)
+        built = cls(
+            teacher, sampler, settings, None, cache, lne, group_size, device, None, all_scores, loader, None, one_prompt
+        )
         return built.with_calibration(calibration)
 
     def with_calibration(self, calibration: Calibration | str | None) -> Detector:
@@ -311,7 +319,13 @@ class Detector:
         if isinstance(ps, Result):
             return ps
         return scoring.score_states_isolated(
-            ps, self.settings, self.reported.as_dict(), self.calibration, self.reference_bandwidth, entails=entails
+            ps,
+            self.settings,
+            self.reported.as_dict(),
+            self.calibration,
+            self.reference_bandwidth,
+            entails=entails,
+            replicate=REPLICATE_MAX if self.one_prompt else 0,  # no POT, so no torch, in a one-prompt run
         )
 
     def score_many(

@@ -220,13 +220,14 @@ def score_states_isolated(
     fixed_bandwidth: float | None = None,
     *,
     entails: Entails | None = exact_match_entails,
+    replicate: int = 0,
 ) -> Result | BBWDError:
     """:func:`score_states` with errors as values: a BBWDError (the pass's, or scores the calibration cannot map) as
     it is, another exception as ``scoring failed: ...``, so that the other prompts keep their results."""
     if isinstance(ps, BBWDError):
         return ps
     try:
-        return score_states(ps, settings, reported, calibration, fixed_bandwidth, entails=entails)
+        return score_states(ps, settings, reported, calibration, fixed_bandwidth, entails=entails, replicate=replicate)
     except BBWDError as exc:  # e.g. scores the calibration cannot map
         return exc
     except Exception as exc:  # noqa: BLE001 - this prompt's error; the others keep their results
@@ -234,14 +235,15 @@ def score_states_isolated(
 
 
 def judged_answer_scores(
-    ps: PromptStates, samples: list[np.ndarray], answer_states: np.ndarray | None
+    ps: PromptStates, samples: list[np.ndarray], answer_states: np.ndarray | None, replicate: int = 0
 ) -> tuple[float | None, list[SentenceScore] | None, float | None, float | None]:
     """AnswerWD of the judged answer, its sentences (each with its OT score and lexical surprise), their mean OT
     score and their mean surprise, all OT from one exact plan per sample (``transport.token_costs_to_each``);
-    Nones without a forced answer. ``samples`` and ``answer_states`` are the states as transported."""
+    Nones without a forced answer. ``samples`` and ``answer_states`` are the states as transported; ``replicate`` as
+    ``transport.pairwise_w2``'s."""
     if answer_states is None or ps.samples.answer is None:
         return None, None, None, None
-    costs = token_costs_to_each(answer_states, samples)
+    costs = token_costs_to_each(answer_states, samples, replicate=replicate)
     answer = answer_wd(w2_from_token_costs(costs))
     if ps.answer_offsets is None:
         return answer, None, None, None
@@ -265,6 +267,7 @@ def score_states(
     fixed_bandwidth: float | None = None,
     *,
     entails: Entails | None = exact_match_entails,
+    replicate: int = 0,
 ) -> Result:
     """Every signal of one prompt's token states, and with a calibration its verdict.
 
@@ -288,6 +291,9 @@ def score_states(
         The teacher's reference EigenWD bandwidth (``Detector.reference_bandwidth``), or None.
     entails : Entails or None
         DSE's entailment check; None: no DSE.
+    replicate : int
+        Unequal pairs of states solved by assignment, without POT, up to this common size
+        (``transport.pairwise_w2``): ``REPLICATE_MAX`` in a one-prompt run, 0 (all by POT's simplex) otherwise.
 
     Returns
     -------
@@ -296,10 +302,10 @@ def score_states(
     alpha, p = settings.alpha, settings.p
     t0 = time.perf_counter()
     states = [transported(s.states, settings.resolved_norm) for s in ps.states]
-    d = pairwise_w2(states)
+    d = pairwise_w2(states, replicate=replicate)
     eig = eigen_wd(d, alpha, p)
     answer_states = None if ps.answer is None else transported(ps.answer.states, settings.resolved_norm)
-    answer, sentences, passage, lexical = judged_answer_scores(ps, states, answer_states)
+    answer, sentences, passage, lexical = judged_answer_scores(ps, states, answer_states, replicate)
     timings = {
         "teacher": ps.teacher_seconds,
         "teacher_tokens": ps.teacher_tokens,

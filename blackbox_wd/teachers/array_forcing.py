@@ -19,6 +19,7 @@ from blackbox_wd.records import Messages, TokenStates
 from blackbox_wd.teachers.arrays import LlamaArrays
 from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.projection import projection_matrix
+from blackbox_wd.teachers.teacher import distinct_pairs
 
 Response = str | Sequence[int]
 
@@ -67,9 +68,7 @@ class ArrayTeacher:
         ``logprobs``, every block runs and each token's log-prob is read from the logits."""
         for i, pair in enumerate(pairs):
             self.check(i, *pair)
-        where: dict[tuple[int, ...], dict[tuple[int, ...], list[int]]] = {}
-        for i, (prompt, response) in enumerate(pairs):
-            where.setdefault(tuple(prompt), {}).setdefault(tuple(response), []).append(i)
+        where = distinct_pairs(pairs)
         out: dict[int, TokenStates] = {}
         for prompt_ids, responses in where.items():
             mids, finals, prompt_final = self.arrays.forward(prompt_ids, list(responses), self.layer, final=logprobs)

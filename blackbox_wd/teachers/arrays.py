@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.special import expit
 
 from blackbox_wd.errors import BBWDError
 
@@ -140,9 +141,9 @@ class LlamaArrays:
         missing = [n for n in names if n not in self.weights]
         if missing:
             raise BBWDError(f"the numpy teacher misses {len(missing)} weights, the first {missing[0]}")
-        self.inv_freq = (1.0 / (s.rope_theta ** (np.arange(0, s.head_dim, 2, dtype=np.int64) / s.head_dim))).astype(
-            np.float32
-        )
+        # in float32, as transformers computes them
+        exponents = np.arange(0, s.head_dim, 2).astype(np.float32) / np.float32(s.head_dim)
+        self.inv_freq = np.float32(1.0) / (np.float32(s.rope_theta) ** exponents)
 
     def _w(self, name: str) -> np.ndarray:
         return self.weights[name]
@@ -220,7 +221,7 @@ class LlamaArrays:
         x = _rms_norm(h, self._w(w + "post_attention_layernorm.weight"), s.eps)
         gate = x @ self._w(w + "mlp.gate_proj.weight").T
         up = x @ self._w(w + "mlp.up_proj.weight").T
-        return h + ((gate / (1 + np.exp(-gate))) * up) @ self._w(w + "mlp.down_proj.weight").T
+        return h + (gate * expit(gate) * up) @ self._w(w + "mlp.down_proj.weight").T  # SiLU(gate) * up
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         """Next-token logits of final normed states (the tied embeddings where the model ties them)."""

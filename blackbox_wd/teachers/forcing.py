@@ -16,6 +16,7 @@ from blackbox_wd.teachers.levels import Levels, attach
 from blackbox_wd.teachers.pad import length_runs, pad_batch
 from blackbox_wd.teachers.prefix import Prefix, SharedMemo, decoder_pass, read_prompts
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
+from blackbox_wd.teachers.teacher import distinct_pairs
 
 Response = str | Sequence[int]
 
@@ -99,9 +100,7 @@ class HFTeacher:
         """
         for i, pair in enumerate(pairs):
             self.check(i, *pair)
-        where: dict[tuple[int, ...], dict[tuple[int, ...], list[int]]] = {}
-        for i, (prompt, response) in enumerate(pairs):
-            where.setdefault(tuple(prompt), {}).setdefault(tuple(response), []).append(i)
+        where = distinct_pairs(pairs)
         out: dict[int, TokenStates] = {}
         prompts = sorted(where, key=len)
         for chunk in self._chunks([len(p) for p in prompts], 0):

@@ -45,3 +45,18 @@ class Teacher(Protocol):
 
     def encode_ids(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool = False) -> list[TokenStates]:
         """Teacher-force (prompt ids, response ids) pairs."""
+
+
+def distinct_pairs(
+    pairs: Sequence[tuple[list[int], list[int]]],
+) -> dict[tuple[int, ...], dict[tuple[int, ...], list[int]]]:
+    """Each distinct prompt of (prompt ids, response ids) pairs, each distinct response of it, and the indices of the
+    pairs that are that prompt and response: what a teacher's pass forces once each, in first-seen order.
+
+    >>> distinct_pairs([([1], [2]), ([1], [3]), ([1], [2])])
+    {(1,): {(2,): [0, 2], (3,): [1]}}
+    """
+    where: dict[tuple[int, ...], dict[tuple[int, ...], list[int]]] = {}
+    for i, (prompt, response) in enumerate(pairs):
+        where.setdefault(tuple(prompt), {}).setdefault(tuple(response), []).append(i)
+    return where

@@ -68,10 +68,11 @@ ANSWER = "The capital of Australia is Sydney. It was founded in 1788.\n\nCanberr
 
 
 @pytest.mark.slow
-def test_score_response_gets_answer_wd_and_sentences(smollm_teacher):
+def test_score_response_gets_answer_wd_and_sentences():
     from blackbox_wd.clients import local_sampler_for
     from blackbox_wd.run.detector import Detector
     from blackbox_wd.settings import Settings
+    from blackbox_wd.teachers.hf import placement, ready_teacher
 
     prompt = "What is the capital of Australia?"
     got = json.loads(
@@ -99,9 +100,11 @@ def test_score_response_gets_answer_wd_and_sentences(smollm_teacher):
     assert all(ANSWER[s["start"] : s["end"]] == s["text"] and s["score"] > 0 for s in got["sentences"])
     assert got["sentence_wd"] == pytest.approx(sum(s["score"] for s in got["sentences"]) / 3, rel=1e-12)
     assert got["answer_wd"] > 0 and "p" not in got["sentences"][0]
-    # the same samples in this process (white-box samples are seeded; llama.cpp draws them here too): the same scores
+    # the same samples in this process (white-box samples are seeded; llama.cpp draws them here too), forced as
+    # `bbwd score` forces them (in numpy, one_prompt): the same scores
     settings = Settings(k=3, max_tokens=16, seed=7, device="cpu")
-    detector = Detector(smollm_teacher, local_sampler_for(settings, smollm_teacher), settings)
+    teacher = ready_teacher("smollm2-135m", placement("cpu", "float32", one_prompt=True))
+    detector = Detector(teacher, local_sampler_for(settings, teacher), settings, one_prompt=True)
     result = detector.score(prompt, answer=ANSWER)
     assert result.responses == got["responses"]
     assert [s["score"] for s in got["sentences"]] == pytest.approx([s.score for s in result.sentences], rel=1e-5)

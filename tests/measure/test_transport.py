@@ -328,9 +328,9 @@ def test_replicated_assignment_equals_the_network_simplex(seed):
         done += 1
 
 
-def test_a_process_without_pot_solves_small_pairs_by_assignment(tmp_path):
-    """In a new process, the distances of small clouds of unequal sizes: no POT imported (its import takes torch's),
-    and the same matrix as ``pairwise_w2`` gives here, where POT is loaded, to 1e-12."""
+def test_a_one_prompt_run_solves_small_pairs_by_assignment_without_pot(tmp_path):
+    """``replicate=REPLICATE_MAX`` (a one-prompt run's): in a new process, small clouds of unequal sizes are 0-256
+    apart in common size, so no POT is imported (its import takes torch's), and the matrix is POT's to 1e-12."""
     import json
     import subprocess
     import sys
@@ -339,9 +339,10 @@ def test_a_process_without_pot_solves_small_pairs_by_assignment(tmp_path):
     np.savez(tmp_path / "clouds.npz", *clouds)
     script = (
         "import json, sys, numpy as np\n"
-        "from blackbox_wd.measure.transport import pairwise_w2\n"
+        "from blackbox_wd.measure.transport import REPLICATE_MAX, pairwise_w2\n"
         f"f = np.load({str(tmp_path / 'clouds.npz')!r})\n"
-        "d = pairwise_w2([f[k] for k in sorted(f.files, key=lambda k: int(k.split('_')[1]))])\n"
+        "clouds = [f[k] for k in sorted(f.files, key=lambda k: int(k.split('_')[1]))]\n"
+        "d = pairwise_w2(clouds, replicate=REPLICATE_MAX)\n"
         "print(json.dumps({'d': d.tolist(), 'ot': 'ot' in sys.modules}))"
     )
     out = json.loads(subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout)

@@ -1,2 +1,2 @@
-"""What an answer says, below ``baselines``, ``eval`` and ``calibration``: normalised text, ROUGE-L
-(``text``) and equivalence of math final answers (``mathcheck``)."""
+"""What an answer says, below ``baselines``, ``eval`` and ``calibration``: normalised text, ROUGE-L and
+Porter's stems (``text``) and equivalence of math final answers (``mathcheck``)."""
