@@ -43,8 +43,8 @@ DTYPES: tuple[DType, ...] = ("float32", "bfloat16", "float16")
 # transformers' model in torch (``forcing.HFTeacher``), or a bundled Llama in numpy (``array_forcing.ArrayTeacher``)
 Engine = Literal["torch", "numpy"]
 
-# Where a GPU's driver shows itself on Linux: NVIDIA's, ROCm's (torch.cuda serves both) and WSL's.
-GPU_DRIVERS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+# Where a GPU's driver shows itself on Linux: NVIDIA's, Jetson's, ROCm's (torch.cuda serves all three) and WSL's.
+GPU_DRIVERS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvhost-ctrl-gpu", "/dev/kfd", "/dev/dxg")
 
 
 def cuda_available() -> bool:
