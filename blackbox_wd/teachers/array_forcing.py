@@ -13,18 +13,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from scipy.special import log_softmax
 
 from blackbox_wd.errors import BBWDError
-from blackbox_wd.records import Messages, TokenStates
+from blackbox_wd.records import TokenStates
 from blackbox_wd.teachers.arrays import LlamaArrays
 from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.projection import projection_matrix
-from blackbox_wd.teachers.teacher import distinct_pairs
-
-Response = str | Sequence[int]
+from blackbox_wd.teachers.teacher import Teacher, distinct_pairs
 
 
-class ArrayTeacher:
+class ArrayTeacher(Teacher):
     """Teacher-forces responses through a Llama model in numpy on CPU and returns their mid-layer token states.
 
     Parameters
@@ -44,23 +43,6 @@ class ArrayTeacher:
         self.hidden_size = self.arrays.shape.hidden
         self.proj_dim, self.proj_seed = card.proj_dim, card.proj_seed
         self.projection = projection_matrix(self.hidden_size, self.proj_dim, self.proj_seed)
-
-    def prompt_ids(self, messages: Messages) -> list[int]:
-        """Token ids of the prompt up to where the assistant's answer starts (``TextReader.prompt_ids``)."""
-        return self.reader.prompt_ids(messages)
-
-    def response_ids(self, response: Response) -> list[int]:
-        """Token ids of a response (``TextReader.response_ids``)."""
-        return self.reader.response_ids(response)
-
-    def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
-        """Raise BBWDError when a pair is empty or over the teacher's context (``TextReader.check``)."""
-        self.reader.check(index, prompt, response, name)
-
-    def encode(self, messages: Messages, responses: Sequence[Response], logprobs: bool = False) -> list[TokenStates]:
-        """Teacher-force every response after the same prompt; one TokenStates per response."""
-        prompt = self.prompt_ids(messages)
-        return self.encode_ids([(prompt, self.response_ids(r)) for r in responses], logprobs)
 
     def encode_ids(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool = False) -> list[TokenStates]:
         """Teacher-force (prompt ids, response ids) pairs, as ``HFTeacher.encode_ids``: each distinct prompt once with
@@ -85,10 +67,8 @@ class ArrayTeacher:
 
     def _token_logprobs(self, hidden: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """log p(target_t | prefix) from the final normed states preceding each target token (float32 logits)."""
-        logits = self.arrays.logits(hidden)
-        top = logits.max(axis=-1, keepdims=True)
-        norm = top[:, 0] + np.log(np.exp(logits - top).sum(axis=-1))
-        return (logits[np.arange(len(targets)), targets] - norm).astype(np.float64)
+        logprobs = log_softmax(self.arrays.logits(hidden), axis=-1)
+        return logprobs[np.arange(len(targets)), targets].astype(np.float64)
 
 
 def array_teacher(card: TeacherCard, folder: Path) -> ArrayTeacher | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, softmax
 
 from blackbox_wd.errors import BBWDError
 
@@ -117,11 +117,6 @@ def _rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
     return x * cos + rotated * sin
 
 
-def _softmax(scores: np.ndarray) -> np.ndarray:
-    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    return scores / scores.sum(axis=-1, keepdims=True)
-
-
 class LlamaArrays:
     """A Llama causal LM's forward pass in numpy, on weights mapped from its folder's model.safetensors.
 
@@ -215,7 +210,7 @@ class LlamaArrays:
             scores = (q[:, lo:hi] @ keys.transpose(0, 2, 1)) * scale
             n = hi - lo
             scores[:, :, shared:][:, np.triu(np.ones((n, n), dtype=bool), 1)] = -np.inf
-            out[:, lo:hi] = _softmax(scores) @ values
+            out[:, lo:hi] = softmax(scores, axis=-1) @ values
         attn = out.transpose(1, 0, 2).reshape(rows, s.heads * s.head_dim)
         h = h + attn @ self._w(w + "self_attn.o_proj.weight").T
         x = _rms_norm(h, self._w(w + "post_attention_layernorm.weight"), s.eps)

@@ -244,8 +244,33 @@ def resolve_layer(n_layers: int, layer: int | None) -> int:
     return out
 
 
+Response = str | Sequence[int]  # a response's text, or its token ids as given
+
+
+class ReadsText:
+    """What a teacher's card and a teacher with its weights share: prompts and responses read by their
+    :class:`TextReader` (``reader``)."""
+
+    reader: TextReader
+
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        """Token ids of the chat-templated prompt up to where the assistant's answer starts, checked against the
+        context (``TextReader.prompt_ids``)."""
+        return self.reader.prompt_ids(messages)
+
+    def response_ids(self, response: Response) -> list[int]:
+        """Token ids of a response: its text tokenized alone, as text (no control tokens), no EOS; ids as given
+        (``TextReader.response_ids``)."""
+        return self.reader.response_ids(response)
+
+    def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
+        """Raise BBWDError when the prompt or response ``index`` (or ``name``d) is empty or they do not fit the
+        teacher's context (``TextReader.check``)."""
+        self.reader.check(index, prompt, response, name)
+
+
 @dataclass(frozen=True)
-class TeacherCard:
+class TeacherCard(ReadsText):
     """A teacher's tokenizer, context and resolved layer, loaded without its weights."""
 
     name: str
@@ -256,18 +281,6 @@ class TeacherCard:
     reader: TextReader
     proj_dim: int = PROJ_DIM
     proj_seed: int = PROJ_SEED
-
-    def prompt_ids(self, messages: Messages) -> list[int]:
-        """Token ids of the chat-templated prompt, as the teacher reads it (checked against its context)."""
-        return self.reader.prompt_ids(messages)
-
-    def response_ids(self, response: str | Sequence[int]) -> list[int]:
-        """Token ids of a response, as the teacher forces it (``TextReader.response_ids``)."""
-        return self.reader.response_ids(response)
-
-    def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
-        """Raise BBWDError when a pair is empty or over the teacher's context (``TextReader.check``)."""
-        self.reader.check(index, prompt, response, name)
 
 
 def read_card(files: ModelFiles, layer: int | None = None) -> TeacherCard:

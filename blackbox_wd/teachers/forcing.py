@@ -10,15 +10,13 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from blackbox_wd.records import Messages, TokenStates
+from blackbox_wd.records import TokenStates
 from blackbox_wd.teachers.card import TextReader, resolve_layer
 from blackbox_wd.teachers.levels import Levels, attach
 from blackbox_wd.teachers.pad import length_runs, pad_batch
 from blackbox_wd.teachers.prefix import Prefix, SharedMemo, decoder_pass, read_prompts
 from blackbox_wd.teachers.projection import PROJ_DIM, PROJ_SEED, projection_matrix
-from blackbox_wd.teachers.teacher import distinct_pairs
-
-Response = str | Sequence[int]
+from blackbox_wd.teachers.teacher import Teacher, distinct_pairs
 
 
 @dataclass
@@ -33,7 +31,7 @@ class _Stop(Exception):
     """Raised by the mid-layer hook to skip the layers above it."""
 
 
-class HFTeacher:
+class HFTeacher(Teacher):
     """Teacher-forces responses through a causal LM and returns their mid-layer token states.
 
     The layer is ell = floor(L / 2) unless given; ``hidden_states[ell]`` in transformers' numbering,
@@ -73,19 +71,6 @@ class HFTeacher:
     def device(self) -> torch.device:
         """Device of the model's weights."""
         return next(self.model.parameters()).device
-
-    def prompt_ids(self, messages: Messages) -> list[int]:
-        """Token ids of the prompt up to where the assistant's answer starts (BBWDError if it fills the context)."""
-        return self.reader.prompt_ids(messages)
-
-    def response_ids(self, response: Response) -> list[int]:
-        """Token ids of a response: its text tokenized alone, as text (no control tokens), no EOS."""
-        return self.reader.response_ids(response)
-
-    def encode(self, messages: Messages, responses: Sequence[Response], logprobs: bool = False) -> list[TokenStates]:
-        """Teacher-force every response after the same prompt; one TokenStates per response."""
-        prompt = self.prompt_ids(messages)
-        return self.encode_ids([(prompt, self.response_ids(r)) for r in responses], logprobs)
 
     @torch.inference_mode()
     def encode_ids(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool = False) -> list[TokenStates]:
@@ -192,11 +177,6 @@ class HFTeacher:
                 lp = self._token_logprobs(before, ids[row, : len(response)])
             out.append(TokenStates(states=projected[row, : len(response)].copy(), last=lasts[row], logprobs=lp))
         return out
-
-    def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
-        """Raise BBWDError when the prompt or response ``index`` (or ``name``d) is empty or they do not fit the
-        teacher's context (``TextReader.check``)."""
-        self.reader.check(index, prompt, response, name)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Next-token logits (float32) from final hidden states, soft-capped as the model caps them."""

@@ -1,20 +1,23 @@
-"""What a run asks of a teacher with its weights (:class:`Teacher`): transformers' (``forcing.HFTeacher``) or, for a
-bundled Llama teacher scoring one prompt on CPU, numpy's (``array_forcing.ArrayTeacher``)."""
+"""What a run asks of a teacher with its weights (:class:`Teacher`, the base of both engines): transformers'
+(``forcing.HFTeacher``) or, for a bundled Llama teacher scoring one prompt on CPU, numpy's
+(``array_forcing.ArrayTeacher``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
+
+from blackbox_wd.teachers.card import ReadsText, Response
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from blackbox_wd.records import Messages, TokenStates
-    from blackbox_wd.teachers.card import TextReader
 
 
-class Teacher(Protocol):
-    """A teacher that forces responses: its text reader, layer and projection, and its pass."""
+class Teacher(ReadsText):
+    """A teacher that forces responses: its text reader (``card.ReadsText``), layer and projection, and its pass
+    (``encode_ids``, each engine's own)."""
 
     name: str
     n_layers: int
@@ -22,29 +25,21 @@ class Teacher(Protocol):
     max_length: int | None
     proj_dim: int
     proj_seed: int
-    reader: TextReader
     tokenizer: PreTrainedTokenizerBase
 
     @property
     def device(self) -> object:
         """Where its weights run (``str`` of it: "cpu", "cuda:0")."""
+        raise NotImplementedError
 
-    def prompt_ids(self, messages: Messages) -> list[int]:
-        """Token ids of the prompt up to where the assistant's answer starts."""
-
-    def response_ids(self, response: str | Sequence[int]) -> list[int]:
-        """Token ids of a response, as the teacher forces it."""
-
-    def check(self, index: int, prompt: list[int], response: list[int], name: str | None = None) -> None:
-        """Raise BBWDError when a pair is empty or over the teacher's context."""
-
-    def encode(
-        self, messages: Messages, responses: Sequence[str | Sequence[int]], logprobs: bool = False
-    ) -> list[TokenStates]:
-        """Teacher-force every response after the same prompt."""
+    def encode(self, messages: Messages, responses: Sequence[Response], logprobs: bool = False) -> list[TokenStates]:
+        """Teacher-force every response after the same prompt; one TokenStates per response."""
+        prompt = self.prompt_ids(messages)
+        return self.encode_ids([(prompt, self.response_ids(r)) for r in responses], logprobs)
 
     def encode_ids(self, pairs: Sequence[tuple[list[int], list[int]]], logprobs: bool = False) -> list[TokenStates]:
-        """Teacher-force (prompt ids, response ids) pairs."""
+        """Teacher-force (prompt ids, response ids) pairs: the states of each pair's response."""
+        raise NotImplementedError
 
 
 def distinct_pairs(
