@@ -14,10 +14,10 @@ from blackbox_wd.errors import BBWDError
 from blackbox_wd.settings import ReportedSettings, Settings, TeacherShape
 from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.hf import Placement, ready_teacher
+from blackbox_wd.teachers.teacher import Teacher
 
 if TYPE_CHECKING:
     from blackbox_wd.clients.api import APIOptions
-    from blackbox_wd.teachers.teacher import Teacher
 
 
 class TeacherLoader:
@@ -94,7 +94,7 @@ def build_parts(
     sampler = build_sampler(
         settings, teacher if sample and weights else None, place, api_sampler, recorded, samples_from
     )
-    device = place.device if isinstance(teacher, TeacherCard) else str(teacher.device)
+    device = str(teacher.device) if isinstance(teacher, Teacher) else place.device
     return teacher, sampler, device, TeacherLoader(settings, place) if later else None
 
 
@@ -114,7 +114,7 @@ def build_sampler(
         return RecordedSamples(samples_from)
     if api is not None:
         return api
-    if teacher is not None and not isinstance(teacher, TeacherCard) and target_kind(settings) != "api":
+    if isinstance(teacher, Teacher) and target_kind(settings) != "api":
         return local_sampler_for(settings, teacher, place)
     return None
 

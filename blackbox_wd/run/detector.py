@@ -30,11 +30,11 @@ from blackbox_wd.signals.decompose import decompose
 from blackbox_wd.teachers.card import TeacherCard
 from blackbox_wd.teachers.hf import placement
 from blackbox_wd.teachers.registry import reference_bandwidth
+from blackbox_wd.teachers.teacher import Teacher
 
 if TYPE_CHECKING:
     from blackbox_wd.clients.api import APIOptions
     from blackbox_wd.teachers.statecache import StateCache, StateStore
-    from blackbox_wd.teachers.teacher import Teacher
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ class Detector:
         """The device the teacher runs on."""
         if self.device is not None:
             return self.device
-        assert not isinstance(self.teacher, TeacherCard), "a teacher's card is built with its resolved device"
+        assert isinstance(self.teacher, Teacher), "a teacher's card is built with its resolved device"
         return str(self.teacher.device)
 
     @property
@@ -265,7 +265,7 @@ class Detector:
     @property
     def forcing_teacher(self) -> Teacher:
         """The teacher with its weights: loaded now where they wait (``loader``); BBWDError for a card alone."""
-        if not isinstance(self.teacher, TeacherCard):
+        if isinstance(self.teacher, Teacher):
             return self.teacher
         if self.loader is None:
             raise BBWDError("a teacher's card forces nothing: build the detector with the teacher's weights")
